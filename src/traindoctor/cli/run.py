@@ -1,0 +1,68 @@
+"""``traindoctor run SCRIPT [ARGS]``: run a training script unmodified and diagnose it."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from traindoctor.cli._common import error_line
+from traindoctor.collect import Session
+from traindoctor.collect.runner import check_script, import_torch_if_available, run_script
+from traindoctor.render import render_json, render_text
+from traindoctor.report import build_report
+from traindoctor.watching import stderr_line
+
+__all__ = ["add_parser", "run"]
+
+
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Register the command."""
+    p = sub.add_parser("run", help="run a Python training script under traindoctor",
+                       description="Run SCRIPT as __main__ with ARGS, watch it, diagnose it.")
+    p.add_argument("--out", type=Path, help="folder for the run record "
+                   "(default: ./traindoctor-runs/<timestamp>-<pid>)")
+    p.add_argument("--json", type=Path, dest="json_path", help="also write the report as JSON")
+    p.add_argument("--log-every", type=int, metavar="N",
+                   help="print a progress line every N steps (default: every 10 s)")
+    p.add_argument("--interval", type=float, default=0.1, metavar="S",
+                   help="sampling period of CPU/memory/GPU in seconds (default 0.1)")
+    p.add_argument("--no-report", action="store_true", help="do not print the diagnosis")
+    p.add_argument("--width", type=int, default=100, help="width of the printed report")
+    p.add_argument("script", type=Path, help="the Python script to run")
+    p.add_argument("args", nargs=argparse.REMAINDER, help="arguments for the script")
+    p.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the script; return its exit code (traindoctor's own problems do not change it)."""
+    check_script(args.script)
+    import_torch_if_available()
+    session = Session(
+        args.out,
+        command=("traindoctor", "run", str(args.script), *args.args),
+        interval_s=args.interval,
+        log_every_steps=args.log_every,
+        progress_sink=stderr_line,
+        instrument_torch=True,
+    )
+    session.start()
+    stderr_line(f"recording to {session.out_dir}")
+    result = None
+    try:
+        result = run_script(args.script, list(args.args))
+    finally:
+        if result is None:  # only a BaseException escaping run_script (it catches all)
+            record = session.stop("exception", 1, "traindoctor runner failed")
+        else:
+            record = session.stop(result.status, result.exit_code, result.error)
+    try:
+        report = build_report(record)
+        if not args.no_report:
+            sys.stderr.write(render_text(report, width=args.width))
+        if args.json_path is not None:
+            args.json_path.write_text(render_json(report), encoding="utf-8")
+    except Exception as exc:  # the job's exit code wins over a reporting failure
+        error_line(f"could not build the report: {exc!r} (the run record is kept)")
+    stderr_line(f"run record: {session.record_path}")
+    return result.exit_code

@@ -1,0 +1,219 @@
+"""Zero-code instrumentation of PyTorch (hot path: see docs/design/hot-path.md).
+
+``TorchPatches(sink).install()`` wraps, for as long as it is installed:
+
+- ``_BaseDataLoaderIter.__next__``: the ``data_wait`` phase, and the batch size of each batch;
+- ``DataLoader.__iter__``: the loader's configuration, once per loader;
+- ``nn.Module.__call__``: the outermost model call per thread is the ``forward`` phase;
+- ``torch.autograd.backward`` (``Tensor.backward`` calls it): the ``backward`` phase;
+- every optimizer's ``step`` through torch's global step hooks: the ``optimizer`` phase;
+- ``torch.save``: the ``checkpoint`` phase.
+
+``uninstall()`` puts every original back. Torch is imported here, never by the core.
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from collections import deque
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from traindoctor.collect.events import ENTER, EXIT, FWD_ENTER, FWD_EXIT, OPT_END, Event
+from traindoctor.model import LoaderInfo, Phase
+
+__all__ = ["TorchPatches", "TorchSink", "batch_size_of"]
+
+_DATA_WAIT = Phase.DATA_WAIT.value
+_BACKWARD = Phase.BACKWARD.value
+_OPTIMIZER = Phase.OPTIMIZER.value
+_CHECKPOINT = Phase.CHECKPOINT.value
+
+#: Batches whose dtypes are looked at (the first few are enough: a loader yields one dtype).
+DTYPE_CHECKS = 4
+
+
+class TorchSink(Protocol):
+    """Where the patches put what they see (a ``Session``)."""
+
+    events: deque[Event]
+    clock: Callable[[], int]
+    models: dict[int, weakref.ref[Any]]
+    loaders: dict[int, LoaderInfo]
+    batch_dtypes: list[str]
+
+
+def batch_size_of(batch: object) -> int | None:
+    """Return the leading dimension of the first tensor-like in ``batch`` (None if unknown)."""
+    for _ in range(4):
+        shape = getattr(batch, "shape", None)
+        if shape is not None:
+            return int(shape[0]) if len(shape) else None
+        if isinstance(batch, (list, tuple)) and batch:
+            batch = batch[0]
+        elif isinstance(batch, dict) and batch:
+            batch = next(iter(batch.values()))
+        else:
+            return None
+    return None
+
+
+def _dtypes_of(batch: object) -> list[str]:
+    items = batch.values() if isinstance(batch, dict) else batch
+    if not isinstance(items, (list, tuple)) and not hasattr(items, "values"):
+        items = [batch]
+    return [str(t.dtype) for t in items if hasattr(t, "dtype")]  # type: ignore[union-attr]
+
+
+def _loader_info(loader: Any) -> LoaderInfo:
+    dataset = getattr(loader, "dataset", None)
+    try:
+        length: int | None = len(dataset)  # type: ignore[arg-type]
+    except TypeError:
+        length = None
+    context = getattr(loader, "multiprocessing_context", None)
+    return LoaderInfo(
+        loader_id=id(loader),
+        num_workers=int(getattr(loader, "num_workers", 0)),
+        batch_size=getattr(loader, "batch_size", None),
+        pin_memory=bool(getattr(loader, "pin_memory", False)),
+        prefetch_factor=getattr(loader, "prefetch_factor", None),
+        persistent_workers=bool(getattr(loader, "persistent_workers", False)),
+        dataset_type=type(dataset).__name__,
+        dataset_len=length,
+        multiprocessing_context=None if context is None else str(context.get_start_method()),
+    )
+
+
+class TorchPatches:
+    """The set of torch patches feeding one sink. Install at most once at a time."""
+
+    def __init__(self, sink: TorchSink) -> None:
+        self._sink = sink
+        self._undo: list[Callable[[], None]] = []
+
+    @property
+    def installed(self) -> bool:
+        """Whether the patches are in place."""
+        return bool(self._undo)
+
+    def install(self) -> None:
+        """Install every patch (torch must be importable)."""
+        if self._undo:
+            return
+        import torch
+        import torch.optim.optimizer as optim_mod
+        from torch.utils.data import dataloader as dl
+
+        sink = self._sink
+        append = sink.events.append
+        clock = sink.clock
+        get_ident = threading.get_ident
+
+        self._patch(dl._BaseDataLoaderIter, "__next__", self._wrap_next(append, clock))
+        self._patch(dl.DataLoader, "__iter__", self._wrap_iter(dl.DataLoader.__iter__))
+        self._patch(torch.nn.Module, "__call__", self._wrap_call(torch.nn.Module.__call__))
+        self._patch(torch.autograd, "backward", _phase_wrapper(torch.autograd.backward,
+                                                               _BACKWARD, append, clock))
+        self._patch(torch, "save", _phase_wrapper(torch.save, _CHECKPOINT, append, clock))
+
+        def pre_hook(optimizer: object, args: object, kwargs: object) -> None:
+            append((clock(), ENTER, _OPTIMIZER, get_ident()))
+
+        def post_hook(optimizer: object, args: object, kwargs: object) -> None:
+            append((clock(), OPT_END, id(optimizer), get_ident()))
+
+        pre = optim_mod.register_optimizer_step_pre_hook(pre_hook)
+        post = optim_mod.register_optimizer_step_post_hook(post_hook)
+        self._undo.append(pre.remove)
+        self._undo.append(post.remove)
+
+    def uninstall(self) -> None:
+        """Put every original back, in reverse order."""
+        while self._undo:
+            self._undo.pop()()
+
+    def _patch(self, owner: Any, name: str, wrapper: Any) -> None:
+        original = owner.__dict__[name] if name in vars(owner) else getattr(owner, name)
+        setattr(owner, name, wrapper)
+        self._undo.append(lambda: setattr(owner, name, original))
+
+    def _wrap_next(self, append: Callable[[Event], None], clock: Callable[[], int]) -> Any:
+        from torch.utils.data import dataloader as dl
+
+        original = dl._BaseDataLoaderIter.__next__
+        get_ident = threading.get_ident
+        dtypes = self._sink.batch_dtypes
+        checks = [DTYPE_CHECKS]
+
+        def __next__(it: Any) -> Any:
+            tid = get_ident()
+            append((clock(), ENTER, _DATA_WAIT, tid))
+            try:
+                batch = original(it)
+            except BaseException:
+                append((clock(), EXIT, None, tid))
+                raise
+            append((clock(), EXIT, batch_size_of(batch), tid))
+            if checks[0]:
+                checks[0] -= 1
+                dtypes.extend(_dtypes_of(batch))
+            return batch
+
+        return __next__
+
+    def _wrap_iter(self, original: Callable[[Any], Any]) -> Any:
+        loaders = self._sink.loaders
+
+        def __iter__(loader: Any) -> Any:
+            if id(loader) not in loaders:
+                loaders[id(loader)] = _loader_info(loader)
+            return original(loader)
+
+        return __iter__
+
+    def _wrap_call(self, original: Callable[..., Any]) -> Any:
+        sink = self._sink
+        append = sink.events.append
+        clock = sink.clock
+        models = sink.models
+        busy: set[int] = set()
+        get_ident = threading.get_ident
+
+        def __call__(module: Any, *args: Any, **kwargs: Any) -> Any:
+            tid = get_ident()
+            if tid in busy:
+                return original(module, *args, **kwargs)
+            busy.add(tid)
+            key = id(module)
+            if key not in models:
+                models[key] = weakref.ref(module)
+            append((clock(), FWD_ENTER, key, tid))
+            try:
+                return original(module, *args, **kwargs)
+            finally:
+                append((clock(), FWD_EXIT, key, tid))
+                busy.discard(tid)
+
+        return __call__
+
+
+def _phase_wrapper(
+    original: Callable[..., Any], phase: str, append: Callable[[Event], None],
+    clock: Callable[[], int],
+) -> Callable[..., Any]:
+    get_ident = threading.get_ident
+
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        tid = get_ident()
+        append((clock(), ENTER, phase, tid))
+        try:
+            return original(*args, **kwargs)
+        finally:
+            append((clock(), EXIT, None, tid))
+
+    wrapper.__wrapped__ = original  # type: ignore[attr-defined]
+    wrapper.__name__ = getattr(original, "__name__", "wrapper")
+    wrapper.__doc__ = original.__doc__
+    return wrapper

@@ -1,0 +1,45 @@
+"""Event codes of the hot path (see docs/design/hot-path.md).
+
+An event is a tuple ``(t_ns, code, arg, thread_id)`` appended to a deque. ``arg`` depends on
+the code:
+
+=============  ============================================================
+code           arg
+=============  ============================================================
+ENTER          the phase name entered
+EXIT           ``None``, or the batch size when leaving ``data_wait``
+STEP           the batch size given to ``Session.step()`` (or ``None``)
+OPT_END        ``id(optimizer)``; leaves the ``optimizer`` phase
+FWD_ENTER      ``id(model)``; an outermost model call starts
+FWD_EXIT       ``id(model)``; it ends
+GC_START       the generation being collected
+GC_STOP        the generation collected
+=============  ============================================================
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+__all__ = [
+    "ENTER",
+    "EXIT",
+    "FWD_ENTER",
+    "FWD_EXIT",
+    "GC_START",
+    "GC_STOP",
+    "OPT_END",
+    "STEP",
+    "Event",
+]
+
+Event = tuple[int, int, object, int]
+
+ENTER: Final = 0
+EXIT: Final = 1
+STEP: Final = 2
+OPT_END: Final = 3
+FWD_ENTER: Final = 4
+FWD_EXIT: Final = 5
+GC_START: Final = 6
+GC_STOP: Final = 7

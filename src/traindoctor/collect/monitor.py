@@ -1,0 +1,252 @@
+"""The monitor thread: samples readers, reduces events into steps, writes the record.
+
+Everything that is not the hot path happens here (docs/design/hot-path.md). A failure of a
+reader or of the record file is reported once (a log warning and a ``Notice`` in the record)
+and the job carries on; a failing reader is switched off.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import weakref
+from collections import deque
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from traindoctor.collect.environment import probe_environment
+from traindoctor.collect.events import Event
+from traindoctor.collect.progress import Progress
+from traindoctor.collect.readers import Reader
+from traindoctor.collect.reducer import StepReducer
+from traindoctor.model import (
+    ConcurrencyStat,
+    EnvFact,
+    GpuSample,
+    LoaderInfo,
+    ModelInfo,
+    Notice,
+    StepTiming,
+    SystemSample,
+)
+from traindoctor.record import RecordWriter
+
+__all__ = ["Collected", "Monitor"]
+
+logger = logging.getLogger(__name__)
+
+
+class Collected:
+    """What the monitor gathered, kept in memory as well as in the record."""
+
+    def __init__(self) -> None:
+        self.steps: list[StepTiming] = []
+        self.system: list[SystemSample] = []
+        self.gpu: list[GpuSample] = []
+        self.loaders: list[LoaderInfo] = []
+        self.models: list[ModelInfo] = []
+        self.env: list[EnvFact] = []
+        self.batch_dtypes: list[str] = []
+        self.concurrency: list[ConcurrencyStat] = []
+        self.notices: list[Notice] = []
+
+
+class Monitor:
+    """Drive readers and the reducer on a daemon thread.
+
+    Args:
+        events: the hot-path deque (drained here with ``popleft``).
+        reducer: turns events into steps.
+        writer: the run record (``None`` to keep everything in memory only).
+        readers: sampled every ``interval_ns``.
+        models / loaders / batch_dtypes: filled by the hot path, read here.
+        progress: where periodic log lines go (``None``: no lines).
+    """
+
+    def __init__(
+        self,
+        *,
+        events: deque[Event],
+        reducer: StepReducer,
+        writer: RecordWriter | None,
+        readers: Sequence[Reader],
+        clock: Callable[[], int],
+        models: Mapping[int, weakref.ref[Any]],
+        loaders: Mapping[int, LoaderInfo],
+        batch_dtypes: Sequence[str],
+        environ: Mapping[str, str],
+        interval_ns: int,
+        flush_every_ns: int,
+        progress: Progress | None,
+        progress_sink: Callable[[str], None] | None,
+    ) -> None:
+        self.collected = Collected()
+        self._events = events
+        self._reducer = reducer
+        self._writer = writer
+        self._readers = list(readers)
+        self._clock = clock
+        self._models = models
+        self._model_ids: set[int] = set()
+        self._loaders = loaders
+        self._loader_ids: set[int] = set()
+        self._batch_dtypes = batch_dtypes
+        self._environ = environ
+        self._interval_s = interval_ns / 1e9
+        self._flush_every = flush_every_ns
+        self._progress = progress
+        self._progress_sink = progress_sink
+        self._env_probed = False
+        self._last_flush = clock()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="traindoctor-monitor", daemon=True)
+        self._reported: set[str] = set()
+        self._pending: dict[str, list[Any]] = {}
+
+    def start(self) -> None:
+        """Start the thread."""
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Stop the thread, take one last sample and flush everything."""
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join()
+        self._sample()
+        self.flush(final=True)
+
+    def notice(self, level: str, message: str, *, key: str | None = None) -> None:
+        """Report a problem of traindoctor's own, once per ``key``."""
+        key = key or message
+        if key in self._reported:
+            return
+        self._reported.add(key)
+        logger.warning("traindoctor: %s (the job carries on)", message)
+        note = Notice(t_ns=self._clock(), level=level, message=message)
+        self.collected.notices.append(note)
+        self._queue("notice", [note])
+
+    def flush(self, *, final: bool = False) -> None:
+        """Reduce the events appended so far and write everything pending to the record."""
+        self._last_flush = self._clock()
+        events = self._events
+        batch = [events.popleft() for _ in range(len(events))]
+        try:
+            self._reducer.feed(batch)
+            steps = self._reducer.finish() if final else self._reducer.take_steps()
+        except Exception as exc:  # never break the job over our own bug
+            self.notice("error", f"step reduction failed: {exc!r}", key="reduce")
+            steps = []
+        if steps:
+            self.collected.steps.extend(steps)
+            self._queue("steps", steps)
+            self._log_progress(steps)
+        self._inspect(final=final or bool(steps))
+        if final:
+            stats = self._reducer.concurrency()
+            self.collected.concurrency = stats
+            self._queue("concurrency", stats)
+        self._write_pending()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self._interval_s):
+            self._sample()
+            if self._clock() - self._last_flush >= self._flush_every:
+                self.flush()
+
+    def _sample(self) -> None:
+        now = self._clock()
+        for reader in list(self._readers):
+            try:
+                readings = reader.read(now)
+            except Exception as exc:  # a reader's failure must not stop the others
+                self._readers.remove(reader)
+                self.notice("warning", f"reader {reader.name!r} failed and was switched off: "
+                            f"{exc!r}")
+                continue
+            for reading in readings:
+                if isinstance(reading, GpuSample):
+                    self.collected.gpu.append(reading)
+                    self._queue("gpu", [reading])
+                else:
+                    self.collected.system.append(reading)
+                    self._queue("system", [reading])
+
+    def _inspect(self, *, final: bool) -> None:
+        try:
+            self._inspect_unsafe(final=final)
+        except Exception as exc:  # inspection is best effort
+            self.notice("warning", f"inspection failed: {exc!r}", key="inspect")
+
+    def _inspect_unsafe(self, *, final: bool) -> None:
+        for loader_id, info in list(self._loaders.items()):
+            if loader_id not in self._loader_ids:
+                self._loader_ids.add(loader_id)
+                self.collected.loaders.append(info)
+                self._queue("loader", [info])
+        for model_id, ref in list(self._models.items()):
+            if model_id in self._model_ids:
+                continue
+            model = ref()
+            if model is None:
+                continue
+            self._model_ids.add(model_id)
+            info = inspect_model(model_id, model)
+            self._reducer.model_names[model_id] = info.class_name
+            self.collected.models.append(info)
+            self._queue("model", [info])
+        seen = len(self.collected.batch_dtypes)
+        new = list(self._batch_dtypes[seen:])
+        if new:
+            self.collected.batch_dtypes.extend(new)
+            self._queue("batch_dtypes", new)
+        if (final or not self._env_probed) and self.collected.steps:
+            self._env_probed = True
+            facts = probe_environment(self._environ)
+            self.collected.env.extend(facts)
+            self._queue("env", facts)
+
+    def _log_progress(self, steps: list[StepTiming]) -> None:
+        if self._progress is None or self._progress_sink is None:
+            return
+        for line in self._progress.add(steps):
+            try:
+                self._progress_sink(line.format())
+            except Exception as exc:  # e.g. a closed stderr
+                self.notice("warning", f"progress log failed: {exc!r}", key="progress")
+
+    def _queue(self, line_type: str, items: Sequence[Any]) -> None:
+        self._pending.setdefault(line_type, []).extend(items)
+
+    def _write_pending(self) -> None:
+        pending, self._pending = self._pending, {}
+        if self._writer is None or self._writer.closed:
+            return
+        try:
+            for line_type, items in pending.items():
+                self._writer.write_items(line_type, items)
+            self._writer.flush()
+        except (OSError, ValueError) as exc:
+            self.notice("error", f"cannot write the run record {self._writer.path}: {exc}; "
+                        "what is in memory is still reported", key="writer")
+
+
+def inspect_model(model_id: int, model: Any) -> ModelInfo:
+    """Describe a torch module: parameters, their bytes, dtypes and devices."""
+    count = size = 0
+    dtypes: set[str] = set()
+    devices: set[str] = set()
+    for param in model.parameters():
+        count += int(param.numel())
+        size += int(param.numel()) * int(param.element_size())
+        dtypes.add(str(param.dtype))
+        devices.add(str(param.device.type))
+    return ModelInfo(
+        model_id=model_id,
+        class_name=type(model).__name__,
+        param_count=count,
+        param_bytes=size,
+        param_dtypes=tuple(sorted(dtypes)),
+        devices=tuple(sorted(devices)),
+        module_count=sum(1 for _ in model.modules()),
+    )

@@ -1,0 +1,165 @@
+"""Readers the monitor thread samples: the machine and the job's process tree (psutil).
+
+A reader is anything with ``name`` and ``read(t_ns) -> list[SystemSample | GpuSample]``; tests
+and users pass their own (the ``readers=`` seam of ``Session``). GPU readers live in
+``collect/nvml.py``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from typing import Protocol
+
+import psutil
+
+from traindoctor.model import GpuSample, ProcessUsage, SystemSample
+
+__all__ = ["PsutilReader", "Reader"]
+
+#: How often the costlier parts are read. One psutil sample of CPU+memory+disk+net costs
+#: ~0.5 ms here (disk_io_counters alone 0.2 ms); reading disk/net once a second and the other
+#: processes every 2 s keeps a 10 Hz sampler near 0.5% of a core (measured, docs/overhead.md).
+IO_EVERY_NS = 1_000_000_000
+TOP_OTHERS_EVERY_NS = 2_000_000_000
+#: Other processes listed per sample, and the least CPU (% of one core) to be listed.
+TOP_OTHERS = 5
+TOP_OTHERS_MIN_PCT = 5.0
+
+
+class Reader(Protocol):
+    """Something the monitor thread samples."""
+
+    name: str
+
+    def read(self, t_ns: int) -> list[SystemSample | GpuSample]:
+        """Return the readings taken now (``t_ns`` on the session clock)."""
+        ...
+
+
+class PsutilReader:
+    """Per-core CPU, the job's process tree (CPU, RSS, threads), disk/net I/O, other processes.
+
+    Args:
+        pid: root of the job's process tree (DataLoader workers are its children).
+        io_every_ns / top_others_every_ns: how often the costlier readings are taken.
+    """
+
+    name = "psutil"
+
+    def __init__(
+        self,
+        pid: int | None = None,
+        *,
+        io_every_ns: int = IO_EVERY_NS,
+        top_others_every_ns: int = TOP_OTHERS_EVERY_NS,
+        process_iter: Callable[..., object] = psutil.process_iter,
+    ) -> None:
+        self._root = psutil.Process(pid or os.getpid())
+        self._procs: dict[int, psutil.Process] = {self._root.pid: self._root}
+        self._io_every = io_every_ns
+        self._top_every = top_others_every_ns
+        self._process_iter = process_iter
+        self._last_io: int | None = None
+        self._last_top: int | None = None
+        self._others: dict[int, psutil.Process] = {}
+        psutil.cpu_percent(percpu=True)
+        self._root.cpu_percent()
+
+    def read(self, t_ns: int) -> list[SystemSample | GpuSample]:
+        """Take one sample."""
+        per_core = tuple(psutil.cpu_percent(percpu=True))
+        job_cpu, children_cpu, rss, threads, procs = self._tree()
+        other = max(0.0, sum(per_core) - job_cpu)
+        disk_r = disk_w = net_s = net_r = None
+        if self._last_io is None or t_ns - self._last_io >= self._io_every:
+            self._last_io = t_ns
+            disk = psutil.disk_io_counters()
+            net = psutil.net_io_counters()
+            if disk is not None:
+                disk_r, disk_w = disk.read_bytes, disk.write_bytes
+            if net is not None:
+                net_s, net_r = net.bytes_sent, net.bytes_recv
+        top: tuple[ProcessUsage, ...] = ()
+        if self._last_top is None or t_ns - self._last_top >= self._top_every:
+            self._last_top = t_ns
+            top = self._top_others()
+        return [
+            SystemSample(
+                t_ns=t_ns,
+                cpu_pct_per_core=per_core,
+                job_cpu_pct=job_cpu,
+                children_cpu_pct=children_cpu,
+                job_rss_bytes=rss,
+                job_threads=threads,
+                job_processes=procs,
+                other_cpu_pct=other,
+                disk_read_bytes=disk_r,
+                disk_write_bytes=disk_w,
+                net_sent_bytes=net_s,
+                net_recv_bytes=net_r,
+                top_others=top,
+            )
+        ]
+
+    def _tree(self) -> tuple[float, float, int, int, int]:
+        try:
+            children = self._root.children(recursive=True)
+        except psutil.Error:
+            children = []
+        alive = {self._root.pid}
+        for child in children:
+            alive.add(child.pid)
+            if child.pid not in self._procs:
+                self._procs[child.pid] = child
+                try:
+                    child.cpu_percent()
+                except psutil.Error:
+                    pass
+        for pid in list(self._procs):
+            if pid not in alive:
+                del self._procs[pid]
+        cpu = children_cpu = 0.0
+        rss = threads = 0
+        for proc in list(self._procs.values()):
+            try:
+                with proc.oneshot():
+                    pct = proc.cpu_percent()
+                    rss += proc.memory_info().rss
+                    threads += proc.num_threads()
+            except psutil.Error:
+                continue
+            cpu += pct
+            if proc is not self._root:
+                children_cpu += pct
+        return cpu, children_cpu, rss, threads, len(self._procs)
+
+    def _top_others(self) -> tuple[ProcessUsage, ...]:
+        mine = set(self._procs)
+        seen: set[int] = set()
+        usage: list[ProcessUsage] = []
+        for proc in self._process_iter(["pid", "name"]):  # type: ignore[attr-defined]
+            pid = proc.pid
+            if pid in mine:
+                continue
+            seen.add(pid)
+            known = self._others.get(pid)
+            if known is None:
+                self._others[pid] = proc
+                try:
+                    proc.cpu_percent()
+                except psutil.Error:
+                    pass
+                continue
+            try:
+                pct = known.cpu_percent()
+            except psutil.Error:
+                continue
+            if pct >= TOP_OTHERS_MIN_PCT:
+                usage.append(ProcessUsage(pid=pid, name=proc.info.get("name") or "?",
+                                          cpu_pct=pct))
+        for pid in list(self._others):
+            if pid not in seen:
+                del self._others[pid]
+        usage.sort(key=lambda u: -u.cpu_pct)
+        return tuple(usage[:TOP_OTHERS])

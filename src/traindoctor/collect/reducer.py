@@ -1,0 +1,280 @@
+"""Turn hot-path events into steps, off the hot path.
+
+Step boundaries, in order of precedence:
+
+1. ``explicit``: the user called ``Session.step()``; from then on only those calls end steps.
+2. ``optimizer``: the end of a step of the *first* optimizer seen (a GAN's second optimizer, or
+   a scheduler, does not end a step).
+3. ``model``: one step per outermost model call, for inference-only jobs. Until an optimizer
+   step is seen, model-call steps are held back as tentative; the first optimizer step merges
+   them into one (a training step calls the model, maybe several times with gradient
+   accumulation, before its optimizer step). After ``MODEL_MODE_AFTER_CALLS`` calls without an
+   optimizer step, or at the end of the run, the job is taken as inference-only.
+
+Time between events goes to the innermost open phase of the owner thread, or to ``other``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from traindoctor.collect.events import (
+    ENTER,
+    EXIT,
+    FWD_ENTER,
+    FWD_EXIT,
+    GC_START,
+    GC_STOP,
+    OPT_END,
+    STEP,
+    Event,
+)
+from traindoctor.model import ConcurrencyStat, Phase, StepTiming
+
+__all__ = ["MODEL_MODE_AFTER_CALLS", "StepReducer"]
+
+#: Model calls without an optimizer step before a job is taken as inference-only. Gradient
+#: accumulation over more than 64 micro-batches is rare; 64 tentative steps are ~10 KiB held.
+MODEL_MODE_AFTER_CALLS = 64
+
+_OTHER = Phase.OTHER.value
+_FORWARD = Phase.FORWARD.value
+_OPTIMIZER = Phase.OPTIMIZER.value
+
+
+@dataclass(slots=True)
+class _Open:
+    """The step being accumulated."""
+
+    start_ns: int
+    phase_ns: dict[str, int] = field(default_factory=dict)
+    batch_size: int | None = None
+    gc_count: int = 0
+    gc_pause_ns: int = 0
+    gc_max_pause_ns: int = 0
+
+    def merge(self, other: _Open) -> None:
+        for name, ns in other.phase_ns.items():
+            self.phase_ns[name] = self.phase_ns.get(name, 0) + ns
+        self.batch_size = self.batch_size or other.batch_size
+        self.gc_count += other.gc_count
+        self.gc_pause_ns += other.gc_pause_ns
+        self.gc_max_pause_ns = max(self.gc_max_pause_ns, other.gc_max_pause_ns)
+
+
+@dataclass(slots=True)
+class _ModelCalls:
+    class_name: str
+    calls: int = 0
+    threads: set[int] = field(default_factory=set)
+    active: dict[int, tuple[int, bool]] = field(default_factory=dict)
+    max_concurrent: int = 0
+    concurrent_calls: int = 0
+    solo_ns: int = 0
+    solo_calls: int = 0
+    concurrent_ns: int = 0
+
+
+class StepReducer:
+    """Consume events in order; hand out finished steps.
+
+    Args:
+        owner_thread: the thread whose phases make up steps (the training loop's thread).
+        model_names: ``id(model) -> class name`` (looked up lazily, may grow).
+    """
+
+    def __init__(self, owner_thread: int, model_names: dict[int, str] | None = None) -> None:
+        self.owner_thread = owner_thread
+        self.mode: str | None = None
+        self.model_names = model_names if model_names is not None else {}
+        self._boundary_optimizer: object = None
+        self._stack: list[str] = []
+        self._open: _Open | None = None
+        self._last_t = 0
+        self._tentative: list[tuple[_Open, int]] = []
+        self._done: list[StepTiming] = []
+        self._next_index = 0
+        self._gc_start: int | None = None
+        self._models: dict[int, _ModelCalls] = {}
+
+    def feed(self, events: Iterable[Event]) -> None:
+        """Process events (in the order they were appended)."""
+        owner = self.owner_thread
+        for t, code, arg, tid in events:
+            if code == GC_START:
+                self._gc_start = t
+                continue
+            if code == GC_STOP:
+                self._gc_stop(t)
+                continue
+            if code in (FWD_ENTER, FWD_EXIT):
+                self._concurrency(t, code, arg, tid)
+            if tid != owner:
+                continue
+            step = self._charge(t)
+            if code == ENTER:
+                self._stack.append(str(arg))
+            elif code == EXIT:
+                if self._stack:
+                    self._stack.pop()
+                if isinstance(arg, int):
+                    step.batch_size = arg
+            elif code == FWD_ENTER:
+                self._stack.append(_FORWARD)
+            elif code == FWD_EXIT:
+                if self._stack:
+                    self._stack.pop()
+                self._model_boundary(t)
+            elif code == OPT_END:
+                if self._stack:
+                    self._stack.pop()
+                self._optimizer_boundary(t, arg)
+            elif code == STEP:
+                self.mode = "explicit"
+                if isinstance(arg, int):
+                    step.batch_size = arg
+                self._close(t, "explicit")
+
+    def take_steps(self) -> list[StepTiming]:
+        """Return the steps finished since the last call."""
+        done, self._done = self._done, []
+        return done
+
+    def finish(self) -> list[StepTiming]:
+        """Settle tentative model steps (the job is inference-only) and return what is left.
+
+        The step still open at the end (time after the last boundary) is dropped: it is not a
+        whole step.
+        """
+        if self.mode is None and self._tentative:
+            self._settle_model_mode()
+        return self.take_steps()
+
+    def concurrency(self) -> list[ConcurrencyStat]:
+        """Return per-model statistics of the threads that entered its forward."""
+        stats = []
+        for model_id, calls in self._models.items():
+            solo = calls.solo_ns / calls.solo_calls if calls.solo_calls else None
+            conc = calls.concurrent_ns / calls.concurrent_calls if calls.concurrent_calls else None
+            stats.append(
+                ConcurrencyStat(
+                    model_id=model_id,
+                    class_name=self.model_names.get(model_id, calls.class_name),
+                    calls=calls.calls,
+                    threads=len(calls.threads),
+                    max_concurrent=calls.max_concurrent,
+                    concurrent_calls=calls.concurrent_calls,
+                    solo_mean_ns=solo,
+                    concurrent_mean_ns=conc,
+                )
+            )
+        return stats
+
+    # -- internals ---------------------------------------------------------------------
+
+    def _charge(self, t: int) -> _Open:
+        step = self._open
+        if step is None:
+            step = self._open = _Open(start_ns=t)
+            self._last_t = t
+            return step
+        phase = self._stack[-1] if self._stack else _OTHER
+        step.phase_ns[phase] = step.phase_ns.get(phase, 0) + (t - self._last_t)
+        self._last_t = t
+        return step
+
+    def _gc_stop(self, t: int) -> None:
+        if self._gc_start is None:
+            return
+        pause = t - self._gc_start
+        self._gc_start = None
+        step = self._open
+        if step is None:
+            return
+        step.gc_count += 1
+        step.gc_pause_ns += pause
+        step.gc_max_pause_ns = max(step.gc_max_pause_ns, pause)
+
+    def _model_boundary(self, t: int) -> None:
+        if self.mode == "model":
+            self._close(t, "model")
+        elif self.mode is None and self._open is not None:
+            self._tentative.append((self._open, t))
+            self._open = _Open(start_ns=t)
+            if len(self._tentative) >= MODEL_MODE_AFTER_CALLS:
+                self._settle_model_mode()
+
+    def _settle_model_mode(self) -> None:
+        self.mode = "model"
+        for step, end in self._tentative:
+            self._emit(step, end, "model")
+        self._tentative = []
+
+    def _optimizer_boundary(self, t: int, optimizer_id: object) -> None:
+        if self.mode == "explicit":
+            return
+        if self._boundary_optimizer is None:
+            self._boundary_optimizer = optimizer_id
+        elif optimizer_id != self._boundary_optimizer:
+            return
+        if self.mode != "optimizer":
+            self.mode = "optimizer"
+            if self._tentative and self._open is not None:
+                first = self._tentative[0][0]
+                for step, _ in self._tentative[1:]:
+                    first.merge(step)
+                first.merge(self._open)
+                self._open = first
+            self._tentative = []
+        self._close(t, "optimizer")
+
+    def _close(self, t: int, boundary: str) -> None:
+        if self._open is None:
+            return
+        self._emit(self._open, t, boundary)
+        self._open = _Open(start_ns=t)
+
+    def _emit(self, step: _Open, end: int, boundary: str) -> None:
+        self._done.append(
+            StepTiming(
+                index=self._next_index,
+                start_ns=step.start_ns,
+                end_ns=end,
+                boundary=boundary,
+                batch_size=step.batch_size,
+                phase_ns=dict(step.phase_ns),
+                gc_count=step.gc_count,
+                gc_pause_ns=step.gc_pause_ns,
+                gc_max_pause_ns=step.gc_max_pause_ns,
+            )
+        )
+        self._next_index += 1
+
+    def _concurrency(self, t: int, code: int, model_id: object, tid: int) -> None:
+        if not isinstance(model_id, int):
+            return
+        calls = self._models.get(model_id)
+        if calls is None:
+            calls = self._models[model_id] = _ModelCalls(
+                class_name=self.model_names.get(model_id, "?")
+            )
+        if code == FWD_ENTER:
+            overlapped = bool(calls.active)
+            if overlapped:
+                calls.active = {k: (s, True) for k, (s, _) in calls.active.items()}
+            calls.active[tid] = (t, overlapped)
+            calls.calls += 1
+            calls.threads.add(tid)
+            calls.max_concurrent = max(calls.max_concurrent, len(calls.active))
+            return
+        started = calls.active.pop(tid, None)
+        if started is None:
+            return
+        start, overlapped = started
+        if overlapped:
+            calls.concurrent_calls += 1
+            calls.concurrent_ns += t - start
+        else:
+            calls.solo_calls += 1
+            calls.solo_ns += t - start

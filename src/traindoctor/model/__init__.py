@@ -1,0 +1,62 @@
+"""The data types every stage talks through (frozen, slotted, keyword-only dataclasses)."""
+
+from __future__ import annotations
+
+from traindoctor.model.findings import (
+    Evidence,
+    Finding,
+    Fix,
+    Measurement,
+    Report,
+    Severity,
+    SkippedRule,
+    Speedup,
+    Summary,
+)
+from traindoctor.model.phases import Phase
+from traindoctor.model.run import (
+    ConcurrencyStat,
+    EnvFact,
+    GpuProcess,
+    GpuSample,
+    LoaderInfo,
+    ModelInfo,
+    Notice,
+    ProcessUsage,
+    RunEnd,
+    RunMeta,
+    RunRecord,
+    StepTiming,
+    SystemSample,
+)
+from traindoctor.model.schema import SCHEMA_VERSION, SchemaError, from_jsonable, to_jsonable
+
+__all__ = [
+    "SCHEMA_VERSION",
+    "ConcurrencyStat",
+    "EnvFact",
+    "Evidence",
+    "Finding",
+    "Fix",
+    "GpuProcess",
+    "GpuSample",
+    "LoaderInfo",
+    "Measurement",
+    "ModelInfo",
+    "Notice",
+    "Phase",
+    "ProcessUsage",
+    "Report",
+    "RunEnd",
+    "RunMeta",
+    "RunRecord",
+    "SchemaError",
+    "Severity",
+    "SkippedRule",
+    "Speedup",
+    "StepTiming",
+    "Summary",
+    "SystemSample",
+    "from_jsonable",
+    "to_jsonable",
+]

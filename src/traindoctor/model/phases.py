@@ -1,0 +1,24 @@
+"""Names of the phases a training step is split into (see DESIGN.md, "Phases of a step")."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+__all__ = ["Phase"]
+
+
+class Phase(StrEnum):
+    """A built-in phase of a step. Users may add their own phases by any other name.
+
+    ``gc`` pauses are not a phase: they overlap the others and are kept per step apart.
+    """
+
+    DATA_WAIT = "data_wait"
+    H2D = "h2d"
+    FORWARD = "forward"
+    BACKWARD = "backward"
+    OPTIMIZER = "optimizer"
+    SYNC = "sync"
+    CALLBACKS = "callbacks"
+    CHECKPOINT = "checkpoint"
+    OTHER = "other"

@@ -1,0 +1,222 @@
+"""What a watched run is made of: its metadata, steps, samples and facts."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from traindoctor.model.phases import Phase
+
+__all__ = [
+    "ConcurrencyStat",
+    "EnvFact",
+    "GpuProcess",
+    "GpuSample",
+    "LoaderInfo",
+    "ModelInfo",
+    "Notice",
+    "ProcessUsage",
+    "RunEnd",
+    "RunMeta",
+    "RunRecord",
+    "StepTiming",
+    "SystemSample",
+]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunMeta:
+    """Who ran what, where. Written once, first, in the run record."""
+
+    run_id: str
+    started_unix_s: float
+    command: tuple[str, ...] = ()
+    cwd: str = ""
+    hostname: str = ""
+    pid: int = 0
+    python_version: str = ""
+    traindoctor_version: str = ""
+    cpu_count: int = 0
+    affinity_cores: int = 0
+    total_memory_bytes: int = 0
+    clock_origin_ns: int = 0
+    """``perf_counter_ns()`` at the start; every ``*_ns`` time in the record is on that clock."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StepTiming:
+    """One step: from the end of the previous step boundary to the end of this one."""
+
+    index: int
+    start_ns: int
+    end_ns: int
+    boundary: str
+    """What ended the step: ``optimizer``, ``explicit`` (``doc.step()``) or ``model`` (inference)."""
+    batch_size: int | None = None
+    phase_ns: Mapping[str, int] = field(default_factory=dict)
+    gc_count: int = 0
+    gc_pause_ns: int = 0
+    gc_max_pause_ns: int = 0
+
+    @property
+    def duration_ns(self) -> int:
+        """Wall time of the step in nanoseconds."""
+        return self.end_ns - self.start_ns
+
+    def phase(self, phase: Phase | str) -> int:
+        """Return the nanoseconds spent in ``phase`` (0 when absent)."""
+        return self.phase_ns.get(str(phase), 0)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ProcessUsage:
+    """CPU use of one process that is not part of the job."""
+
+    pid: int
+    name: str
+    cpu_pct: float
+    """Percent of one core (200 = two cores busy)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SystemSample:
+    """One reading of the machine and of the job's process tree.
+
+    CPU percentages are of one core (``job_cpu_pct`` 150 = one and a half cores busy).
+    Disk and network counters are cumulative bytes since boot; ``None`` where unreadable.
+    """
+
+    t_ns: int
+    cpu_pct_per_core: tuple[float, ...] = ()
+    job_cpu_pct: float | None = None
+    children_cpu_pct: float | None = None
+    """CPU of the job's child processes alone (DataLoader workers)."""
+    job_rss_bytes: int | None = None
+    job_threads: int | None = None
+    job_processes: int | None = None
+    other_cpu_pct: float | None = None
+    disk_read_bytes: int | None = None
+    disk_write_bytes: int | None = None
+    net_sent_bytes: int | None = None
+    net_recv_bytes: int | None = None
+    top_others: tuple[ProcessUsage, ...] = ()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GpuProcess:
+    """A process holding memory on a GPU."""
+
+    pid: int
+    name: str
+    mem_bytes: int | None
+    is_job: bool
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GpuSample:
+    """One NVML reading of one GPU."""
+
+    t_ns: int
+    index: int
+    name: str = ""
+    util_pct: float | None = None
+    mem_used_bytes: int | None = None
+    mem_total_bytes: int | None = None
+    processes: tuple[GpuProcess, ...] = ()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LoaderInfo:
+    """How a DataLoader was configured (seen when it was iterated)."""
+
+    loader_id: int
+    num_workers: int
+    batch_size: int | None = None
+    pin_memory: bool = False
+    prefetch_factor: int | None = None
+    persistent_workers: bool = False
+    dataset_type: str = ""
+    dataset_len: int | None = None
+    multiprocessing_context: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ModelInfo:
+    """An outermost model the job called, inspected once off the hot path."""
+
+    model_id: int
+    class_name: str
+    param_count: int
+    param_bytes: int
+    param_dtypes: tuple[str, ...] = ()
+    devices: tuple[str, ...] = ()
+    module_count: int = 0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EnvFact:
+    """One fact about the environment, e.g. ``torch.num_threads = 2``."""
+
+    key: str
+    value: str | int | float | bool | None
+    source: str = ""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ConcurrencyStat:
+    """How several threads entered one model's forward."""
+
+    model_id: int
+    class_name: str
+    calls: int
+    threads: int
+    max_concurrent: int
+    concurrent_calls: int
+    solo_mean_ns: float | None = None
+    concurrent_mean_ns: float | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Notice:
+    """Something traindoctor itself ran into while watching (a reader failed, say)."""
+
+    t_ns: int
+    level: str
+    message: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunEnd:
+    """How the job ended."""
+
+    t_ns: int
+    status: str
+    """``ok``, ``exit`` (SystemExit), ``exception``, ``interrupted``."""
+    exit_code: int = 0
+    error: str = ""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunRecord:
+    """Everything known about a run; what the rules read."""
+
+    meta: RunMeta
+    steps: tuple[StepTiming, ...] = ()
+    system: tuple[SystemSample, ...] = ()
+    gpu: tuple[GpuSample, ...] = ()
+    loaders: tuple[LoaderInfo, ...] = ()
+    models: tuple[ModelInfo, ...] = ()
+    env: tuple[EnvFact, ...] = ()
+    batch_dtypes: tuple[str, ...] = ()
+    concurrency: tuple[ConcurrencyStat, ...] = ()
+    notices: tuple[Notice, ...] = ()
+    end: RunEnd | None = None
+    warnings: tuple[str, ...] = ()
+    """Problems met while loading the record (truncated tail, say)."""
+
+    def env_value(self, key: str) -> str | int | float | bool | None:
+        """Return the last recorded value of environment fact ``key`` (None when absent)."""
+        for fact in reversed(self.env):
+            if fact.key == key:
+                return fact.value
+        return None

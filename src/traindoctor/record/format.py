@@ -1,0 +1,45 @@
+"""The run record's line format: which line type holds which model type.
+
+A run record is JSON Lines, one object a line, append-only. The first line is the header::
+
+    {"type": "header", "schema_version": 1, "meta": {...RunMeta...}}
+
+then any number of ``{"type": T, "items": [...]}`` lines, in the order they were written, and
+at most one ``{"type": "end", "item": {...RunEnd...}}``. A reader keeps every item of every
+line it can parse; for ``concurrency`` only the last line counts (it is a running total).
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from traindoctor.model import (
+    ConcurrencyStat,
+    EnvFact,
+    GpuSample,
+    LoaderInfo,
+    ModelInfo,
+    Notice,
+    StepTiming,
+    SystemSample,
+)
+
+__all__ = ["ITEM_TYPES", "RECORD_FILENAME", "REPLACING_TYPES"]
+
+RECORD_FILENAME: Final = "run.jsonl"
+
+#: line type -> (RunRecord field, item type)
+ITEM_TYPES: Final[dict[str, tuple[str, type]]] = {
+    "steps": ("steps", StepTiming),
+    "system": ("system", SystemSample),
+    "gpu": ("gpu", GpuSample),
+    "loader": ("loaders", LoaderInfo),
+    "model": ("models", ModelInfo),
+    "env": ("env", EnvFact),
+    "batch_dtypes": ("batch_dtypes", str),
+    "concurrency": ("concurrency", ConcurrencyStat),
+    "notice": ("notices", Notice),
+}
+
+#: line types whose latest line replaces the earlier ones rather than adding to them
+REPLACING_TYPES: Final = frozenset({"concurrency"})

@@ -1,0 +1,77 @@
+"""Append-only run-record writer.
+
+Every ``write_*`` call appends one line and the file is flushed to the operating system on
+``flush()`` (the monitor thread calls it at least once a second) and on ``close()``. Lines
+handed to the OS survive the job being killed with SIGKILL, so a killed job loses at most
+what was gathered since the last flush.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import IO, Any
+
+from traindoctor.model import SCHEMA_VERSION, RunEnd, RunMeta, to_jsonable
+from traindoctor.record.format import ITEM_TYPES, RECORD_FILENAME
+
+__all__ = ["RecordWriter"]
+
+
+class RecordWriter:
+    """Write one run record to ``directory/run.jsonl``.
+
+    Args:
+        directory: where the record goes; created if missing.
+        meta: the run's metadata, written as the header line at once.
+
+    Raises:
+        OSError: when the directory or file cannot be created.
+    """
+
+    def __init__(self, directory: Path, meta: RunMeta) -> None:
+        directory.mkdir(parents=True, exist_ok=True)
+        self.path = directory / RECORD_FILENAME
+        self._lock = threading.Lock()
+        self._file: IO[str] | None = self.path.open("a", encoding="utf-8")
+        self._write_line(
+            {"type": "header", "schema_version": SCHEMA_VERSION, "meta": to_jsonable(meta)}
+        )
+        self.flush()
+
+    def write_items(self, line_type: str, items: Sequence[Any]) -> None:
+        """Append one line holding ``items`` of the model type registered for ``line_type``."""
+        if line_type not in ITEM_TYPES:
+            raise ValueError(f"unknown record line type {line_type!r}")
+        if items:
+            self._write_line({"type": line_type, "items": [to_jsonable(i) for i in items]})
+
+    def write_end(self, end: RunEnd) -> None:
+        """Append the end line."""
+        self._write_line({"type": "end", "item": to_jsonable(end)})
+
+    def flush(self) -> None:
+        """Hand everything written so far to the operating system."""
+        with self._lock:
+            if self._file is not None:
+                self._file.flush()
+
+    def close(self) -> None:
+        """Flush and close; later writes are ignored."""
+        with self._lock:
+            if self._file is not None:
+                self._file.close()
+                self._file = None
+
+    @property
+    def closed(self) -> bool:
+        """Whether ``close()`` was called."""
+        return self._file is None
+
+    def _write_line(self, obj: dict[str, Any]) -> None:
+        text = json.dumps(obj, separators=(",", ":"), allow_nan=False) + "\n"
+        with self._lock:
+            if self._file is not None:
+                self._file.write(text)

@@ -1,0 +1,95 @@
+"""Report -> terminal text with rich (deterministic at a fixed width without colour)."""
+
+from __future__ import annotations
+
+import io
+
+from rich.console import Console, Group
+from rich.panel import Panel
+from rich.table import Table
+from rich.text import Text
+
+from traindoctor.model import Finding, Report, Severity
+from traindoctor.render.names import SEVERITY_LABELS, phase_label
+
+__all__ = ["render_text"]
+
+_STYLES = {Severity.CRITICAL: "bold red", Severity.WARNING: "yellow", Severity.INFO: "cyan"}
+_BAR_WIDTH = 30
+
+
+def render_text(report: Report, *, width: int = 100, color: bool = False) -> str:
+    """Return the report as terminal text ``width`` columns wide."""
+    buffer = io.StringIO()
+    console = Console(file=buffer, width=width, color_system="auto" if color else None,
+                      force_terminal=color, no_color=not color, highlight=False)
+    console.print(_summary(report))
+    if report.summary.phase_share:
+        console.print(_phases(report))
+    console.print(_findings(report))
+    for warning in report.warnings:
+        console.print(Text(f"note: {warning}", style="dim"))
+    return buffer.getvalue()
+
+
+def _summary(report: Report) -> Panel:
+    s = report.summary
+    lines = [
+        f"steps: {s.steps}   wall: {s.wall_s:.1f} s   measured: {s.measured_s:.1f} s",
+        "samples/s: " + ("n/a" if s.samples_per_sec is None else f"{s.samples_per_sec:,.1f}")
+        + "   batches/s: " + ("n/a" if s.batches_per_sec is None else f"{s.batches_per_sec:,.1f}")
+        + "   step: " + ("n/a" if s.mean_step_ms is None else f"{s.mean_step_ms:,.2f} ms")
+        + f"   GC: {s.gc_share:.1%}",
+    ]
+    if s.warmup_note:
+        lines.append(s.warmup_note)
+    if report.end_status and report.end_status != "ok":
+        lines.append(f"job ended: {report.end_status} (exit code {report.exit_code})")
+    return Panel("\n".join(lines), title="traindoctor", title_align="left")
+
+
+def _phases(report: Report) -> Table:
+    table = Table(title="Where a step's time goes", title_justify="left", show_edge=False,
+                  box=None, pad_edge=False)
+    table.add_column("phase")
+    table.add_column("share", justify="right")
+    table.add_column("", no_wrap=True)
+    for name, share in report.summary.phase_share.items():
+        if share < 0.0005:
+            continue
+        bar = "█" * max(1, round(share * _BAR_WIDTH))
+        table.add_row(phase_label(name), f"{share:.1%}", bar)
+    return table
+
+
+def _findings(report: Report) -> Group | Text:
+    if not report.findings:
+        return Text("No problems found: nothing above the rules' thresholds.")
+    parts: list[Text | Panel] = [Text("Findings, the biggest estimated speed-up first:")]
+    for rank, finding in enumerate(report.findings, start=1):
+        parts.append(_finding(rank, finding))
+    return Group(*parts)
+
+
+def _finding(rank: int, f: Finding) -> Panel:
+    body = Text()
+    body.append(f.explanation + "\n")
+    for e in f.evidence:
+        unit = f" {e.unit}" if e.unit and e.unit != "share" else ""
+        value = f"{e.value:.1%}" if e.unit == "share" and isinstance(e.value, float) else (
+            f"{e.value}{unit}"
+        )
+        limit = ""
+        if e.threshold is not None:
+            limit = f" (threshold {e.threshold:.0%})" if e.unit == "share" else (
+                f" (threshold {e.threshold}{unit})"
+            )
+        body.append(f"  • {e.metric}: {value}{limit}\n", style="dim")
+    body.append(f"Estimated speed-up: up to {f.speedup.factor:.2f}x ({f.speedup.method})\n")
+    if f.measurement is not None:
+        body.append(f"Measured: {f.measurement.factor:.2f}x ({f.measurement.method})\n")
+    body.append(f"Fix: {f.fix.summary}")
+    if f.fix.snippet:
+        body.append("\n" + "\n".join("    " + line for line in f.fix.snippet.splitlines()))
+    title = f"{rank}. [{SEVERITY_LABELS[f.severity]}] {f.title}  ({f.rule})"
+    return Panel(body, title=Text(title, style=_STYLES[f.severity]), title_align="left")

@@ -1,0 +1,32 @@
+"""Rules: one pure function per module, registered by ``@rule`` in ``RULES``."""
+
+from __future__ import annotations
+
+from traindoctor.rules import (  # noqa: F401  (importing registers the rules)
+    checkpoint_stalls,
+    competing_processes,
+    float64,
+    gc_pauses,
+    input_bound,
+    memory_growth,
+    shared_model_threads,
+    slow_callbacks,
+    small_batch,
+    step_outliers,
+    thread_oversubscription,
+)
+from traindoctor.rules.context import RuleContext, speedup_if_removed
+from traindoctor.rules.registry import RULES, Rule, rank, rule, run_rules
+from traindoctor.rules.summary import split_warmup, summarize
+
+__all__ = [
+    "RULES",
+    "Rule",
+    "RuleContext",
+    "rank",
+    "rule",
+    "run_rules",
+    "speedup_if_removed",
+    "split_warmup",
+    "summarize",
+]

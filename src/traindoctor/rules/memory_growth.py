@@ -1,0 +1,125 @@
+"""memory-growth: the job's memory keeps rising.
+
+Detects: a steady rise of the process tree's RSS (or of GPU memory) over the run, from the
+moving average of the samples (SageMaker Debugger's GPUMemoryIncrease idea).
+Evidence: start and end of the moving average, the rise, its rate per step and per minute, and
+when memory would run out at that rate.
+Fix: find what keeps references alive (losses kept with their graphs, growing lists/caches).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from traindoctor.model import Evidence, Finding, Fix, Severity, Speedup
+from traindoctor.rules.context import RuleContext
+from traindoctor.rules.registry import rule
+
+__all__ = ["MIN_RISE_BYTES", "MIN_RISE_SHARE", "MIN_SAMPLES", "RISING_WINDOWS", "memory_growth"]
+
+#: Samples needed (10 Hz: 2 s of steps after warm-up).
+MIN_SAMPLES = 20
+#: Moving-average window: a tenth of the samples (at least 3).
+WINDOW_SHARE = 0.1
+#: The rise must be steady: at least 3 of 4 successive window means go up.
+RISING_WINDOWS = 0.75
+#: And large: 10% over the start and 64 MiB, so allocator warm-up and noise stay silent.
+MIN_RISE_SHARE = 0.10
+MIN_RISE_BYTES = 64 * 2**20
+#: SageMaker Debugger's GPUMemoryIncrease fires when the moving average of GPU memory use rises
+#: by more than 5 percentage points; we use it for GPU memory, and as "critical" for RSS
+#: against the machine's memory.
+CRITICAL_POINTS = 5.0
+
+
+@rule(id="memory-growth", title="Memory keeps growing", requires=("steps", "system"))
+def memory_growth(ctx: RuleContext) -> list[Finding]:
+    """Flag a steady, large rise of RSS or GPU memory."""
+    findings = []
+    rss = [(s.t_ns, s.job_rss_bytes) for s in ctx.system if s.job_rss_bytes is not None]
+    total = ctx.record.meta.total_memory_bytes or None
+    rss_finding = _check(ctx, rss, "process RSS", total)
+    if rss_finding is not None:
+        findings.append(rss_finding)
+    by_gpu: dict[int, list[tuple[int, int]]] = {}
+    gpu_total: dict[int, int] = {}
+    for g in ctx.record.gpu:
+        if g.mem_used_bytes is not None:
+            by_gpu.setdefault(g.index, []).append((g.t_ns, g.mem_used_bytes))
+            gpu_total[g.index] = g.mem_total_bytes or 0
+    for index, points in sorted(by_gpu.items()):
+        gpu_finding = _check(ctx, points, f"GPU {index} memory", gpu_total[index] or None)
+        if gpu_finding is not None:
+            findings.append(gpu_finding)
+    return findings
+
+
+def _moving_average(values: Sequence[float], window: int) -> list[float]:
+    return [sum(values[i:i + window]) / window for i in range(0, len(values) - window + 1)]
+
+
+def _check(ctx: RuleContext, points: list[tuple[int, int]], what: str,
+           capacity: int | None) -> Finding | None:
+    if len(points) < MIN_SAMPLES:
+        return None
+    window = max(3, int(len(points) * WINDOW_SHARE))
+    averages = _moving_average([float(v) for _, v in points], window)
+    chunks = averages[::window]
+    rises = [b > a for a, b in zip(chunks, chunks[1:], strict=False)]
+    if not rises:
+        return None
+    steady = sum(rises) / len(rises)
+    first, last = averages[0], averages[-1]
+    rise = last - first
+    if steady < RISING_WINDOWS or rise < max(MIN_RISE_BYTES, MIN_RISE_SHARE * first):
+        return None
+    seconds = (points[-1][0] - points[0][0]) / 1e9 or 1.0
+    per_min = rise / seconds * 60
+    per_step = rise / max(1, len(ctx.steps))
+    points_rise = 100 * rise / capacity if capacity else None
+    critical = points_rise is not None and points_rise > CRITICAL_POINTS
+    evidence = [
+        Evidence(metric=f"{what} at start (moving average)", value=round(first / 2**20, 1),
+                 unit="MiB", source="sampler"),
+        Evidence(metric=f"{what} at end (moving average)", value=round(last / 2**20, 1),
+                 unit="MiB", source="sampler"),
+        Evidence(metric="rise", value=round(rise / 2**20, 1), unit="MiB",
+                 threshold=round(max(MIN_RISE_BYTES, MIN_RISE_SHARE * first) / 2**20, 1),
+                 source="sampler"),
+        Evidence(metric="rate per step", value=round(per_step / 2**10, 1), unit="KiB",
+                 source="sampler and steps"),
+        Evidence(metric="rate per minute", value=round(per_min / 2**20, 1), unit="MiB",
+                 source="sampler"),
+        Evidence(metric="windows rising", value=round(steady, 2), unit="share",
+                 threshold=RISING_WINDOWS, source="sampler"),
+    ]
+    runway = ""
+    if capacity:
+        evidence.append(Evidence(metric="rise in points of total memory",
+                                 value=round(points_rise or 0.0, 2), unit="points",
+                                 threshold=CRITICAL_POINTS, source="sampler"))
+        left_min = (capacity - last) / per_min if per_min > 0 else None
+        if left_min is not None:
+            runway = f" At this rate memory runs out in about {left_min:.0f} minutes."
+    return Finding(
+        rule="memory-growth",
+        severity=Severity.CRITICAL if critical else Severity.WARNING,
+        title=f"{what} keeps growing ({per_min / 2**20:.0f} MiB/min)",
+        explanation=(
+            f"The {what} rose steadily from {first / 2**20:.0f} MiB to {last / 2**20:.0f} MiB "
+            f"(about {per_step / 2**10:.0f} KiB per step).{runway} Something keeps references "
+            "to per-step data."
+        ),
+        evidence=tuple(evidence),
+        speedup=Speedup(factor=1.0, method="no speed-up: fixing it prevents an out-of-memory "
+                        "failure and swapping later in the run"),
+        fix=Fix(
+            summary=(
+                "Look for per-step objects kept alive: losses or outputs appended to a list "
+                "with their autograd graphs (use loss.item() or loss.detach()), growing "
+                "caches or history lists, tensors stored on self. tracemalloc snapshots or "
+                "torch.cuda.memory_snapshot() show what grows."
+            ),
+            snippet="running_loss += loss.item()   # not: running_loss += loss",
+        ),
+    )

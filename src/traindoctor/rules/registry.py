@@ -1,0 +1,77 @@
+"""The one rule registry: ``@rule`` registers a pure function of a ``RuleContext``."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from traindoctor.model import Finding, SkippedRule
+from traindoctor.rules.context import RuleContext
+
+__all__ = ["RULES", "Rule", "rule", "run_rules"]
+
+RuleFunc = Callable[[RuleContext], list[Finding]]
+
+#: What a rule may require, and how to tell it is there.
+_REQUIREMENTS: dict[str, tuple[Callable[[RuleContext], bool], str]] = {
+    "steps": (lambda c: len(c.steps) > 0, "no steps were recorded after warm-up"),
+    "system": (lambda c: len(c.system) > 0, "no system samples were recorded"),
+    "env": (lambda c: len(c.record.env) > 0, "no environment facts were recorded"),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Rule:
+    """A registered rule."""
+
+    id: str
+    title: str
+    requires: tuple[str, ...]
+    doc: str
+    func: RuleFunc
+
+    def missing(self, ctx: RuleContext) -> str | None:
+        """Return why the rule cannot run on ``ctx`` (None if it can)."""
+        for need in self.requires:
+            check, reason = _REQUIREMENTS[need]
+            if not check(ctx):
+                return reason
+        return None
+
+
+RULES: dict[str, Rule] = {}
+
+
+def rule(*, id: str, title: str, requires: tuple[str, ...] = ("steps",),
+         doc: str = "") -> Callable[[RuleFunc], RuleFunc]:
+    """Register a rule function under ``id``."""
+    unknown = set(requires) - set(_REQUIREMENTS)
+    if unknown:
+        raise ValueError(f"rule {id}: unknown requirements {sorted(unknown)}")
+
+    def register(func: RuleFunc) -> RuleFunc:
+        if id in RULES:
+            raise ValueError(f"rule {id!r} registered twice")
+        RULES[id] = Rule(id=id, title=title, requires=requires, doc=doc or func.__doc__ or "",
+                         func=func)
+        return func
+
+    return register
+
+
+def run_rules(ctx: RuleContext) -> tuple[list[Finding], list[SkippedRule]]:
+    """Run every registered rule; return the findings ranked and the rules skipped."""
+    findings: list[Finding] = []
+    skipped: list[SkippedRule] = []
+    for r in RULES.values():
+        reason = r.missing(ctx)
+        if reason is not None:
+            skipped.append(SkippedRule(rule=r.id, reason=reason))
+            continue
+        findings.extend(r.func(ctx))
+    return rank(findings), skipped
+
+
+def rank(findings: list[Finding]) -> list[Finding]:
+    """Order by estimated speed-up (largest first), then severity, then rule id."""
+    return sorted(findings, key=lambda f: (-f.speedup.factor, f.severity.rank, f.rule))
