@@ -24,10 +24,12 @@ def main() -> None:
     digits = load_digits()
     x = torch.tensor(digits.data, dtype=torch.float32) / 16.0
     y = torch.tensor(digits.target)
-    loader = DataLoader(TensorDataset(x, y), batch_size=args.batch_size, shuffle=True,
-                        num_workers=args.workers)
-    model = nn.Sequential(nn.Linear(64, 256), nn.ReLU(), nn.Linear(256, 256), nn.ReLU(),
-                          nn.Linear(256, 10))
+    loader = DataLoader(
+        TensorDataset(x, y), batch_size=args.batch_size, shuffle=True, num_workers=args.workers
+    )
+    model = nn.Sequential(
+        nn.Linear(64, 256), nn.ReLU(), nn.Linear(256, 256), nn.ReLU(), nn.Linear(256, 10)
+    )
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
     loss_fn = nn.CrossEntropyLoss()
     for epoch in range(args.epochs):

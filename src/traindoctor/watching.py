@@ -37,8 +37,14 @@ def stderr_line(line: str) -> None:
 class Watch:
     """A context manager (and decorator) around one ``Session``; see ``watch()``."""
 
-    def __init__(self, out_dir: Path | None, *, json_path: Path | None, report: bool,
-                 session_options: dict[str, Any]) -> None:
+    def __init__(
+        self,
+        out_dir: Path | None,
+        *,
+        json_path: Path | None,
+        report: bool,
+        session_options: dict[str, Any],
+    ) -> None:
         self._out_dir = out_dir
         self._json_path = json_path
         self._report = report
@@ -58,8 +64,12 @@ class Watch:
             stderr_line(f"recording to {self._session.out_dir}")
         return self._session
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
         session, self._session = self._session, None
         if session is None or self._joined:
             self._joined = False
@@ -86,8 +96,13 @@ class Watch:
         return wrapper  # type: ignore[return-value]
 
 
-def watch(out_dir: Path | str | None = None, *, json_path: Path | str | None = None,
-          report: bool = True, **session_options: Any) -> Watch:
+def watch(
+    out_dir: Path | str | None = None,
+    *,
+    json_path: Path | str | None = None,
+    report: bool = True,
+    **session_options: Any,
+) -> Watch:
     """Watch the code inside ``with`` (or a decorated function).
 
     Args:

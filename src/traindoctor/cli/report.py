@@ -15,8 +15,11 @@ __all__ = ["add_parser", "run"]
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Register the command."""
-    p = sub.add_parser("report", help="show the diagnosis of a saved run",
-                       description="Load a run record (its folder or run.jsonl) and diagnose it.")
+    p = sub.add_parser(
+        "report",
+        help="show the diagnosis of a saved run",
+        description="Load a run record (its folder or run.jsonl) and diagnose it.",
+    )
     p.add_argument("run_path", type=Path, metavar="RUN", help="run folder or run.jsonl")
     p.add_argument("--format", choices=("text", "json"), default="text")
     p.add_argument("--width", type=int, default=100, help="width of the text report")

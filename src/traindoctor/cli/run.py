@@ -18,15 +18,30 @@ __all__ = ["add_parser", "run"]
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Register the command."""
-    p = sub.add_parser("run", help="run a Python training script under traindoctor",
-                       description="Run SCRIPT as __main__ with ARGS, watch it, diagnose it.")
-    p.add_argument("--out", type=Path, help="folder for the run record "
-                   "(default: ./traindoctor-runs/<timestamp>-<pid>)")
+    p = sub.add_parser(
+        "run",
+        help="run a Python training script under traindoctor",
+        description="Run SCRIPT as __main__ with ARGS, watch it, diagnose it.",
+    )
+    p.add_argument(
+        "--out",
+        type=Path,
+        help="folder for the run record (default: ./traindoctor-runs/<timestamp>-<pid>)",
+    )
     p.add_argument("--json", type=Path, dest="json_path", help="also write the report as JSON")
-    p.add_argument("--log-every", type=int, metavar="N",
-                   help="print a progress line every N steps (default: every 10 s)")
-    p.add_argument("--interval", type=float, default=0.1, metavar="S",
-                   help="sampling period of CPU/memory/GPU in seconds (default 0.1)")
+    p.add_argument(
+        "--log-every",
+        type=int,
+        metavar="N",
+        help="print a progress line every N steps (default: every 10 s)",
+    )
+    p.add_argument(
+        "--interval",
+        type=float,
+        default=0.1,
+        metavar="S",
+        help="sampling period of CPU/memory/GPU in seconds (default 0.1)",
+    )
     p.add_argument("--no-report", action="store_true", help="do not print the diagnosis")
     p.add_argument("--width", type=int, default=100, help="width of the printed report")
     p.add_argument("script", type=Path, help="the Python script to run")

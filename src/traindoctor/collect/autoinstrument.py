@@ -60,10 +60,13 @@ def batch_size_of(batch: object) -> int | None:
 
 
 def _dtypes_of(batch: object) -> list[str]:
-    items = batch.values() if isinstance(batch, dict) else batch
-    if not isinstance(items, (list, tuple)) and not hasattr(items, "values"):
+    if isinstance(batch, dict):
+        items: list[object] = list(batch.values())
+    elif isinstance(batch, (list, tuple)):
+        items = list(batch)
+    else:
         items = [batch]
-    return [str(t.dtype) for t in items if hasattr(t, "dtype")]  # type: ignore[union-attr]
+    return [str(t.dtype) for t in items if hasattr(t, "dtype")]
 
 
 def _loader_info(loader: Any) -> LoaderInfo:
@@ -114,8 +117,11 @@ class TorchPatches:
         self._patch(dl._BaseDataLoaderIter, "__next__", self._wrap_next(append, clock))
         self._patch(dl.DataLoader, "__iter__", self._wrap_iter(dl.DataLoader.__iter__))
         self._patch(torch.nn.Module, "__call__", self._wrap_call(torch.nn.Module.__call__))
-        self._patch(torch.autograd, "backward", _phase_wrapper(torch.autograd.backward,
-                                                               _BACKWARD, append, clock))
+        self._patch(
+            torch.autograd,
+            "backward",
+            _phase_wrapper(torch.autograd.backward, _BACKWARD, append, clock),
+        )
         self._patch(torch, "save", _phase_wrapper(torch.save, _CHECKPOINT, append, clock))
 
         def pre_hook(optimizer: object, args: object, kwargs: object) -> None:
@@ -200,7 +206,9 @@ class TorchPatches:
 
 
 def _phase_wrapper(
-    original: Callable[..., Any], phase: str, append: Callable[[Event], None],
+    original: Callable[..., Any],
+    phase: str,
+    append: Callable[[Event], None],
     clock: Callable[[], int],
 ) -> Callable[..., Any]:
     get_ident = threading.get_ident

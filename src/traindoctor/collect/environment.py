@@ -41,7 +41,8 @@ def probe_environment(environ: Mapping[str, str] = os.environ) -> list[EnvFact]:
                     source="torch",
                 ),
                 EnvFact(
-                    key="torch.cuda_available", value=bool(torch.cuda.is_available()),
+                    key="torch.cuda_available",
+                    value=bool(torch.cuda.is_available()),
                     source="torch",
                 ),
             ]

@@ -21,8 +21,14 @@ class GcWatch:
         get_ident = threading.get_ident
 
         def callback(phase: str, info: dict[str, Any]) -> None:
-            append((clock(), GC_START if phase == "start" else GC_STOP, info["generation"],
-                    get_ident()))
+            append(
+                (
+                    clock(),
+                    GC_START if phase == "start" else GC_STOP,
+                    info["generation"],
+                    get_ident(),
+                )
+            )
 
         self._callback = callback
 

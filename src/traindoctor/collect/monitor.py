@@ -161,8 +161,9 @@ class Monitor:
                 readings = reader.read(now)
             except Exception as exc:  # a reader's failure must not stop the others
                 self._readers.remove(reader)
-                self.notice("warning", f"reader {reader.name!r} failed and was switched off: "
-                            f"{exc!r}")
+                self.notice(
+                    "warning", f"reader {reader.name!r} failed and was switched off: {exc!r}"
+                )
                 continue
             for reading in readings:
                 if isinstance(reading, GpuSample):
@@ -191,10 +192,10 @@ class Monitor:
             if model is None:
                 continue
             self._model_ids.add(model_id)
-            info = inspect_model(model_id, model)
-            self._reducer.model_names[model_id] = info.class_name
-            self.collected.models.append(info)
-            self._queue("model", [info])
+            model_info = inspect_model(model_id, model)
+            self._reducer.model_names[model_id] = model_info.class_name
+            self.collected.models.append(model_info)
+            self._queue("model", [model_info])
         seen = len(self.collected.batch_dtypes)
         new = list(self._batch_dtypes[seen:])
         if new:
@@ -227,8 +228,12 @@ class Monitor:
                 self._writer.write_items(line_type, items)
             self._writer.flush()
         except (OSError, ValueError) as exc:
-            self.notice("error", f"cannot write the run record {self._writer.path}: {exc}; "
-                        "what is in memory is still reported", key="writer")
+            self.notice(
+                "error",
+                f"cannot write the run record {self._writer.path}: {exc}; "
+                "what is in memory is still reported",
+                key="writer",
+            )
 
 
 def inspect_model(model_id: int, model: Any) -> ModelInfo:

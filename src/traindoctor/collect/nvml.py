@@ -101,7 +101,7 @@ def _text(value: object) -> str:
 
 def _process_name(pid: int) -> str:
     try:
-        return psutil.Process(pid).name()
+        return str(psutil.Process(pid).name())
     except psutil.Error:
         return "?"
 

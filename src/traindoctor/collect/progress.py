@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from traindoctor.model import Phase, StepTiming
 
-__all__ = ["ProgressLine", "Progress"]
+__all__ = ["Progress", "ProgressLine"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -7,6 +7,7 @@ and users pass their own (the ``readers=`` seam of ``Session``). GPU readers liv
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Callable
 from typing import Protocol
@@ -112,10 +113,8 @@ class PsutilReader:
             alive.add(child.pid)
             if child.pid not in self._procs:
                 self._procs[child.pid] = child
-                try:
+                with contextlib.suppress(psutil.Error):
                     child.cpu_percent()
-                except psutil.Error:
-                    pass
         for pid in list(self._procs):
             if pid not in alive:
                 del self._procs[pid]
@@ -146,18 +145,15 @@ class PsutilReader:
             known = self._others.get(pid)
             if known is None:
                 self._others[pid] = proc
-                try:
+                with contextlib.suppress(psutil.Error):
                     proc.cpu_percent()
-                except psutil.Error:
-                    pass
                 continue
             try:
                 pct = known.cpu_percent()
             except psutil.Error:
                 continue
             if pct >= TOP_OTHERS_MIN_PCT:
-                usage.append(ProcessUsage(pid=pid, name=proc.info.get("name") or "?",
-                                          cpu_pct=pct))
+                usage.append(ProcessUsage(pid=pid, name=proc.info.get("name") or "?", cpu_pct=pct))
         for pid in list(self._others):
             if pid not in seen:
                 del self._others[pid]

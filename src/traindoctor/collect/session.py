@@ -67,8 +67,9 @@ def default_run_dir(base: Path | None = None) -> Path:
 class _PhaseContext:
     __slots__ = ("_append", "_clock", "_name")
 
-    def __init__(self, append: Callable[[Event], None], clock: Callable[[], int],
-                 name: str) -> None:
+    def __init__(
+        self, append: Callable[[Event], None], clock: Callable[[], int], name: str
+    ) -> None:
         self._append = append
         self._clock = clock
         self._name = name
@@ -185,8 +186,10 @@ class Session:
         """Install the patches and collectors and start the monitor thread."""
         global _ACTIVE
         if _ACTIVE is not None:
-            raise UsageError("a traindoctor session is already active in this process; "
-                             "use traindoctor.watch(), which joins it")
+            raise UsageError(
+                "a traindoctor session is already active in this process; "
+                "use traindoctor.watch(), which joins it"
+            )
         origin = self.clock()
         self._meta = _meta(self._command, origin)
         if self.out_dir is not None:
@@ -230,7 +233,8 @@ class Session:
         self._gc.uninstall()
         if _ACTIVE is self:
             _ACTIVE = None
-        assert self._monitor is not None and self._meta is not None, "stop() before start()"
+        assert self._monitor is not None, "stop() before start()"
+        assert self._meta is not None, "stop() before start()"
         self._monitor.stop()
         end = RunEnd(t_ns=self.clock(), status=status, exit_code=exit_code, error=error)
         warnings: list[str] = []
@@ -263,7 +267,9 @@ class Session:
         return self.start()
 
     def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None,
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
         status, code, error = end_status(exc)
@@ -277,8 +283,9 @@ class Session:
             self._patches.install()
         except ImportError:
             if wanted is True:
-                self._monitor_notice("torch is not installed: only doc.step()/doc.phase() "
-                                     "are timed")
+                self._monitor_notice(
+                    "torch is not installed: only doc.step()/doc.phase() are timed"
+                )
         except Exception as exc:  # a torch we do not understand must not break the job
             self._patches.uninstall()
             self._monitor_notice(f"could not instrument torch: {exc!r}")

@@ -51,7 +51,7 @@ class StepTiming:
     start_ns: int
     end_ns: int
     boundary: str
-    """What ended the step: ``optimizer``, ``explicit`` (``doc.step()``) or ``model`` (inference)."""
+    """What ended the step: ``optimizer``, ``explicit`` (``doc.step()``) or ``model``."""
     batch_size: int | None = None
     phase_ns: Mapping[str, int] = field(default_factory=dict)
     gc_count: int = 0

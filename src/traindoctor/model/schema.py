@@ -30,9 +30,7 @@ class SchemaError(ValueError):
 def to_jsonable(value: Any) -> Any:
     """Return ``value`` (a model dataclass, enum, tuple, mapping or scalar) as JSON values."""
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {
-            f.name: to_jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)
-        }
+        return {f.name: to_jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)}
     if isinstance(value, Enum):
         return value.value
     if isinstance(value, (tuple, list)):

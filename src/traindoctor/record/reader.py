@@ -62,7 +62,7 @@ def load_run(path: Path) -> RunRecord:
                 end = from_jsonable(RunEnd, obj.get("item"))
             elif line_type in ITEM_TYPES:
                 name, item_type = ITEM_TYPES[line_type]
-                items = [from_jsonable(item_type, i) for i in obj.get("items", [])]
+                items: list[Any] = [from_jsonable(item_type, i) for i in obj.get("items", [])]
                 if line_type in REPLACING_TYPES:
                     fields[name] = items
                 else:
@@ -95,8 +95,10 @@ def _header(file: str, raw: bytes) -> tuple[RunMeta, int]:
     version = obj.get("schema_version")
     if not isinstance(version, int) or version > SCHEMA_VERSION:
         raise RecordCorruptError(
-            file, 0, f"schema version {version!r} is newer than this traindoctor reads "
-            f"({SCHEMA_VERSION}): upgrade traindoctor"
+            file,
+            0,
+            f"schema version {version!r} is newer than this traindoctor reads "
+            f"({SCHEMA_VERSION}): upgrade traindoctor",
         )
     try:
         meta = from_jsonable(RunMeta, obj.get("meta"))

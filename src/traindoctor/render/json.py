@@ -7,7 +7,7 @@ from typing import Any
 
 from traindoctor.model import Report, to_jsonable
 
-__all__ = ["report_to_dict", "render_json"]
+__all__ = ["render_json", "report_to_dict"]
 
 
 def report_to_dict(report: Report) -> dict[str, Any]:

@@ -21,8 +21,14 @@ _BAR_WIDTH = 30
 def render_text(report: Report, *, width: int = 100, color: bool = False) -> str:
     """Return the report as terminal text ``width`` columns wide."""
     buffer = io.StringIO()
-    console = Console(file=buffer, width=width, color_system="auto" if color else None,
-                      force_terminal=color, no_color=not color, highlight=False)
+    console = Console(
+        file=buffer,
+        width=width,
+        color_system="auto" if color else None,
+        force_terminal=color,
+        no_color=not color,
+        highlight=False,
+    )
     console.print(_summary(report))
     if report.summary.phase_share:
         console.print(_phases(report))
@@ -36,9 +42,12 @@ def _summary(report: Report) -> Panel:
     s = report.summary
     lines = [
         f"steps: {s.steps}   wall: {s.wall_s:.1f} s   measured: {s.measured_s:.1f} s",
-        "samples/s: " + ("n/a" if s.samples_per_sec is None else f"{s.samples_per_sec:,.1f}")
-        + "   batches/s: " + ("n/a" if s.batches_per_sec is None else f"{s.batches_per_sec:,.1f}")
-        + "   step: " + ("n/a" if s.mean_step_ms is None else f"{s.mean_step_ms:,.2f} ms")
+        "samples/s: "
+        + ("n/a" if s.samples_per_sec is None else f"{s.samples_per_sec:,.1f}")
+        + "   batches/s: "
+        + ("n/a" if s.batches_per_sec is None else f"{s.batches_per_sec:,.1f}")
+        + "   step: "
+        + ("n/a" if s.mean_step_ms is None else f"{s.mean_step_ms:,.2f} ms")
         + f"   GC: {s.gc_share:.1%}",
     ]
     if s.warmup_note:
@@ -49,8 +58,13 @@ def _summary(report: Report) -> Panel:
 
 
 def _phases(report: Report) -> Table:
-    table = Table(title="Where a step's time goes", title_justify="left", show_edge=False,
-                  box=None, pad_edge=False)
+    table = Table(
+        title="Where a step's time goes",
+        title_justify="left",
+        show_edge=False,
+        box=None,
+        pad_edge=False,
+    )
     table.add_column("phase")
     table.add_column("share", justify="right")
     table.add_column("", no_wrap=True)
@@ -76,13 +90,17 @@ def _finding(rank: int, f: Finding) -> Panel:
     body.append(f.explanation + "\n")
     for e in f.evidence:
         unit = f" {e.unit}" if e.unit and e.unit != "share" else ""
-        value = f"{e.value:.1%}" if e.unit == "share" and isinstance(e.value, float) else (
-            f"{e.value}{unit}"
+        value = (
+            f"{e.value:.1%}"
+            if e.unit == "share" and isinstance(e.value, float)
+            else (f"{e.value}{unit}")
         )
         limit = ""
         if e.threshold is not None:
-            limit = f" (threshold {e.threshold:.0%})" if e.unit == "share" else (
-                f" (threshold {e.threshold}{unit})"
+            limit = (
+                f" (threshold {e.threshold:.0%})"
+                if e.unit == "share"
+                else (f" (threshold {e.threshold}{unit})")
             )
         body.append(f"  • {e.metric}: {value}{limit}\n", style="dim")
     body.append(f"Estimated speed-up: up to {f.speedup.factor:.2f}x ({f.speedup.method})\n")

@@ -8,6 +8,7 @@ Fix: save less often, save asynchronously, save to fast local disk.
 
 from __future__ import annotations
 
+import itertools
 import statistics
 
 from traindoctor.model import Evidence, Finding, Fix, Phase, Severity, Speedup
@@ -31,25 +32,42 @@ def checkpoint_stalls(ctx: RuleContext) -> list[Finding]:
     saving = [s for s in ctx.steps if s.phase(Phase.CHECKPOINT)]
     plain = [s.duration_ns for s in ctx.steps if not s.phase(Phase.CHECKPOINT)]
     mean_save_ms = sum(s.phase(Phase.CHECKPOINT) for s in saving) / len(saving) / 1e6
-    gaps = [b.index - a.index for a, b in zip(saving, saving[1:], strict=False)]
+    gaps = [b.index - a.index for a, b in itertools.pairwise(saving)]
     period = statistics.median(gaps) if gaps else None
     ratio = (
         statistics.median(s.duration_ns for s in saving) / statistics.median(plain)
-        if plain else None
+        if plain
+        else None
     )
     evidence = [
-        Evidence(metric="checkpoint share of step time", value=round(share, 4), unit="share",
-                 threshold=WARNING_SHARE, source="time inside torch.save"),
+        Evidence(
+            metric="checkpoint share of step time",
+            value=round(share, 4),
+            unit="share",
+            threshold=WARNING_SHARE,
+            source="time inside torch.save",
+        ),
         Evidence(metric="saves", value=len(saving), source="time inside torch.save"),
-        Evidence(metric="mean save duration", value=round(mean_save_ms, 1), unit="ms",
-                 source="time inside torch.save"),
+        Evidence(
+            metric="mean save duration",
+            value=round(mean_save_ms, 1),
+            unit="ms",
+            source="time inside torch.save",
+        ),
     ]
     if period is not None:
-        evidence.append(Evidence(metric="saves every", value=period, unit="steps",
-                                 source="step indices"))
+        evidence.append(
+            Evidence(metric="saves every", value=period, unit="steps", source="step indices")
+        )
     if ratio is not None:
-        evidence.append(Evidence(metric="saving step / plain step (median)",
-                                 value=round(ratio, 1), unit="x", source="step durations"))
+        evidence.append(
+            Evidence(
+                metric="saving step / plain step (median)",
+                value=round(ratio, 1),
+                unit="x",
+                source="step durations",
+            )
+        )
     every = f" every {period:g} steps" if period else ""
     return [
         Finding(
@@ -61,9 +79,10 @@ def checkpoint_stalls(ctx: RuleContext) -> list[Finding]:
                 "training stops while torch.save serialises and writes the state."
             ),
             evidence=tuple(evidence),
-            speedup=Speedup(factor=speedup_if_removed(share),
-                            method=f"1 / (1 - {share:.2f}): saving fully overlapped with "
-                            "training"),
+            speedup=Speedup(
+                factor=speedup_if_removed(share),
+                method=f"1 / (1 - {share:.2f}): saving fully overlapped with training",
+            ),
             fix=Fix(
                 summary=(
                     "Save less often (by time, e.g. every 30 min, rather than every few "

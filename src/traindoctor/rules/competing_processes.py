@@ -21,8 +21,11 @@ WARNING_SHARE = 0.25
 CRITICAL_SHARE = 0.50
 
 
-@rule(id="competing-processes", title="Other processes compete for the CPU or GPU",
-      requires=("system",))
+@rule(
+    id="competing-processes",
+    title="Other processes compete for the CPU or GPU",
+    requires=("system",),
+)
 def competing_processes(ctx: RuleContext) -> list[Finding]:
     """Flag other processes using a quarter of the machine's CPUs, or the job's GPUs."""
     findings = []
@@ -46,8 +49,7 @@ def _top(ctx: RuleContext) -> list[ProcessUsage]:
             best[proc.pid] = proc
     readings = sum(1 for s in ctx.system if s.top_others) or 1
     ranked = [
-        ProcessUsage(pid=pid, name=best[pid].name, cpu_pct=totals[pid] / readings)
-        for pid in totals
+        ProcessUsage(pid=pid, name=best[pid].name, cpu_pct=totals[pid] / readings) for pid in totals
     ]
     return sorted(ranked, key=lambda p: -p.cpu_pct)[:5]
 
@@ -77,16 +79,24 @@ def _cpu(ctx: RuleContext) -> Finding | None:
             f"{job / 100:.1f}. Top: {names}."
         ),
         evidence=(
-            Evidence(metric="other processes' share of CPU", value=round(share, 4),
-                     unit="share", threshold=WARNING_SHARE, source="psutil"),
-            Evidence(metric="job CPU", value=round(job / 100, 2), unit="cores",
-                     source="psutil (process tree)"),
+            Evidence(
+                metric="other processes' share of CPU",
+                value=round(share, 4),
+                unit="share",
+                threshold=WARNING_SHARE,
+                source="psutil",
+            ),
+            Evidence(
+                metric="job CPU",
+                value=round(job / 100, 2),
+                unit="cores",
+                source="psutil (process tree)",
+            ),
             Evidence(metric="top other processes", value=names, source="psutil"),
         ),
         speedup=Speedup(
             factor=max(1.0, factor),
-            method="the job could use the CPU the others take: "
-            "min(CPUs, job + others) / job",
+            method="the job could use the CPU the others take: min(CPUs, job + others) / job",
         ),
         fix=Fix(
             summary=(
@@ -110,8 +120,7 @@ def _gpu(ctx: RuleContext) -> Finding | None:
     if not foreign:
         return None
     names = ", ".join(
-        f"{name} (pid {pid} on GPU {index}"
-        + (f", {mem / 2**20:.0f} MiB)" if mem else ")")
+        f"{name} (pid {pid} on GPU {index}" + (f", {mem / 2**20:.0f} MiB)" if mem else ")")
         for (index, pid), (name, mem) in sorted(foreign.items())
     )
     return Finding(
@@ -120,8 +129,11 @@ def _gpu(ctx: RuleContext) -> Finding | None:
         title="Other processes share the job's GPU",
         explanation=f"Processes outside the job run on the job's GPU: {names}.",
         evidence=(Evidence(metric="other GPU processes", value=names, source="NVML"),),
-        speedup=Speedup(factor=1.0, method="not estimated: NVML gives no per-process "
-                        "utilisation here"),
-        fix=Fix(summary="Give the job a GPU of its own (CUDA_VISIBLE_DEVICES) or stop the "
-                "other processes."),
+        speedup=Speedup(
+            factor=1.0, method="not estimated: NVML gives no per-process utilisation here"
+        ),
+        fix=Fix(
+            summary="Give the job a GPU of its own (CUDA_VISIBLE_DEVICES) or stop the "
+            "other processes."
+        ),
     )

@@ -30,7 +30,7 @@ class RuleContext:
     @cached_property
     def steps(self) -> tuple[StepTiming, ...]:
         """Steps after warm-up."""
-        return self.record.steps[self.summary.warmup_steps:]
+        return self.record.steps[self.summary.warmup_steps :]
 
     @cached_property
     def system(self) -> tuple[SystemSample, ...]:

@@ -37,12 +37,22 @@ def float64(ctx: RuleContext) -> list[Finding]:
     if batches:
         where.append("batches from the data loader")
     evidence = [
-        Evidence(metric="float64 parameters", value=", ".join(m.class_name for m in models)
-                 or "none", source="model inspection"),
-        Evidence(metric="batch dtypes", value=", ".join(sorted(set(ctx.record.batch_dtypes)))
-                 or "unknown", source="first batches"),
-        Evidence(metric="compute share of step time", value=round(compute, 4), unit="share",
-                 source="step phases"),
+        Evidence(
+            metric="float64 parameters",
+            value=", ".join(m.class_name for m in models) or "none",
+            source="model inspection",
+        ),
+        Evidence(
+            metric="batch dtypes",
+            value=", ".join(sorted(set(ctx.record.batch_dtypes))) or "unknown",
+            source="first batches",
+        ),
+        Evidence(
+            metric="compute share of step time",
+            value=round(compute, 4),
+            unit="share",
+            source="step phases",
+        ),
     ]
     return [
         Finding(

@@ -42,16 +42,28 @@ def gc_pauses(ctx: RuleContext) -> list[Finding]:
                 "caches of dicts) pays for them again and again."
             ),
             evidence=(
-                Evidence(metric="GC pause share of step time", value=round(share, 4),
-                         unit="share", threshold=WARNING_SHARE, source="gc.callbacks"),
+                Evidence(
+                    metric="GC pause share of step time",
+                    value=round(share, 4),
+                    unit="share",
+                    threshold=WARNING_SHARE,
+                    source="gc.callbacks",
+                ),
                 Evidence(metric="collections", value=count, source="gc.callbacks"),
-                Evidence(metric="longest pause", value=round(longest_ms, 1), unit="ms",
-                         source="gc.callbacks"),
-                Evidence(metric="total pause", value=round(total_ms, 1), unit="ms",
-                         source="gc.callbacks"),
+                Evidence(
+                    metric="longest pause",
+                    value=round(longest_ms, 1),
+                    unit="ms",
+                    source="gc.callbacks",
+                ),
+                Evidence(
+                    metric="total pause", value=round(total_ms, 1), unit="ms", source="gc.callbacks"
+                ),
             ),
-            speedup=Speedup(factor=speedup_if_removed(share),
-                            method=f"1 / (1 - {share:.2f}): the pauses removed"),
+            speedup=Speedup(
+                factor=speedup_if_removed(share),
+                method=f"1 / (1 - {share:.2f}): the pauses removed",
+            ),
             fix=Fix(
                 summary=(
                     "Call gc.freeze() once after start-up (model, data set and caches built) "

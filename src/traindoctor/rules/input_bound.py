@@ -39,27 +39,51 @@ def input_bound(ctx: RuleContext) -> list[Finding]:
     samples = ctx.summary.samples
     per_sample_ms, how = _per_sample_ms(ctx, workers)
     evidence = [
-        Evidence(metric="data_wait share of step time", value=round(share, 4), unit="share",
-                 threshold=WARNING_SHARE, source="step phases"),
-        Evidence(metric="mean data wait per step", value=round(wait_ms, 2), unit="ms",
-                 source="step phases"),
-        Evidence(metric="cores available", value=cores, unit="cores",
-                 source="os.sched_getaffinity"),
+        Evidence(
+            metric="data_wait share of step time",
+            value=round(share, 4),
+            unit="share",
+            threshold=WARNING_SHARE,
+            source="step phases",
+        ),
+        Evidence(
+            metric="mean data wait per step",
+            value=round(wait_ms, 2),
+            unit="ms",
+            source="step phases",
+        ),
+        Evidence(
+            metric="cores available", value=cores, unit="cores", source="os.sched_getaffinity"
+        ),
     ]
     if loader is not None:
         evidence += [
-            Evidence(metric="DataLoader num_workers", value=loader.num_workers,
-                     source="DataLoader"),
-            Evidence(metric="DataLoader pin_memory", value=str(loader.pin_memory),
-                     source="DataLoader"),
-            Evidence(metric="DataLoader prefetch_factor", value=loader.prefetch_factor,
-                     source="DataLoader"),
-            Evidence(metric="DataLoader persistent_workers",
-                     value=str(loader.persistent_workers), source="DataLoader"),
+            Evidence(
+                metric="DataLoader num_workers", value=loader.num_workers, source="DataLoader"
+            ),
+            Evidence(
+                metric="DataLoader pin_memory", value=str(loader.pin_memory), source="DataLoader"
+            ),
+            Evidence(
+                metric="DataLoader prefetch_factor",
+                value=loader.prefetch_factor,
+                source="DataLoader",
+            ),
+            Evidence(
+                metric="DataLoader persistent_workers",
+                value=str(loader.persistent_workers),
+                source="DataLoader",
+            ),
         ]
     if per_sample_ms is not None:
-        evidence.append(Evidence(metric="time to prepare one sample",
-                                 value=round(per_sample_ms, 3), unit="ms", source=how))
+        evidence.append(
+            Evidence(
+                metric="time to prepare one sample",
+                value=round(per_sample_ms, 3),
+                unit="ms",
+                source=how,
+            )
+        )
     heavy = per_sample_ms is not None and per_sample_ms >= HEAVY_SAMPLE_MS
     return [
         Finding(

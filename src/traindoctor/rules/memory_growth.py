@@ -9,6 +9,7 @@ Fix: find what keeps references alive (losses kept with their graphs, growing li
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 
 from traindoctor.model import Evidence, Finding, Fix, Severity, Speedup
@@ -55,17 +56,18 @@ def memory_growth(ctx: RuleContext) -> list[Finding]:
 
 
 def _moving_average(values: Sequence[float], window: int) -> list[float]:
-    return [sum(values[i:i + window]) / window for i in range(0, len(values) - window + 1)]
+    return [sum(values[i : i + window]) / window for i in range(len(values) - window + 1)]
 
 
-def _check(ctx: RuleContext, points: list[tuple[int, int]], what: str,
-           capacity: int | None) -> Finding | None:
+def _check(
+    ctx: RuleContext, points: list[tuple[int, int]], what: str, capacity: int | None
+) -> Finding | None:
     if len(points) < MIN_SAMPLES:
         return None
     window = max(3, int(len(points) * WINDOW_SHARE))
     averages = _moving_average([float(v) for _, v in points], window)
     chunks = averages[::window]
-    rises = [b > a for a, b in zip(chunks, chunks[1:], strict=False)]
+    rises = [b > a for a, b in itertools.pairwise(chunks)]
     if not rises:
         return None
     steady = sum(rises) / len(rises)
@@ -79,25 +81,53 @@ def _check(ctx: RuleContext, points: list[tuple[int, int]], what: str,
     points_rise = 100 * rise / capacity if capacity else None
     critical = points_rise is not None and points_rise > CRITICAL_POINTS
     evidence = [
-        Evidence(metric=f"{what} at start (moving average)", value=round(first / 2**20, 1),
-                 unit="MiB", source="sampler"),
-        Evidence(metric=f"{what} at end (moving average)", value=round(last / 2**20, 1),
-                 unit="MiB", source="sampler"),
-        Evidence(metric="rise", value=round(rise / 2**20, 1), unit="MiB",
-                 threshold=round(max(MIN_RISE_BYTES, MIN_RISE_SHARE * first) / 2**20, 1),
-                 source="sampler"),
-        Evidence(metric="rate per step", value=round(per_step / 2**10, 1), unit="KiB",
-                 source="sampler and steps"),
-        Evidence(metric="rate per minute", value=round(per_min / 2**20, 1), unit="MiB",
-                 source="sampler"),
-        Evidence(metric="windows rising", value=round(steady, 2), unit="share",
-                 threshold=RISING_WINDOWS, source="sampler"),
+        Evidence(
+            metric=f"{what} at start (moving average)",
+            value=round(first / 2**20, 1),
+            unit="MiB",
+            source="sampler",
+        ),
+        Evidence(
+            metric=f"{what} at end (moving average)",
+            value=round(last / 2**20, 1),
+            unit="MiB",
+            source="sampler",
+        ),
+        Evidence(
+            metric="rise",
+            value=round(rise / 2**20, 1),
+            unit="MiB",
+            threshold=round(max(MIN_RISE_BYTES, MIN_RISE_SHARE * first) / 2**20, 1),
+            source="sampler",
+        ),
+        Evidence(
+            metric="rate per step",
+            value=round(per_step / 2**10, 1),
+            unit="KiB",
+            source="sampler and steps",
+        ),
+        Evidence(
+            metric="rate per minute", value=round(per_min / 2**20, 1), unit="MiB", source="sampler"
+        ),
+        Evidence(
+            metric="windows rising",
+            value=round(steady, 2),
+            unit="share",
+            threshold=RISING_WINDOWS,
+            source="sampler",
+        ),
     ]
     runway = ""
     if capacity:
-        evidence.append(Evidence(metric="rise in points of total memory",
-                                 value=round(points_rise or 0.0, 2), unit="points",
-                                 threshold=CRITICAL_POINTS, source="sampler"))
+        evidence.append(
+            Evidence(
+                metric="rise in points of total memory",
+                value=round(points_rise or 0.0, 2),
+                unit="points",
+                threshold=CRITICAL_POINTS,
+                source="sampler",
+            )
+        )
         left_min = (capacity - last) / per_min if per_min > 0 else None
         if left_min is not None:
             runway = f" At this rate memory runs out in about {left_min:.0f} minutes."
@@ -111,8 +141,11 @@ def _check(ctx: RuleContext, points: list[tuple[int, int]], what: str,
             "to per-step data."
         ),
         evidence=tuple(evidence),
-        speedup=Speedup(factor=1.0, method="no speed-up: fixing it prevents an out-of-memory "
-                        "failure and swapping later in the run"),
+        speedup=Speedup(
+            factor=1.0,
+            method="no speed-up: fixing it prevents an out-of-memory "
+            "failure and swapping later in the run",
+        ),
         fix=Fix(
             summary=(
                 "Look for per-step objects kept alive: losses or outputs appended to a list "

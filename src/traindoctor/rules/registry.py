@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -42,9 +43,10 @@ class Rule:
 RULES: dict[str, Rule] = {}
 
 
-def rule(*, id: str, title: str, requires: tuple[str, ...] = ("steps",),
-         doc: str = "") -> Callable[[RuleFunc], RuleFunc]:
-    """Register a rule function under ``id``."""
+def rule(
+    *, id: str, title: str, requires: tuple[str, ...] = ("steps",), doc: str = ""
+) -> Callable[[RuleFunc], RuleFunc]:
+    """Register a rule function under ``id``; its doc is the rule module's docstring."""
     unknown = set(requires) - set(_REQUIREMENTS)
     if unknown:
         raise ValueError(f"rule {id}: unknown requirements {sorted(unknown)}")
@@ -52,8 +54,12 @@ def rule(*, id: str, title: str, requires: tuple[str, ...] = ("steps",),
     def register(func: RuleFunc) -> RuleFunc:
         if id in RULES:
             raise ValueError(f"rule {id!r} registered twice")
-        RULES[id] = Rule(id=id, title=title, requires=requires, doc=doc or func.__doc__ or "",
-                         func=func)
+        module = sys.modules.get(func.__module__)
+        module_doc = module.__doc__ if module is not None else None
+        RULES[id] = Rule(
+            id=id, title=title, requires=requires, doc=doc or module_doc or func.__doc__ or "",
+            func=func,
+        )
         return func
 
     return register

@@ -35,17 +35,29 @@ def shared_model_threads(ctx: RuleContext) -> list[Finding]:
         # throughput to contention; batching them into one call recovers it.
         factor = max(1.0, slower / stat.max_concurrent) if slower else 1.0
         evidence = [
-            Evidence(metric="threads calling the model", value=stat.threads,
-                     source="Module.__call__"),
-            Evidence(metric="most calls at once", value=stat.max_concurrent,
-                     source="Module.__call__"),
-            Evidence(metric="calls overlapping another", value=round(share, 3), unit="share",
-                     threshold=MIN_CONCURRENT_SHARE, source="Module.__call__"),
+            Evidence(
+                metric="threads calling the model", value=stat.threads, source="Module.__call__"
+            ),
+            Evidence(
+                metric="most calls at once", value=stat.max_concurrent, source="Module.__call__"
+            ),
+            Evidence(
+                metric="calls overlapping another",
+                value=round(share, 3),
+                unit="share",
+                threshold=MIN_CONCURRENT_SHARE,
+                source="Module.__call__",
+            ),
         ]
         if slower is not None:
-            evidence.append(Evidence(metric="concurrent call / solo call duration",
-                                     value=round(slower, 2), unit="x",
-                                     source="Module.__call__"))
+            evidence.append(
+                Evidence(
+                    metric="concurrent call / solo call duration",
+                    value=round(slower, 2),
+                    unit="x",
+                    source="Module.__call__",
+                )
+            )
         findings.append(
             Finding(
                 rule="shared-model-threads",
@@ -55,8 +67,11 @@ def shared_model_threads(ctx: RuleContext) -> list[Finding]:
                     f"{stat.concurrent_calls} of {stat.calls} forward calls of "
                     f"{stat.class_name} overlapped a call from another thread (up to "
                     f"{stat.max_concurrent} at once)"
-                    + (f"; overlapping calls took {slower:.1f}x as long as solo ones" if slower
-                       else "")
+                    + (
+                        f"; overlapping calls took {slower:.1f}x as long as solo ones"
+                        if slower
+                        else ""
+                    )
                     + ". The threads contend for the GIL and the same intra-op thread pool, "
                     "and a module with state (batch-norm statistics, caches) is not safe to "
                     "share."

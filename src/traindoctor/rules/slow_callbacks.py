@@ -28,9 +28,11 @@ def slow_callbacks(ctx: RuleContext) -> list[Finding]:
     share = ctx.share(Phase.OTHER, Phase.CALLBACKS)
     if share < WARNING_SHARE:
         return []
-    per_step_ms = sum(
-        s.phase(Phase.OTHER) + s.phase(Phase.CALLBACKS) for s in ctx.steps
-    ) / len(ctx.steps) / 1e6
+    per_step_ms = (
+        sum(s.phase(Phase.OTHER) + s.phase(Phase.CALLBACKS) for s in ctx.steps)
+        / len(ctx.steps)
+        / 1e6
+    )
     return [
         Finding(
             rule="slow-callbacks",
@@ -42,23 +44,31 @@ def slow_callbacks(ctx: RuleContext) -> list[Finding]:
                 "calls or post-processing of outputs. Nothing trains meanwhile."
             ),
             evidence=(
-                Evidence(metric="share of step time between phases", value=round(share, 4),
-                         unit="share", threshold=WARNING_SHARE, source="step phases"),
-                Evidence(metric="mean time between phases per step",
-                         value=round(per_step_ms, 2), unit="ms", source="step phases"),
+                Evidence(
+                    metric="share of step time between phases",
+                    value=round(share, 4),
+                    unit="share",
+                    threshold=WARNING_SHARE,
+                    source="step phases",
+                ),
+                Evidence(
+                    metric="mean time between phases per step",
+                    value=round(per_step_ms, 2),
+                    unit="ms",
+                    source="step phases",
+                ),
             ),
-            speedup=Speedup(factor=speedup_if_removed(share),
-                            method=f"1 / (1 - {share:.2f}): the between-step work removed"),
+            speedup=Speedup(
+                factor=speedup_if_removed(share),
+                method=f"1 / (1 - {share:.2f}): the between-step work removed",
+            ),
             fix=Fix(
                 summary=(
                     "Run logging, metrics and evaluation every N steps instead of every step; "
                     "accumulate metrics on the device and read them (.item()) rarely; move "
                     "heavy post-processing to a background thread or process."
                 ),
-                snippet=(
-                    "if step % 100 == 0:\n"
-                    "    log(loss.item())  # not every step"
-                ),
+                snippet=("if step % 100 == 0:\n    log(loss.item())  # not every step"),
             ),
         )
     ]

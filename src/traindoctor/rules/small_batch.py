@@ -54,14 +54,25 @@ def small_batch(ctx: RuleContext) -> list[Finding]:
                 "Larger batches spread them over more samples."
             ),
             evidence=(
-                Evidence(metric="median batch size", value=batch, threshold=SMALL_BATCH,
-                         source="batch leading dimension"),
-                Evidence(metric="samples/s", value=round(rate, 1) if rate else None,
-                         source="steps"),
-                Evidence(metric="mean step time", value=round(step_ms, 3), unit="ms",
-                         source="steps"),
-                Evidence(metric=f"{where} utilisation", value=round(util, 3), unit="share",
-                         threshold=UNDERUSED, source="sampler"),
+                Evidence(
+                    metric="median batch size",
+                    value=batch,
+                    threshold=SMALL_BATCH,
+                    source="batch leading dimension",
+                ),
+                Evidence(
+                    metric="samples/s", value=round(rate, 1) if rate else None, source="steps"
+                ),
+                Evidence(
+                    metric="mean step time", value=round(step_ms, 3), unit="ms", source="steps"
+                ),
+                Evidence(
+                    metric=f"{where} utilisation",
+                    value=round(util, 3),
+                    unit="share",
+                    threshold=UNDERUSED,
+                    source="sampler",
+                ),
             ),
             speedup=Speedup(
                 factor=factor,

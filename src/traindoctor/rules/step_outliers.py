@@ -8,6 +8,7 @@ Fix: depends on the phase that grew; the finding names it.
 
 from __future__ import annotations
 
+import itertools
 import statistics
 
 from traindoctor.model import Evidence, Finding, Fix, Phase, Severity, Speedup, StepTiming
@@ -53,12 +54,17 @@ def step_outliers(ctx: RuleContext) -> list[Finding]:
     lost = sum(s.duration_ns - median for s in outliers)
     lost_share = lost / total if total else 0.0
     cause = _grown_phase(outliers, steps)
-    gaps = [b.index - a.index for a, b in zip(outliers, outliers[1:], strict=False)]
+    gaps = [b.index - a.index for a, b in itertools.pairwise(outliers)]
     period = statistics.median(gaps) if gaps else None
     periodic = period is not None and sum(1 for g in gaps if g == period) >= 0.6 * len(gaps)
-    when = f"every {period:g} steps" if periodic and period else (
-        "at steps " + ", ".join(str(s.index) for s in outliers[:8])
-        + (" ..." if len(outliers) > 8 else "")
+    when = (
+        f"every {period:g} steps"
+        if periodic and period
+        else (
+            "at steps "
+            + ", ".join(str(s.index) for s in outliers[:8])
+            + (" ..." if len(outliers) > 8 else "")
+        )
     )
     return [
         Finding(
@@ -71,22 +77,44 @@ def step_outliers(ctx: RuleContext) -> list[Finding]:
                 f"{_HINTS.get(cause, f'the {cause} phase grew')}."
             ),
             evidence=(
-                Evidence(metric="outlier steps", value=len(outliers), threshold=MIN_OUTLIERS,
-                         source="step durations (SageMaker StepOutlier)"),
-                Evidence(metric="outlier threshold (mean + 3σ)", value=round(limit / 1e6, 2),
-                         unit="ms", source="step durations"),
-                Evidence(metric="median step", value=round(median / 1e6, 2), unit="ms",
-                         source="step durations"),
-                Evidence(metric="mean outlier step",
-                         value=round(statistics.fmean(s.duration_ns for s in outliers) / 1e6, 2),
-                         unit="ms", source="step durations"),
-                Evidence(metric="time lost to outliers", value=round(lost_share, 4),
-                         unit="share", threshold=WARNING_LOST_SHARE, source="step durations"),
+                Evidence(
+                    metric="outlier steps",
+                    value=len(outliers),
+                    threshold=MIN_OUTLIERS,
+                    source="step durations (SageMaker StepOutlier)",
+                ),
+                Evidence(
+                    metric="outlier threshold (mean + 3σ)",
+                    value=round(limit / 1e6, 2),
+                    unit="ms",
+                    source="step durations",
+                ),
+                Evidence(
+                    metric="median step",
+                    value=round(median / 1e6, 2),
+                    unit="ms",
+                    source="step durations",
+                ),
+                Evidence(
+                    metric="mean outlier step",
+                    value=round(statistics.fmean(s.duration_ns for s in outliers) / 1e6, 2),
+                    unit="ms",
+                    source="step durations",
+                ),
+                Evidence(
+                    metric="time lost to outliers",
+                    value=round(lost_share, 4),
+                    unit="share",
+                    threshold=WARNING_LOST_SHARE,
+                    source="step durations",
+                ),
                 Evidence(metric="phase that grew", value=cause, source="step phases"),
                 Evidence(metric="when", value=when, source="step indices"),
             ),
-            speedup=Speedup(factor=speedup_if_removed(lost_share),
-                            method="outlier steps brought down to the median step"),
+            speedup=Speedup(
+                factor=speedup_if_removed(lost_share),
+                method="outlier steps brought down to the median step",
+            ),
             fix=Fix(summary=f"Look at what runs {when}: {_HINTS.get(cause, cause)}."),
         )
     ]

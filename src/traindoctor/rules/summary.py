@@ -51,9 +51,7 @@ def summarize(record: RunRecord) -> Summary:
             for name, ns in sorted(shares.items(), key=lambda kv: _phase_order(kv[0]))
         }
     sizes = [s.batch_size for s in measured]
-    samples = None if not measured or any(b is None for b in sizes) else sum(
-        b or 0 for b in sizes
-    )
+    samples = None if not measured or any(b is None for b in sizes) else sum(b or 0 for b in sizes)
     seconds = total_ns / 1e9
     warm_samples = sum(s.batch_size or 0 for s in steps[:warm])
     note = ""

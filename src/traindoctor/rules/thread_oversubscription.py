@@ -23,8 +23,9 @@ OVERSUBSCRIBED = 2.0
 MEASURED_SLOWDOWN = 1.4
 
 
-@rule(id="thread-oversubscription", title="More compute threads than cores",
-      requires=("steps", "env"))
+@rule(
+    id="thread-oversubscription", title="More compute threads than cores", requires=("steps", "env")
+)
 def thread_oversubscription(ctx: RuleContext) -> list[Finding]:
     """Flag compute threads at twice the usable cores or more."""
     record = ctx.record
@@ -45,17 +46,32 @@ def thread_oversubscription(ctx: RuleContext) -> list[Finding]:
     job_cores = sum(jobs) / len(jobs) / 100 if jobs else None
     evidence = [
         Evidence(metric="torch.get_num_threads()", value=threads, source="torch"),
-        Evidence(metric="OMP_NUM_THREADS", value=omp if omp is not None else "unset",
-                 source="environment"),
+        Evidence(
+            metric="OMP_NUM_THREADS",
+            value=omp if omp is not None else "unset",
+            source="environment",
+        ),
         Evidence(metric="DataLoader workers", value=workers, source="DataLoader"),
-        Evidence(metric="cores available", value=cores, unit="cores",
-                 source="os.sched_getaffinity"),
-        Evidence(metric="compute threads per core", value=round(ratio, 2), unit="x",
-                 threshold=OVERSUBSCRIBED, source="threads / cores"),
+        Evidence(
+            metric="cores available", value=cores, unit="cores", source="os.sched_getaffinity"
+        ),
+        Evidence(
+            metric="compute threads per core",
+            value=round(ratio, 2),
+            unit="x",
+            threshold=OVERSUBSCRIBED,
+            source="threads / cores",
+        ),
     ]
     if job_cores is not None:
-        evidence.append(Evidence(metric="job CPU", value=round(job_cores, 2), unit="cores",
-                                 source="psutil (process tree)"))
+        evidence.append(
+            Evidence(
+                metric="job CPU",
+                value=round(job_cores, 2),
+                unit="cores",
+                source="psutil (process tree)",
+            )
+        )
     best = max(1, cores - workers) if workers < cores else 1
     return [
         Finding(

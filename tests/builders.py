@@ -1,0 +1,94 @@
+"""Builders of model objects for tests (instead of opaque literals)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from traindoctor.model import (
+    EnvFact,
+    LoaderInfo,
+    RunEnd,
+    RunMeta,
+    RunRecord,
+    StepTiming,
+    SystemSample,
+)
+
+MS = 1_000_000
+
+
+def meta(*, cores: int = 4, memory: int = 16 * 2**30) -> RunMeta:
+    """Return run metadata for a machine with ``cores`` cores."""
+    return RunMeta(run_id="test", started_unix_s=1.7e9, command=("train.py",), cpu_count=cores,
+                   affinity_cores=cores, total_memory_bytes=memory, clock_origin_ns=0)
+
+
+def steps(
+    n: int,
+    *,
+    phases_ms: Mapping[str, float],
+    batch: int | None = 32,
+    every: Mapping[int, Mapping[str, float]] | None = None,
+    gc_ms: float = 0.0,
+    start_ms: float = 0.0,
+) -> tuple[StepTiming, ...]:
+    """Return ``n`` consecutive steps made of ``phases_ms``.
+
+    ``every={k: extra}`` adds ``extra`` phase milliseconds to every k-th step.
+    """
+    out = []
+    t = int(start_ms * MS)
+    for i in range(n):
+        phase_ns = {name: int(ms * MS) for name, ms in phases_ms.items()}
+        for k, extra in (every or {}).items():
+            if i % k == k - 1:
+                for name, ms in extra.items():
+                    phase_ns[name] = phase_ns.get(name, 0) + int(ms * MS)
+        duration = sum(phase_ns.values())
+        out.append(StepTiming(index=i, start_ns=t, end_ns=t + duration, boundary="optimizer",
+                              batch_size=batch, phase_ns=phase_ns,
+                              gc_count=1 if gc_ms else 0, gc_pause_ns=int(gc_ms * MS),
+                              gc_max_pause_ns=int(gc_ms * MS)))
+        t += duration
+    return tuple(out)
+
+
+def samples(
+    span: Sequence[StepTiming],
+    *,
+    job_cpu: float = 100.0,
+    other_cpu: float = 0.0,
+    rss: int | Sequence[int] = 500 * 2**20,
+    children_cpu: float = 0.0,
+    every_ms: float = 100.0,
+) -> tuple[SystemSample, ...]:
+    """Return system samples every ``every_ms`` over the steps' time span."""
+    start, end = span[0].start_ns, span[-1].end_ns
+    times = list(range(start, end + 1, int(every_ms * MS)))
+    out = []
+    for i, t in enumerate(times):
+        value = rss if isinstance(rss, int) else rss[min(i * len(rss) // len(times), len(rss) - 1)]
+        out.append(SystemSample(t_ns=t, job_cpu_pct=job_cpu, other_cpu_pct=other_cpu,
+                                children_cpu_pct=children_cpu, job_rss_bytes=value))
+    return tuple(out)
+
+
+def env(**values: object) -> tuple[EnvFact, ...]:
+    """Return environment facts; keys use ``__`` for ``.`` (``torch__num_threads=2``)."""
+    return tuple(EnvFact(key=k.replace("__", "."), value=v) for k, v in values.items())  # type: ignore[arg-type]
+
+
+def record(
+    step_list: Sequence[StepTiming],
+    *,
+    cores: int = 4,
+    system: Sequence[SystemSample] = (),
+    facts: Sequence[EnvFact] = (),
+    loaders: Sequence[LoaderInfo] = (),
+    **extra: object,
+) -> RunRecord:
+    """Return a run record of the given parts."""
+    end_ns = step_list[-1].end_ns if step_list else 0
+    return RunRecord(meta=meta(cores=cores), steps=tuple(step_list), system=tuple(system),
+                     env=tuple(facts), loaders=tuple(loaders),
+                     end=RunEnd(t_ns=end_ns, status="ok"), **extra)  # type: ignore[arg-type]

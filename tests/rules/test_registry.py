@@ -1,0 +1,55 @@
+from __future__ import annotations
+
+import pytest
+
+from tests.builders import record, steps
+from traindoctor.model import Evidence, Finding, Fix, Severity, Speedup
+from traindoctor.rules import RULES, RuleContext, rank, rule, run_rules
+from traindoctor.rules.summary import split_warmup
+
+EXPECTED = {
+    "input-bound", "slow-callbacks", "checkpoint-stalls", "gc-pauses", "small-batch",
+    "step-outliers", "memory-growth", "competing-processes", "thread-oversubscription",
+    "shared-model-threads", "float64",
+}
+
+
+def test_every_rule_of_the_issue_is_registered_with_a_doc() -> None:
+    assert set(RULES) == EXPECTED
+    for r in RULES.values():
+        assert "Detects" in r.doc and "Fix" in r.doc, r.id
+
+
+def test_rules_missing_inputs_are_skipped_with_a_reason() -> None:
+    findings, skipped = run_rules(RuleContext(record(())))
+    assert findings == []
+    reasons = {s.rule: s.reason for s in skipped}
+    assert reasons["input-bound"] == "no steps were recorded after warm-up"
+    assert "float64" not in reasons
+
+
+def _finding(rule_id: str, factor: float, severity: Severity) -> Finding:
+    return Finding(rule=rule_id, severity=severity, title="t", explanation="e",
+                   evidence=(Evidence(metric="m", value=1),),
+                   speedup=Speedup(factor=factor, method="m"), fix=Fix(summary="f"))
+
+
+def test_rank_by_speedup_then_severity() -> None:
+    a = _finding("a", 1.2, Severity.CRITICAL)
+    b = _finding("b", 2.0, Severity.WARNING)
+    c = _finding("c", 1.2, Severity.INFO)
+    assert [f.rule for f in rank([c, a, b])] == ["b", "a", "c"]
+
+
+def test_duplicate_or_badly_declared_rules_are_refused() -> None:
+    with pytest.raises(ValueError, match="twice"):
+        rule(id="float64", title="again")(lambda ctx: [])
+    with pytest.raises(ValueError, match="unknown requirements"):
+        rule(id="x", title="x", requires=("gpu-magic",))
+
+
+def test_warmup_skips_1000_samples_capped_at_a_fifth() -> None:
+    assert split_warmup(steps(100, phases_ms={"forward": 1}, batch=32)) == 20
+    assert split_warmup(steps(1000, phases_ms={"forward": 1}, batch=32)) == 32
+    assert split_warmup(steps(1000, phases_ms={"forward": 1}, batch=None)) == 3
+    assert split_warmup(steps(1, phases_ms={"forward": 1})) == 0

@@ -1,0 +1,48 @@
+"""slow-callbacks, checkpoint-stalls and gc-pauses: rules graded on a share of step time."""
+
+from __future__ import annotations
+
+from tests.builders import record, steps
+from traindoctor.model import Severity
+from traindoctor.rules import RuleContext
+from traindoctor.rules.checkpoint_stalls import checkpoint_stalls
+from traindoctor.rules.gc_pauses import gc_pauses
+from traindoctor.rules.slow_callbacks import slow_callbacks
+
+
+def test_slow_callbacks_fires_on_other_time() -> None:
+    s = steps(40, phases_ms={"forward": 50, "other": 50})
+    (f,) = slow_callbacks(RuleContext(record(s)))
+    assert f.severity is Severity.CRITICAL
+    assert {e.metric: e.value for e in f.evidence}["mean time between phases per step"] == 50
+
+
+def test_slow_callbacks_silent_for_loop_bookkeeping() -> None:
+    s = steps(40, phases_ms={"forward": 90, "other": 10})
+    assert slow_callbacks(RuleContext(record(s))) == []
+
+
+def test_checkpoint_stalls_reports_period_and_ratio() -> None:
+    s = steps(100, phases_ms={"forward": 10}, every={10: {"checkpoint": 40}})
+    (f,) = checkpoint_stalls(RuleContext(record(s)))
+    ev = {e.metric: e.value for e in f.evidence}
+    assert ev["saves every"] == 10
+    assert ev["saving step / plain step (median)"] == 5.0
+    assert f.severity is Severity.CRITICAL  # 40 / (100 + 40) per 10 steps = 29%
+
+
+def test_checkpoint_stalls_silent_without_saves() -> None:
+    s = steps(100, phases_ms={"forward": 10})
+    assert checkpoint_stalls(RuleContext(record(s))) == []
+
+
+def test_gc_pauses_share_and_longest_pause() -> None:
+    s = steps(50, phases_ms={"forward": 100}, gc_ms=10)
+    (f,) = gc_pauses(RuleContext(record(s)))
+    assert f.severity is Severity.WARNING
+    assert {e.metric: e.value for e in f.evidence}["longest pause"] == 10.0
+
+
+def test_gc_pauses_silent_for_rare_short_pauses() -> None:
+    s = steps(50, phases_ms={"forward": 100}, gc_ms=1)
+    assert gc_pauses(RuleContext(record(s))) == []
