@@ -179,9 +179,10 @@ class StepReducer:
             step = self._open = _Open(start_ns=t)
             self._last_t = t
             return step
-        phase = self._stack[-1] if self._stack else _OTHER
-        step.phase_ns[phase] = step.phase_ns.get(phase, 0) + (t - self._last_t)
-        self._last_t = t
+        if t > self._last_t:
+            phase = self._stack[-1] if self._stack else _OTHER
+            step.phase_ns[phase] = step.phase_ns.get(phase, 0) + (t - self._last_t)
+            self._last_t = t
         return step
 
     def _gc_stop(self, t: int) -> None:
