@@ -34,11 +34,12 @@ def _finding(rule_id: str, factor: float, severity: Severity) -> Finding:
                    speedup=Speedup(factor=factor, method="m"), fix=Fix(summary="f"))
 
 
-def test_rank_by_speedup_then_severity() -> None:
+def test_rank_by_speedup_with_informational_findings_last() -> None:
     a = _finding("a", 1.2, Severity.CRITICAL)
     b = _finding("b", 2.0, Severity.WARNING)
-    c = _finding("c", 1.2, Severity.INFO)
-    assert [f.rule for f in rank([c, a, b])] == ["b", "a", "c"]
+    c = _finding("c", 1.2, Severity.WARNING)
+    d = _finding("d", 3.0, Severity.INFO)
+    assert [f.rule for f in rank([d, c, a, b])] == ["b", "a", "c", "d"]
 
 
 def test_duplicate_or_badly_declared_rules_are_refused() -> None:

@@ -60,16 +60,22 @@ def test_thread_oversubscription_silent_when_sized_to_cores() -> None:
     assert thread_oversubscription(RuleContext(record(s, cores=4, facts=facts))) == []
 
 
-def test_small_batch_on_idle_cpu() -> None:
-    s = steps(100, phases_ms={"forward": 1}, batch=1)
-    (f,) = small_batch(RuleContext(record(s, cores=4, system=samples(s, job_cpu=100.0))))
+def test_small_batch_when_per_step_costs_dominate() -> None:
+    s = steps(100, phases_ms={"forward": 0.5, "optimizer": 0.5}, batch=1)
+    (f,) = small_batch(RuleContext(record(s, cores=2, system=samples(s, job_cpu=190.0))))
     assert f.severity is Severity.CRITICAL
+    assert abs(f.speedup.factor - 1 / (0.5 / 32 + 0.5)) < 1e-9
+
+
+def test_small_batch_silent_for_big_batches_or_compute_bound_steps() -> None:
+    s = steps(100, phases_ms={"forward": 0.5, "optimizer": 0.5}, batch=64)
+    assert small_batch(RuleContext(record(s, system=samples(s)))) == []
+    compute = steps(100, phases_ms={"forward": 10, "optimizer": 0.1}, batch=4)
+    assert small_batch(RuleContext(record(compute, system=samples(compute)))) == []
+
+
+def test_small_batch_on_an_idle_gpu() -> None:
+    s = steps(100, phases_ms={"forward": 10}, batch=2)
+    gpu = tuple(GpuSample(t_ns=i, index=0, util_pct=25.0) for i in range(10))
+    (f,) = small_batch(RuleContext(record(s, system=samples(s), gpu=gpu)))
     assert f.speedup.factor == 4.0
-
-
-def test_small_batch_silent_for_big_batches_or_busy_hardware() -> None:
-    s = steps(100, phases_ms={"forward": 1}, batch=64)
-    assert small_batch(RuleContext(record(s, system=samples(s, job_cpu=100.0)))) == []
-    busy = steps(100, phases_ms={"forward": 1}, batch=4)
-    assert small_batch(RuleContext(record(busy, cores=2, system=samples(busy, job_cpu=190.0)))
-                       ) == []

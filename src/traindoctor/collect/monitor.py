@@ -141,7 +141,7 @@ class Monitor:
             self.collected.steps.extend(steps)
             self._queue("steps", steps)
             self._log_progress(steps)
-        self._inspect(final=final or bool(steps))
+        self._inspect(final=final)
         if final:
             stats = self._reducer.concurrency()
             self.collected.concurrency = stats

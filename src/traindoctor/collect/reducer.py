@@ -11,7 +11,9 @@ Step boundaries, in order of precedence:
    accumulation, before its optimizer step). After ``MODEL_MODE_AFTER_CALLS`` calls without an
    optimizer step, or at the end of the run, the job is taken as inference-only.
 
-Time between events goes to the innermost open phase of the owner thread, or to ``other``.
+Time between events goes to the innermost open phase of the owner thread, or to ``other`` —
+except that time in no phase while other threads run the model's forward counts as
+``forward`` (the loop is waiting for the model, as with a thread pool serving requests).
 """
 
 from __future__ import annotations
@@ -53,6 +55,7 @@ class _Open:
     gc_count: int = 0
     gc_pause_ns: int = 0
     gc_max_pause_ns: int = 0
+    gc_phase_ns: dict[str, int] = field(default_factory=dict)
 
     def merge(self, other: _Open) -> None:
         for name, ns in other.phase_ns.items():
@@ -61,6 +64,8 @@ class _Open:
         self.gc_count += other.gc_count
         self.gc_pause_ns += other.gc_pause_ns
         self.gc_max_pause_ns = max(self.gc_max_pause_ns, other.gc_max_pause_ns)
+        for name, ns in other.gc_phase_ns.items():
+            self.gc_phase_ns[name] = self.gc_phase_ns.get(name, 0) + ns
 
 
 @dataclass(slots=True)
@@ -97,6 +102,7 @@ class StepReducer:
         self._next_index = 0
         self._gc_start: int | None = None
         self._models: dict[int, _ModelCalls] = {}
+        self._foreign_forwards = 0
 
     def feed(self, events: Iterable[Event]) -> None:
         """Process events (in the order they were appended)."""
@@ -106,9 +112,13 @@ class StepReducer:
                 self._gc_start = t
                 continue
             if code == GC_STOP:
-                self._gc_stop(t)
+                self._gc_stop(t, tid == owner)
                 continue
             if code in (FWD_ENTER, FWD_EXIT):
+                if tid != owner:
+                    if self._open is not None:
+                        self._charge(t)
+                    self._foreign_forwards += 1 if code == FWD_ENTER else -1
                 self._concurrency(t, code, arg, tid)
             if tid != owner:
                 continue
@@ -181,11 +191,14 @@ class StepReducer:
             return step
         if t > self._last_t:
             phase = self._stack[-1] if self._stack else _OTHER
+            if phase == _OTHER and self._foreign_forwards > 0:
+                # The loop's thread waits while other threads run the model: model time.
+                phase = _FORWARD
             step.phase_ns[phase] = step.phase_ns.get(phase, 0) + (t - self._last_t)
             self._last_t = t
         return step
 
-    def _gc_stop(self, t: int) -> None:
+    def _gc_stop(self, t: int, on_owner: bool) -> None:
         if self._gc_start is None:
             return
         pause = t - self._gc_start
@@ -196,6 +209,9 @@ class StepReducer:
         step.gc_count += 1
         step.gc_pause_ns += pause
         step.gc_max_pause_ns = max(step.gc_max_pause_ns, pause)
+        if on_owner:
+            phase = self._stack[-1] if self._stack else _OTHER
+            step.gc_phase_ns[phase] = step.gc_phase_ns.get(phase, 0) + pause
 
     def _model_boundary(self, t: int) -> None:
         if self.mode == "model":
@@ -248,6 +264,7 @@ class StepReducer:
                 gc_count=step.gc_count,
                 gc_pause_ns=step.gc_pause_ns,
                 gc_max_pause_ns=step.gc_max_pause_ns,
+                gc_phase_ns=dict(step.gc_phase_ns),
             )
         )
         self._next_index += 1

@@ -57,6 +57,8 @@ class StepTiming:
     gc_count: int = 0
     gc_pause_ns: int = 0
     gc_max_pause_ns: int = 0
+    gc_phase_ns: Mapping[str, int] = field(default_factory=dict)
+    """GC pause time by the phase it interrupted (pauses on the step's own thread)."""
 
     @property
     def duration_ns(self) -> int:

@@ -6,7 +6,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from traindoctor.model import Finding, SkippedRule
+from traindoctor.model import Finding, Severity, SkippedRule
 from traindoctor.rules.context import RuleContext
 
 __all__ = ["RULES", "Rule", "rule", "run_rules"]
@@ -79,5 +79,9 @@ def run_rules(ctx: RuleContext) -> tuple[list[Finding], list[SkippedRule]]:
 
 
 def rank(findings: list[Finding]) -> list[Finding]:
-    """Order by estimated speed-up (largest first), then severity, then rule id."""
-    return sorted(findings, key=lambda f: (-f.speedup.factor, f.severity.rank, f.rule))
+    """Order actionable findings (critical, warning) before informational ones, then by
+    estimated speed-up (largest first), then severity, then rule id."""
+    return sorted(
+        findings,
+        key=lambda f: (f.severity is Severity.INFO, -f.speedup.factor, f.severity.rank, f.rule),
+    )

@@ -1,7 +1,8 @@
 """slow-callbacks: time between steps outside the model (logging, metrics, post-processing).
 
 Detects: the share of step time in ``other`` (time in no known phase: the user's callbacks,
-logging, ``.item()`` calls, post-processing) plus an explicit ``callbacks`` phase.
+logging, ``.item()`` calls, post-processing) plus an explicit ``callbacks`` phase, less the
+garbage-collector pauses that fell in it (``gc-pauses`` reports those).
 Evidence: that share and the mean per step.
 Fix: do the work every N steps, asynchronously, or on the device.
 """
@@ -25,14 +26,16 @@ CRITICAL_SHARE = 0.40
 @rule(id="slow-callbacks", title="Work between steps slows training")
 def slow_callbacks(ctx: RuleContext) -> list[Finding]:
     """Flag a large share of step time outside data loading and the model."""
-    share = ctx.share(Phase.OTHER, Phase.CALLBACKS)
+    names = (Phase.OTHER.value, Phase.CALLBACKS.value)
+    # Collector pauses that interrupted this time are gc-pauses' finding, not ours.
+    between_ns = sum(
+        s.phase_ns.get(n, 0) - s.gc_phase_ns.get(n, 0) for s in ctx.steps for n in names
+    )
+    total_ns = sum(s.duration_ns for s in ctx.steps)
+    share = between_ns / total_ns if total_ns else 0.0
     if share < WARNING_SHARE:
         return []
-    per_step_ms = (
-        sum(s.phase(Phase.OTHER) + s.phase(Phase.CALLBACKS) for s in ctx.steps)
-        / len(ctx.steps)
-        / 1e6
-    )
+    per_step_ms = between_ns / len(ctx.steps) / 1e6
     return [
         Finding(
             rule="slow-callbacks",

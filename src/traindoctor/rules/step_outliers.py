@@ -25,6 +25,9 @@ MIN_STEPS = 100
 #: Below this share of time lost to outliers the finding is informational: a few slow steps
 #: from a noisy neighbour are not worth a change.
 WARNING_LOST_SHARE = 0.05
+#: ...and only when outliers are more than 1% of steps: a normal distribution puts 0.13% of
+#: steps above 3σ, and CPU-sharing noise on the 2-core reference machine put 0.3% there.
+WARNING_OUTLIER_SHARE = 0.01
 
 _HINTS = {
     Phase.DATA_WAIT.value: "the data wait grew: a slow file or shard, worker restarts at each "
@@ -69,7 +72,10 @@ def step_outliers(ctx: RuleContext) -> list[Finding]:
     return [
         Finding(
             rule="step-outliers",
-            severity=Severity.WARNING if lost_share >= WARNING_LOST_SHARE else Severity.INFO,
+            severity=Severity.WARNING
+            if lost_share >= WARNING_LOST_SHARE
+            and len(outliers) > WARNING_OUTLIER_SHARE * len(steps)
+            else Severity.INFO,
             title=f"{len(outliers)} outlier steps ({when})",
             explanation=(
                 f"{len(outliers)} of {len(steps)} steps took longer than mean + 3σ "

@@ -1,0 +1,25 @@
+"""Fault: batch inference where four threads call one shared model concurrently."""
+
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import torch
+from _zoo import SECONDS, mlp, tensors
+
+if __name__ == "__main__":
+    model = mlp().eval()
+    x = tensors(4096).tensors[0]
+    requests = [x[i:i + 16] for i in range(0, len(x), 16)]
+
+    def serve(batch: torch.Tensor) -> torch.Tensor:
+        with torch.no_grad():
+            return model(batch).argmax(1)
+
+    deadline = time.monotonic() + SECONDS
+    done = 0
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        while time.monotonic() < deadline:
+            futures = [pool.submit(serve, r) for r in requests[1:4]]
+            serve(requests[0])
+            done += 1 + len([f.result() for f in futures])
+    print("requests:", done)

@@ -1,0 +1,78 @@
+"""The scenario zoo: real training runs on this CPU with one fault planted each.
+
+Every faulty script must put its rule on top, with warning or critical severity; healthy
+scripts must raise no warning or critical finding. Each run is a real subprocess under
+``traindoctor run`` (about 6 s of training plus torch's import).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).parent
+
+FAULTS = {
+    "input_bound.py": "input-bound",
+    "slow_callbacks.py": "slow-callbacks",
+    "checkpoint_stalls.py": "checkpoint-stalls",
+    "gc_pauses.py": "gc-pauses",
+    "small_batch.py": "small-batch",
+    "step_outliers.py": "step-outliers",
+    "memory_growth.py": "memory-growth",
+    "competing_processes.py": "competing-processes",
+    "oversubscribed_threads.py": "thread-oversubscription",
+    "shared_model_threads.py": "shared-model-threads",
+    "float64.py": "float64",
+}
+HEALTHY = ("healthy_mlp.py", "healthy_workers.py")
+
+
+def run_scenario(script: str, tmp_path: Path) -> dict[str, object]:
+    out = tmp_path / "report.json"
+    proc = subprocess.run(
+        [sys.executable, "-m", "traindoctor", "run", "--no-report", "--json", str(out),
+         "--out", str(tmp_path / "run"), str(HERE / script)],
+        capture_output=True, text=True, timeout=120,
+        env={**os.environ, "PYTHONWARNINGS": "ignore"},
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    report: dict[str, object] = json.loads(out.read_text())
+    return report
+
+
+def _describe(report: dict[str, object]) -> str:
+    findings = report["findings"]
+    assert isinstance(findings, list)
+    return "; ".join(f"{f['rule']} {f['severity']} x{f['estimated_speedup']:.2f}"
+                     for f in findings)
+
+
+@pytest.mark.scenario
+@pytest.mark.parametrize(("script", "rule_id"), sorted(FAULTS.items()))
+def test_planted_fault_comes_out_on_top(script: str, rule_id: str, tmp_path: Path) -> None:
+    report = run_scenario(script, tmp_path)
+    findings = report["findings"]
+    assert isinstance(findings, list) and findings, "no findings"
+    top = findings[0]
+    assert top["rule"] == rule_id, _describe(report)
+    assert top["severity"] in ("warning", "critical"), _describe(report)
+    assert top["evidence"] and top["fix"]["summary"]
+
+
+@pytest.mark.scenario
+@pytest.mark.parametrize("script", HEALTHY)
+def test_healthy_run_raises_no_warning(script: str, tmp_path: Path) -> None:
+    report = run_scenario(script, tmp_path)
+    findings = report["findings"]
+    assert isinstance(findings, list)
+    loud = [f for f in findings if f["severity"] in ("warning", "critical")]
+    assert not loud, _describe(report)
+    summary = report["summary"]
+    assert isinstance(summary, dict)
+    assert summary["steps"] > 20 and summary["samples_per_sec"] > 0
