@@ -19,8 +19,15 @@ MS = 1_000_000
 
 def meta(*, cores: int = 4, memory: int = 16 * 2**30) -> RunMeta:
     """Return run metadata for a machine with ``cores`` cores."""
-    return RunMeta(run_id="test", started_unix_s=1.7e9, command=("train.py",), cpu_count=cores,
-                   affinity_cores=cores, total_memory_bytes=memory, clock_origin_ns=0)
+    return RunMeta(
+        run_id="test",
+        started_unix_s=1.7e9,
+        command=("train.py",),
+        cpu_count=cores,
+        affinity_cores=cores,
+        total_memory_bytes=memory,
+        clock_origin_ns=0,
+    )
 
 
 def steps(
@@ -45,10 +52,19 @@ def steps(
                 for name, ms in extra.items():
                     phase_ns[name] = phase_ns.get(name, 0) + int(ms * MS)
         duration = sum(phase_ns.values())
-        out.append(StepTiming(index=i, start_ns=t, end_ns=t + duration, boundary="optimizer",
-                              batch_size=batch, phase_ns=phase_ns,
-                              gc_count=1 if gc_ms else 0, gc_pause_ns=int(gc_ms * MS),
-                              gc_max_pause_ns=int(gc_ms * MS)))
+        out.append(
+            StepTiming(
+                index=i,
+                start_ns=t,
+                end_ns=t + duration,
+                boundary="optimizer",
+                batch_size=batch,
+                phase_ns=phase_ns,
+                gc_count=1 if gc_ms else 0,
+                gc_pause_ns=int(gc_ms * MS),
+                gc_max_pause_ns=int(gc_ms * MS),
+            )
+        )
         t += duration
     return tuple(out)
 
@@ -68,8 +84,15 @@ def samples(
     out = []
     for i, t in enumerate(times):
         value = rss if isinstance(rss, int) else rss[min(i * len(rss) // len(times), len(rss) - 1)]
-        out.append(SystemSample(t_ns=t, job_cpu_pct=job_cpu, other_cpu_pct=other_cpu,
-                                children_cpu_pct=children_cpu, job_rss_bytes=value))
+        out.append(
+            SystemSample(
+                t_ns=t,
+                job_cpu_pct=job_cpu,
+                other_cpu_pct=other_cpu,
+                children_cpu_pct=children_cpu,
+                job_rss_bytes=value,
+            )
+        )
     return tuple(out)
 
 
@@ -89,6 +112,12 @@ def record(
 ) -> RunRecord:
     """Return a run record of the given parts."""
     end_ns = step_list[-1].end_ns if step_list else 0
-    return RunRecord(meta=meta(cores=cores), steps=tuple(step_list), system=tuple(system),
-                     env=tuple(facts), loaders=tuple(loaders),
-                     end=RunEnd(t_ns=end_ns, status="ok"), **extra)  # type: ignore[arg-type]
+    return RunRecord(
+        meta=meta(cores=cores),
+        steps=tuple(step_list),
+        system=tuple(system),
+        env=tuple(facts),
+        loaders=tuple(loaders),
+        end=RunEnd(t_ns=end_ns, status="ok"),
+        **extra,
+    )  # type: ignore[arg-type]

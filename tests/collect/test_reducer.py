@@ -18,10 +18,14 @@ ME, OTHER_THREAD = 1, 2
 def train_step(t: int, opt: int = 7) -> list[tuple[int, int, object, int]]:
     """One training step starting at ``t`` (ms units), 10 long."""
     return [
-        (t, ENTER, "data_wait", ME), (t + 2, EXIT, 16, ME),
-        (t + 2, FWD_ENTER, 99, ME), (t + 5, FWD_EXIT, 99, ME),
-        (t + 5, ENTER, "backward", ME), (t + 8, EXIT, None, ME),
-        (t + 8, ENTER, "optimizer", ME), (t + 9, OPT_END, opt, ME),
+        (t, ENTER, "data_wait", ME),
+        (t + 2, EXIT, 16, ME),
+        (t + 2, FWD_ENTER, 99, ME),
+        (t + 5, FWD_EXIT, 99, ME),
+        (t + 5, ENTER, "backward", ME),
+        (t + 8, EXIT, None, ME),
+        (t + 8, ENTER, "optimizer", ME),
+        (t + 9, OPT_END, opt, ME),
     ]
 
 
@@ -30,16 +34,27 @@ def test_phases_and_optimizer_boundaries() -> None:
     r.feed(train_step(0) + train_step(10) + train_step(20))
     steps = r.take_steps()
     assert [s.boundary for s in steps] == ["optimizer"] * 3
-    assert steps[1].phase_ns == {"other": 1, "data_wait": 2, "forward": 3, "backward": 3,
-                                 "optimizer": 1}
+    assert steps[1].phase_ns == {
+        "other": 1,
+        "data_wait": 2,
+        "forward": 3,
+        "backward": 3,
+        "optimizer": 1,
+    }
     assert steps[1].batch_size == 16
     assert steps[1].duration_ns == 10
 
 
 def test_gradient_accumulation_merges_tentative_model_steps() -> None:
     r = StepReducer(ME)
-    events = [(0, FWD_ENTER, 99, ME), (3, FWD_EXIT, 99, ME), (3, FWD_ENTER, 99, ME),
-              (6, FWD_EXIT, 99, ME), (6, ENTER, "optimizer", ME), (7, OPT_END, 7, ME)]
+    events = [
+        (0, FWD_ENTER, 99, ME),
+        (3, FWD_EXIT, 99, ME),
+        (3, FWD_ENTER, 99, ME),
+        (6, FWD_EXIT, 99, ME),
+        (6, ENTER, "optimizer", ME),
+        (7, OPT_END, 7, ME),
+    ]
     r.feed(events)
     (step,) = r.take_steps()
     assert step.phase_ns == {"forward": 6, "optimizer": 1}
@@ -80,9 +95,16 @@ def test_explicit_steps_win_and_second_optimizer_is_ignored() -> None:
 
 def test_gc_pauses_and_other_threads() -> None:
     r = StepReducer(ME)
-    r.feed([(0, ENTER, "data_wait", ME), (1, GC_START, 2, OTHER_THREAD),
-            (4, GC_STOP, 2, OTHER_THREAD), (5, ENTER, "checkpoint", OTHER_THREAD),
-            (6, EXIT, None, ME), (10, STEP, None, ME)])
+    r.feed(
+        [
+            (0, ENTER, "data_wait", ME),
+            (1, GC_START, 2, OTHER_THREAD),
+            (4, GC_STOP, 2, OTHER_THREAD),
+            (5, ENTER, "checkpoint", OTHER_THREAD),
+            (6, EXIT, None, ME),
+            (10, STEP, None, ME),
+        ]
+    )
     (step,) = r.take_steps()
     assert (step.gc_count, step.gc_pause_ns, step.gc_max_pause_ns) == (1, 3, 3)
     assert step.phase_ns == {"data_wait": 6, "other": 4}
@@ -90,9 +112,16 @@ def test_gc_pauses_and_other_threads() -> None:
 
 def test_concurrent_forward_calls_from_threads() -> None:
     r = StepReducer(ME, {99: "Net"})
-    r.feed([(0, FWD_ENTER, 99, ME), (1, FWD_ENTER, 99, OTHER_THREAD),
-            (5, FWD_EXIT, 99, ME), (6, FWD_EXIT, 99, OTHER_THREAD),
-            (10, FWD_ENTER, 99, ME), (12, FWD_EXIT, 99, ME)])
+    r.feed(
+        [
+            (0, FWD_ENTER, 99, ME),
+            (1, FWD_ENTER, 99, OTHER_THREAD),
+            (5, FWD_EXIT, 99, ME),
+            (6, FWD_EXIT, 99, OTHER_THREAD),
+            (10, FWD_ENTER, 99, ME),
+            (12, FWD_EXIT, 99, ME),
+        ]
+    )
     (stat,) = r.concurrency()
     assert (stat.class_name, stat.calls, stat.threads, stat.max_concurrent) == ("Net", 3, 2, 2)
     assert stat.concurrent_calls == 2

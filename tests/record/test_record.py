@@ -16,9 +16,19 @@ def _write(tmp_path: Path, *, end: bool = True) -> Path:
     w.write_items("steps", steps(3, phases_ms={"forward": 1}))
     w.write_items("steps", steps(2, phases_ms={"forward": 2}))
     for calls in (1, 5):
-        w.write_items("concurrency", [ConcurrencyStat(model_id=1, class_name="N", calls=calls,
-                                                      threads=1, max_concurrent=1,
-                                                      concurrent_calls=0)])
+        w.write_items(
+            "concurrency",
+            [
+                ConcurrencyStat(
+                    model_id=1,
+                    class_name="N",
+                    calls=calls,
+                    threads=1,
+                    max_concurrent=1,
+                    concurrent_calls=0,
+                )
+            ],
+        )
     if end:
         w.write_end(RunEnd(t_ns=10, status="ok"))
     w.close()

@@ -21,8 +21,7 @@ def test_fires_critical_with_loader_settings_and_worker_fix() -> None:
 def test_warning_band_and_caching_advice_when_workers_use_every_core() -> None:
     s = steps(50, phases_ms={"data_wait": 10, "forward": 90})
     loader = LoaderInfo(loader_id=1, num_workers=4, batch_size=32, persistent_workers=True)
-    ctx = RuleContext(record(s, cores=4, loaders=[loader],
-                             system=samples(s, children_cpu=380.0)))
+    ctx = RuleContext(record(s, cores=4, loaders=[loader], system=samples(s, children_cpu=380.0)))
     (f,) = input_bound(ctx)
     assert f.severity is Severity.WARNING
     assert "Pre-compute" in f.fix.summary

@@ -10,8 +10,9 @@ from traindoctor.rules.shared_model_threads import shared_model_threads
 
 
 def _model(dtype: str) -> ModelInfo:
-    return ModelInfo(model_id=1, class_name="Net", param_count=10, param_bytes=80,
-                     param_dtypes=(dtype,))
+    return ModelInfo(
+        model_id=1, class_name="Net", param_count=10, param_bytes=80, param_dtypes=(dtype,)
+    )
 
 
 def test_float64_parameters() -> None:
@@ -25,24 +26,40 @@ def test_float64_batches_and_silence_for_float32() -> None:
     s = steps(20, phases_ms={"forward": 50})
     (f,) = float64(RuleContext(record(s, batch_dtypes=("torch.float64", "torch.int64"))))
     assert "batches" in f.explanation
-    assert float64(RuleContext(record(s, models=(_model("torch.float32"),),
-                                      batch_dtypes=("torch.float32",)))) == []
+    assert (
+        float64(
+            RuleContext(
+                record(s, models=(_model("torch.float32"),), batch_dtypes=("torch.float32",))
+            )
+        )
+        == []
+    )
 
 
 def test_shared_model_threads() -> None:
-    stat = ConcurrencyStat(model_id=1, class_name="Net", calls=100, threads=4,
-                           max_concurrent=4, concurrent_calls=80, solo_mean_ns=1e6,
-                           concurrent_mean_ns=8e6)
-    (f,) = shared_model_threads(RuleContext(record(steps(5, phases_ms={"forward": 1}),
-                                                   concurrency=(stat,))))
+    stat = ConcurrencyStat(
+        model_id=1,
+        class_name="Net",
+        calls=100,
+        threads=4,
+        max_concurrent=4,
+        concurrent_calls=80,
+        solo_mean_ns=1e6,
+        concurrent_mean_ns=8e6,
+    )
+    (f,) = shared_model_threads(
+        RuleContext(record(steps(5, phases_ms={"forward": 1}), concurrency=(stat,)))
+    )
     assert f.speedup.factor == 2.0
     assert "4 threads" in f.title
 
 
 def test_shared_model_threads_silent_for_one_thread_or_rare_overlap() -> None:
-    one = ConcurrencyStat(model_id=1, class_name="Net", calls=100, threads=1,
-                          max_concurrent=1, concurrent_calls=0)
-    rare = ConcurrencyStat(model_id=2, class_name="Net", calls=100, threads=2,
-                           max_concurrent=2, concurrent_calls=2)
+    one = ConcurrencyStat(
+        model_id=1, class_name="Net", calls=100, threads=1, max_concurrent=1, concurrent_calls=0
+    )
+    rare = ConcurrencyStat(
+        model_id=2, class_name="Net", calls=100, threads=2, max_concurrent=2, concurrent_calls=2
+    )
     ctx = RuleContext(record(steps(5, phases_ms={"forward": 1}), concurrency=(one, rare)))
     assert shared_model_threads(ctx) == []

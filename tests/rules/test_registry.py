@@ -8,9 +8,17 @@ from traindoctor.rules import RULES, RuleContext, rank, rule, run_rules
 from traindoctor.rules.summary import split_warmup
 
 EXPECTED = {
-    "input-bound", "slow-callbacks", "checkpoint-stalls", "gc-pauses", "small-batch",
-    "step-outliers", "memory-growth", "competing-processes", "thread-oversubscription",
-    "shared-model-threads", "float64",
+    "input-bound",
+    "slow-callbacks",
+    "checkpoint-stalls",
+    "gc-pauses",
+    "small-batch",
+    "step-outliers",
+    "memory-growth",
+    "competing-processes",
+    "thread-oversubscription",
+    "shared-model-threads",
+    "float64",
 }
 
 
@@ -29,17 +37,24 @@ def test_rules_missing_inputs_are_skipped_with_a_reason() -> None:
 
 
 def _finding(rule_id: str, factor: float, severity: Severity) -> Finding:
-    return Finding(rule=rule_id, severity=severity, title="t", explanation="e",
-                   evidence=(Evidence(metric="m", value=1),),
-                   speedup=Speedup(factor=factor, method="m"), fix=Fix(summary="f"))
+    return Finding(
+        rule=rule_id,
+        severity=severity,
+        title="t",
+        explanation="e",
+        evidence=(Evidence(metric="m", value=1),),
+        speedup=Speedup(factor=factor, method="m"),
+        fix=Fix(summary="f"),
+    )
 
 
-def test_rank_by_speedup_with_informational_findings_last() -> None:
+def test_rank_by_severity_then_speedup() -> None:
     a = _finding("a", 1.2, Severity.CRITICAL)
     b = _finding("b", 2.0, Severity.WARNING)
     c = _finding("c", 1.2, Severity.WARNING)
     d = _finding("d", 3.0, Severity.INFO)
-    assert [f.rule for f in rank([d, c, a, b])] == ["b", "a", "c", "d"]
+    e = _finding("e", 1.0, Severity.CRITICAL)
+    assert [f.rule for f in rank([d, c, e, a, b])] == ["a", "e", "b", "c", "d"]
 
 
 def test_duplicate_or_badly_declared_rules_are_refused() -> None:

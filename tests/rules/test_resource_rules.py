@@ -15,8 +15,7 @@ from traindoctor.rules.thread_oversubscription import thread_oversubscription
 def test_competing_processes_names_the_top_ones() -> None:
     s = steps(50, phases_ms={"forward": 100})
     hog = (ProcessUsage(pid=42, name="stress", cpu_pct=190.0),)
-    system = tuple(replace(x, top_others=hog) for x in samples(s, job_cpu=100.0,
-                                                                 other_cpu=200.0))
+    system = tuple(replace(x, top_others=hog) for x in samples(s, job_cpu=100.0, other_cpu=200.0))
     (f,) = competing_processes(RuleContext(record(s, system=system)))
     assert f.severity is Severity.CRITICAL  # 200 of 400 %: half the machine
     assert "stress (pid 42" in str({e.metric: e.value for e in f.evidence}["top other processes"])
@@ -30,8 +29,10 @@ def test_competing_processes_silent_on_a_quiet_machine() -> None:
 
 def test_competing_processes_on_the_gpu() -> None:
     s = steps(50, phases_ms={"forward": 100})
-    procs = (GpuProcess(pid=1, name="python", mem_bytes=2**30, is_job=True),
-             GpuProcess(pid=2, name="other", mem_bytes=2**31, is_job=False))
+    procs = (
+        GpuProcess(pid=1, name="python", mem_bytes=2**30, is_job=True),
+        GpuProcess(pid=2, name="other", mem_bytes=2**31, is_job=False),
+    )
     gpu = (GpuSample(t_ns=0, index=0, processes=procs),)
     (f,) = competing_processes(RuleContext(record(s, system=samples(s), gpu=gpu)))
     assert "other (pid 2 on GPU 0, 2048 MiB)" in f.explanation
@@ -49,8 +50,7 @@ def test_thread_oversubscription_counts_workers_and_omp() -> None:
     s = steps(50, phases_ms={"forward": 100})
     facts = env(cpu__affinity=4, env__OMP_NUM_THREADS="4")
     loader = LoaderInfo(loader_id=1, num_workers=4)
-    (f,) = thread_oversubscription(RuleContext(record(s, cores=4, facts=facts,
-                                                      loaders=[loader])))
+    (f,) = thread_oversubscription(RuleContext(record(s, cores=4, facts=facts, loaders=[loader])))
     assert f.title == "8 compute threads on 4 cores"
 
 

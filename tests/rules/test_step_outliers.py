@@ -31,8 +31,12 @@ def test_needs_100_steps_and_more_than_10_outliers() -> None:
 def test_gc_is_named_when_pauses_explain_the_outliers() -> None:
     base = steps(300, phases_ms={"forward": 10}, every={20: {"forward": 40}})
     s = tuple(
-        type(st)(**{**{f: getattr(st, f) for f in st.__dataclass_fields__},
-                    "gc_pause_ns": 40_000_000 if st.duration_ns > 20_000_000 else 0})
+        type(st)(
+            **{
+                **{f: getattr(st, f) for f in st.__dataclass_fields__},
+                "gc_pause_ns": 40_000_000 if st.duration_ns > 20_000_000 else 0,
+            }
+        )
         for st in base
     )
     (f,) = step_outliers(RuleContext(record(s)))

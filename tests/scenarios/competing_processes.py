@@ -1,18 +1,27 @@
 """Fault: two CPU-bound processes outside the job run while it trains."""
 
+import os
 import subprocess
 import sys
 
 from _zoo import SECONDS, mlp, tensors, train
 from torch.utils.data import DataLoader
 
-HOG = "import time\nend = time.time() + {s}\nwhile time.time() < end:\n    pass\n"
+# Each hog spins until the job exits (checked every ~0.1 s), at most {s} seconds.
+HOG = (
+    "import os, time\nend = time.time() + {s}\n"
+    "while time.time() < end:\n"
+    "    t = time.time() + 0.1\n"
+    "    while time.time() < t:\n        pass\n"
+    "    try:\n        os.kill({pid}, 0)\n    except OSError:\n        break\n"
+)
 
 if __name__ == "__main__":
     # Started through a shell that exits at once, so the hogs are not the job's children.
     for _ in range(2):
-        code = HOG.format(s=SECONDS + 8)
-        subprocess.run(["sh", "-c", f'"{sys.executable}" -c "$0" >/dev/null 2>&1 &', code],
-                       check=True)
+        code = HOG.format(s=SECONDS + 8, pid=os.getpid())
+        subprocess.run(
+            ["sh", "-c", f'"{sys.executable}" -c "$0" >/dev/null 2>&1 &', code], check=True
+        )
     loader = DataLoader(tensors(), batch_size=64, shuffle=True)
     print("steps:", train(loader, mlp()))

@@ -9,7 +9,7 @@ from _zoo import SECONDS, mlp, tensors
 if __name__ == "__main__":
     model = mlp().eval()
     x = tensors(4096).tensors[0]
-    requests = [x[i:i + 16] for i in range(0, len(x), 16)]
+    requests = [x[i : i + 16] for i in range(0, len(x), 16)]
 
     def serve(batch: torch.Tensor) -> torch.Tensor:
         with torch.no_grad():

@@ -10,7 +10,7 @@ from torch.utils.data import DataLoader
 if __name__ == "__main__":
     loader = DataLoader(tensors(), batch_size=64, shuffle=True)
     model = mlp()
-    log = open(os.path.join(tempfile.mkdtemp(), "metrics.jsonl"), "w")  # noqa: SIM115
+    log = open(os.path.join(tempfile.mkdtemp(), "metrics.jsonl"), "w")
 
     def after_step(step: int, loss: object) -> None:
         weights = model[0].weight.detach()[:64].tolist()

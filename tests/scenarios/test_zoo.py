@@ -36,9 +36,21 @@ HEALTHY = ("healthy_mlp.py", "healthy_workers.py")
 def run_scenario(script: str, tmp_path: Path) -> dict[str, object]:
     out = tmp_path / "report.json"
     proc = subprocess.run(
-        [sys.executable, "-m", "traindoctor", "run", "--no-report", "--json", str(out),
-         "--out", str(tmp_path / "run"), str(HERE / script)],
-        capture_output=True, text=True, timeout=120,
+        [
+            sys.executable,
+            "-m",
+            "traindoctor",
+            "run",
+            "--no-report",
+            "--json",
+            str(out),
+            "--out",
+            str(tmp_path / "run"),
+            str(HERE / script),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
         env={**os.environ, "PYTHONWARNINGS": "ignore"},
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
@@ -49,8 +61,7 @@ def run_scenario(script: str, tmp_path: Path) -> dict[str, object]:
 def _describe(report: dict[str, object]) -> str:
     findings = report["findings"]
     assert isinstance(findings, list)
-    return "; ".join(f"{f['rule']} {f['severity']} x{f['estimated_speedup']:.2f}"
-                     for f in findings)
+    return "; ".join(f"{f['rule']} {f['severity']} x{f['estimated_speedup']:.2f}" for f in findings)
 
 
 @pytest.mark.scenario

@@ -15,7 +15,6 @@
 from __future__ import annotations
 
 import threading
-import weakref
 from collections import deque
 from collections.abc import Callable
 from typing import Any, Protocol
@@ -39,7 +38,8 @@ class TorchSink(Protocol):
 
     events: deque[Event]
     clock: Callable[[], int]
-    models: dict[int, weakref.ref[Any]]
+    models: dict[int, Any]
+    """``id(model) -> model`` until the monitor inspected it, then ``None``."""
     loaders: dict[int, LoaderInfo]
     batch_dtypes: list[str]
 
@@ -194,7 +194,7 @@ class TorchPatches:
             busy.add(tid)
             key = id(module)
             if key not in models:
-                models[key] = weakref.ref(module)
+                models[key] = module
             append((clock(), FWD_ENTER, key, tid))
             try:
                 return original(module, *args, **kwargs)

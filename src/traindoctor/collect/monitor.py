@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import weakref
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -71,7 +70,7 @@ class Monitor:
         writer: RecordWriter | None,
         readers: Sequence[Reader],
         clock: Callable[[], int],
-        models: Mapping[int, weakref.ref[Any]],
+        models: dict[int, Any],
         loaders: Mapping[int, LoaderInfo],
         batch_dtypes: Sequence[str],
         environ: Mapping[str, str],
@@ -185,13 +184,11 @@ class Monitor:
                 self._loader_ids.add(loader_id)
                 self.collected.loaders.append(info)
                 self._queue("loader", [info])
-        for model_id, ref in list(self._models.items()):
-            if model_id in self._model_ids:
-                continue
-            model = ref()
-            if model is None:
+        for model_id, model in list(self._models.items()):
+            if model is None or model_id in self._model_ids:
                 continue
             self._model_ids.add(model_id)
+            self._models[model_id] = None  # inspected: stop keeping the model alive
             model_info = inspect_model(model_id, model)
             self._reducer.model_names[model_id] = model_info.class_name
             self.collected.models.append(model_info)

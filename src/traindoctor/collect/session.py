@@ -15,7 +15,6 @@ import sys
 import threading
 import time
 import uuid
-import weakref
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
@@ -102,7 +101,7 @@ class Session:
 
     def __init__(
         self,
-        out_dir: Path | None = None,
+        out_dir: Path | str | None = None,
         *,
         record: bool = True,
         command: Sequence[str] = (),
@@ -118,10 +117,10 @@ class Session:
     ) -> None:
         self.events: deque[Event] = deque()
         self.clock = clock
-        self.models: dict[int, weakref.ref[Any]] = {}
+        self.models: dict[int, Any] = {}
         self.loaders: dict[int, LoaderInfo] = {}
         self.batch_dtypes: list[str] = []
-        self.out_dir = (out_dir or default_run_dir()) if record else None
+        self.out_dir = (Path(out_dir) if out_dir else default_run_dir()) if record else None
         self.record: RunRecord | None = None
         self._command = tuple(command)
         self._interval_s = interval_s

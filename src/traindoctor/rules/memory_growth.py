@@ -31,6 +31,12 @@ MIN_RISE_BYTES = 64 * 2**20
 #: by more than 5 percentage points; we use it for GPU memory, and as "critical" for RSS
 #: against the machine's memory.
 CRITICAL_POINTS = 5.0
+#: Also critical when memory would run out within the hour at the measured rate: the job will
+#: crash before most training runs end.
+CRITICAL_RUNWAY_MIN = 60.0
+#: Growth that stops (imports and allocator warm-up in a new worker) is not a leak: the second
+#: half of the samples must hold at least this share of the rise.
+LATE_RISE_SHARE = 0.3
 
 
 @rule(id="memory-growth", title="Memory keeps growing", requires=("steps", "system"))
@@ -75,11 +81,17 @@ def _check(
     rise = last - first
     if steady < RISING_WINDOWS or rise < max(MIN_RISE_BYTES, MIN_RISE_SHARE * first):
         return None
+    middle = averages[len(averages) // 2]
+    if last - middle < LATE_RISE_SHARE * rise:
+        return None
     seconds = (points[-1][0] - points[0][0]) / 1e9 or 1.0
     per_min = rise / seconds * 60
     per_step = rise / max(1, len(ctx.steps))
     points_rise = 100 * rise / capacity if capacity else None
-    critical = points_rise is not None and points_rise > CRITICAL_POINTS
+    runway_min = (capacity - last) / per_min if capacity and per_min > 0 else None
+    critical = (points_rise is not None and points_rise > CRITICAL_POINTS) or (
+        runway_min is not None and runway_min < CRITICAL_RUNWAY_MIN
+    )
     evidence = [
         Evidence(
             metric=f"{what} at start (moving average)",
@@ -128,9 +140,8 @@ def _check(
                 source="sampler",
             )
         )
-        left_min = (capacity - last) / per_min if per_min > 0 else None
-        if left_min is not None:
-            runway = f" At this rate memory runs out in about {left_min:.0f} minutes."
+        if runway_min is not None:
+            runway = f" At this rate memory runs out in about {runway_min:.0f} minutes."
     return Finding(
         rule="memory-growth",
         severity=Severity.CRITICAL if critical else Severity.WARNING,

@@ -57,7 +57,10 @@ def rule(
         module = sys.modules.get(func.__module__)
         module_doc = module.__doc__ if module is not None else None
         RULES[id] = Rule(
-            id=id, title=title, requires=requires, doc=doc or module_doc or func.__doc__ or "",
+            id=id,
+            title=title,
+            requires=requires,
+            doc=doc or module_doc or func.__doc__ or "",
             func=func,
         )
         return func
@@ -79,9 +82,7 @@ def run_rules(ctx: RuleContext) -> tuple[list[Finding], list[SkippedRule]]:
 
 
 def rank(findings: list[Finding]) -> list[Finding]:
-    """Order actionable findings (critical, warning) before informational ones, then by
-    estimated speed-up (largest first), then severity, then rule id."""
-    return sorted(
-        findings,
-        key=lambda f: (f.severity is Severity.INFO, -f.speedup.factor, f.severity.rank, f.rule),
-    )
+    """Order by severity (critical, warning, info), then by estimated speed-up (largest
+    first), then rule id: a critical finding (the job is badly bottlenecked or will fail) is
+    the one change most worth making even where its speed-up cannot be estimated."""
+    return sorted(findings, key=lambda f: (f.severity.rank, -f.speedup.factor, f.rule))

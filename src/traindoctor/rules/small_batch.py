@@ -53,16 +53,27 @@ def small_batch(ctx: RuleContext) -> list[Finding]:
     step_ms = ctx.summary.mean_step_ms or 0.0
     rate = ctx.summary.samples_per_sec
     evidence = [
-        Evidence(metric="median batch size", value=batch, threshold=SMALL_BATCH,
-                 source="batch leading dimension"),
+        Evidence(
+            metric="median batch size",
+            value=batch,
+            threshold=SMALL_BATCH,
+            source="batch leading dimension",
+        ),
         Evidence(metric="samples/s", value=round(rate, 1) if rate else None, source="steps"),
         Evidence(metric="mean step time", value=round(step_ms, 3), unit="ms", source="steps"),
-        Evidence(metric="per-step costs (optimizer, data call, between steps)",
-                 value=round(fixed, 4), unit="share", source="step phases"),
+        Evidence(
+            metric="per-step costs (optimizer, data call, between steps)",
+            value=round(fixed, 4),
+            unit="share",
+            source="step phases",
+        ),
     ]
     if util is not None:
-        evidence.append(Evidence(metric=f"{where} utilisation", value=round(util, 3),
-                                 unit="share", source="sampler"))
+        evidence.append(
+            Evidence(
+                metric=f"{where} utilisation", value=round(util, 3), unit="share", source="sampler"
+            )
+        )
     return [
         Finding(
             rule="small-batch",
@@ -74,8 +85,11 @@ def small_batch(ctx: RuleContext) -> list[Finding]:
                 + f", and {fixed:.0%} of it is spent on work done once per step whatever the "
                 "batch (optimizer update, data-loader call, Python between steps). Larger "
                 "batches spread it over more samples"
-                + (f"; the GPU is busy only {util:.0%} of the time." if gpu_idle and util
-                   is not None else ".")
+                + (
+                    f"; the GPU is busy only {util:.0%} of the time."
+                    if gpu_idle and util is not None
+                    else "."
+                )
             ),
             evidence=tuple(evidence),
             speedup=Speedup(

@@ -1,0 +1,112 @@
+"""The command line, run for real in subprocesses (a job's exit code must pass through)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from traindoctor.cli import main
+
+TRAIN = """
+import sys, torch
+model = torch.nn.Linear(8, 2)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+for _ in range(30):
+    opt.zero_grad(); model(torch.randn(16, 8)).sum().backward(); opt.step()
+print("argv", sys.argv[1:], "name", __name__)
+{tail}
+"""
+
+
+def _run(tmp_path: Path, tail: str = "", *args: str) -> subprocess.CompletedProcess[str]:
+    script = tmp_path / "train.py"
+    script.write_text(TRAIN.format(tail=tail))
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "traindoctor",
+            "run",
+            "--out",
+            str(tmp_path / "run"),
+            "--json",
+            str(tmp_path / "r.json"),
+            str(script),
+            *args,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONWARNINGS": "ignore"},
+    )
+
+
+def test_run_passes_argv_and_writes_record_and_json(tmp_path: Path) -> None:
+    proc = _run(tmp_path, "", "--epochs", "3")
+    assert proc.returncode == 0, proc.stderr
+    assert "argv ['--epochs', '3'] name __main__" in proc.stdout
+    assert "Where a step's time goes" in proc.stderr
+    report = json.loads((tmp_path / "r.json").read_text())
+    assert report["summary"]["steps"] == 30
+    assert set(report) >= {"schema_version", "summary", "findings"}
+    assert (tmp_path / "run" / "run.jsonl").exists()
+
+
+def test_job_exception_passes_through_and_record_is_finalised(tmp_path: Path) -> None:
+    proc = _run(tmp_path, "raise ValueError('boom')")
+    assert proc.returncode == 1
+    assert "ValueError: boom" in proc.stderr
+    assert "traindoctor/collect" not in proc.stderr  # the job's traceback, not ours
+    assert "job ended: exception" in proc.stderr
+    out = subprocess.run(
+        [sys.executable, "-m", "traindoctor", "report", "--format", "json", str(tmp_path / "run")],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    report = json.loads(out.stdout)
+    assert report["end_status"] == "exception"
+    assert report["summary"]["steps"] == 30
+
+
+def test_sys_exit_code_passes_through(tmp_path: Path) -> None:
+    assert _run(tmp_path, "sys.exit(3)").returncode == 3
+
+
+def test_keyboard_interrupt_gives_130(tmp_path: Path) -> None:
+    proc = _run(tmp_path, "raise KeyboardInterrupt")
+    assert proc.returncode == 130
+    assert "job ended: interrupted" in proc.stderr
+
+
+def test_missing_script_is_one_line(capsys: object, tmp_path: Path) -> None:
+    code = main(["run", str(tmp_path / "nope.py")])
+    err = capsys.readouterr().err  # type: ignore[attr-defined]
+    assert code == 2
+    assert err.strip().count("\n") == 0
+    assert "no such script" in err
+
+
+def test_report_on_corrupt_record_is_one_line(capsys: object, tmp_path: Path) -> None:
+    bad = tmp_path / "run.jsonl"
+    bad.write_text("not json\n")
+    assert main(["report", str(bad)]) == 1
+    err = capsys.readouterr().err  # type: ignore[attr-defined]
+    assert (
+        err == f"traindoctor: error: {bad}: corrupt run record at byte 0: the header line "
+        "is not JSON (Expecting value: line 1 column 1 (char 0))\n"
+    )
+
+
+def test_version_and_module_entry_point() -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "traindoctor", "--version"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert out.stdout.startswith("traindoctor ")

@@ -1,0 +1,71 @@
+"""NvmlReader against a small injectable NVML stand-in replaying recorded-format readings."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+from traindoctor.collect.nvml import NvmlReader
+
+DATA = json.loads((Path(__file__).parents[1] / "data" / "nvml_a100_replay.json").read_text())
+
+
+class ReplayNvml:
+    """The pynvml functions NvmlReader uses, answering from DATA in order."""
+
+    def __init__(self, *, fail_init: bool = False) -> None:
+        self.calls = 0
+        self.fail_init = fail_init
+        self.shut = False
+
+    def nvmlInit(self) -> None:
+        if self.fail_init:
+            raise RuntimeError("NVML Shared Library Not Found")
+
+    def nvmlShutdown(self) -> None:
+        self.shut = True
+
+    def nvmlDeviceGetCount(self) -> int:
+        return 1
+
+    def nvmlDeviceGetHandleByIndex(self, i: int) -> str:
+        return f"handle{i}"
+
+    def nvmlDeviceGetName(self, h: str) -> bytes:
+        return DATA["name"].encode()
+
+    def _reading(self) -> dict[str, Any]:
+        reading: dict[str, Any] = DATA["readings"][min(self.calls, len(DATA["readings"]) - 1)]
+        return reading
+
+    def nvmlDeviceGetUtilizationRates(self, h: str) -> SimpleNamespace:
+        return SimpleNamespace(gpu=self._reading()["gpu"], memory=0)
+
+    def nvmlDeviceGetMemoryInfo(self, h: str) -> SimpleNamespace:
+        return SimpleNamespace(used=self._reading()["used"], total=DATA["total"])
+
+    def nvmlDeviceGetComputeRunningProcesses(self, h: str) -> list[SimpleNamespace]:
+        procs = [SimpleNamespace(pid=p, usedGpuMemory=m) for p, m in self._reading()["procs"]]
+        self.calls += 1
+        return procs
+
+
+def test_readings_become_gpu_samples_with_job_and_other_processes() -> None:
+    nvml = ReplayNvml()
+    reader = NvmlReader.open(nvml)
+    assert reader is not None
+    reader._job_pids = {4242}
+    (first,) = reader.read(10)
+    (second,) = reader.read(20)
+    assert first.name == "NVIDIA A100-SXM4-80GB"
+    assert (first.util_pct, first.mem_total_bytes) == (35.0, 84990623744)
+    assert [p.is_job for p in second.processes] == [True, False]
+    assert second.processes[1].mem_bytes == 1073741824
+    reader.close()
+    assert nvml.shut
+
+
+def test_no_driver_means_no_reader() -> None:
+    assert NvmlReader.open(ReplayNvml(fail_init=True)) is None

@@ -1,0 +1,155 @@
+"""Session end to end in-process: hot-path API, torch patches, readers, record, failures."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from traindoctor import watch
+from traindoctor.collect import Session
+from traindoctor.errors import UsageError
+from traindoctor.model import GpuSample, SystemSample
+from traindoctor.record import load_run
+
+
+class FixedReader:
+    name = "fixed"
+
+    def read(self, t_ns: int) -> list[SystemSample | GpuSample]:
+        return [SystemSample(t_ns=t_ns, job_cpu_pct=100.0, other_cpu_pct=0.0)]
+
+
+class BrokenReader:
+    name = "broken"
+
+    def read(self, t_ns: int) -> list[SystemSample | GpuSample]:
+        raise OSError("sensor gone")
+
+
+def _train(steps: int, batch: int = 8, *, dtype: torch.dtype = torch.float32) -> None:
+    data = torch.utils.data.TensorDataset(
+        torch.randn(steps * batch, 4, dtype=dtype), torch.randn(steps * batch, 1, dtype=dtype)
+    )
+    loader = torch.utils.data.DataLoader(data, batch_size=batch)
+    model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.Linear(8, 1)).to(dtype)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    for x, y in loader:
+        opt.zero_grad()
+        torch.nn.functional.mse_loss(model(x), y).backward()
+        opt.step()
+
+
+def test_torch_loop_is_split_into_phases_and_patches_are_removed(tmp_path: Path) -> None:
+    lines: list[str] = []
+    with Session(
+        tmp_path,
+        readers=[FixedReader()],
+        instrument_torch=True,
+        log_every_steps=10,
+        progress_sink=lines.append,
+    ) as doc:
+        _train(40, dtype=torch.float64)
+        torch.save({"a": 1}, tmp_path / "ck.pt")
+    rec = doc.record
+    assert rec is not None and len(rec.steps) == 40
+    step = rec.steps[5]
+    assert step.boundary == "optimizer" and step.batch_size == 8
+    assert {"data_wait", "forward", "backward", "optimizer"} <= set(step.phase_ns)
+    assert rec.loaders[0].num_workers == 0 and rec.loaders[0].batch_size == 8
+    assert rec.models[0].class_name == "Sequential"
+    assert rec.models[0].param_dtypes == ("torch.float64",)
+    assert "torch.float64" in rec.batch_dtypes
+    assert rec.env and rec.system
+    assert len(lines) == 4 and lines[0].startswith("ETL: ") and "iteration 9;" in lines[0]
+    assert load_run(tmp_path).steps == rec.steps  # the file holds what memory holds
+
+
+def test_explicit_api_without_torch_and_a_failing_reader(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    with Session(tmp_path, readers=[BrokenReader(), FixedReader()], instrument_torch=False) as doc:
+        for batch in doc.loader(range(5)):
+            with doc.phase("h2d"):
+                pass
+            doc.step(batch_size=batch + 1)
+        time.sleep(0.25)
+    rec = doc.record
+    assert rec is not None
+    assert [s.batch_size for s in rec.steps] == [1, 2, 3, 4, 5]
+    assert "h2d" in rec.steps[0].phase_ns
+    assert [n.message for n in rec.notices] == [
+        "reader 'broken' failed and was switched off: OSError('sensor gone')"
+    ]
+    assert rec.system  # the other reader carried on
+    assert sum("sensor gone" in r.message for r in caplog.records) == 1
+
+
+def test_one_session_at_a_time_and_watch_joins_it(tmp_path: Path) -> None:
+    with Session(tmp_path / "a", readers=[], instrument_torch=False) as outer:
+        with pytest.raises(UsageError, match="already active"):
+            Session(tmp_path / "b", readers=[]).start()
+        with watch() as inner:
+            assert inner is outer
+
+
+def test_watch_prints_report_and_writes_json(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    @watch(tmp_path / "run", json_path=tmp_path / "r.json", readers=[FixedReader()])
+    def job() -> None:
+        _train(20)
+
+    job()
+    err = capsys.readouterr().err
+    assert "recording to" in err and "Where a step's time goes" in err
+    assert (tmp_path / "r.json").exists()
+
+
+def test_exception_in_job_is_recorded_and_propagates(tmp_path: Path) -> None:
+    with (
+        pytest.raises(RuntimeError, match="job failed"),
+        Session(tmp_path, readers=[], instrument_torch=False) as doc,
+    ):
+        doc.step(1)
+        raise RuntimeError("job failed")
+    rec = load_run(tmp_path)
+    assert rec.end is not None and rec.end.status == "exception"
+    assert rec.end.error == "RuntimeError: job failed"
+
+
+KILLED = """
+import sys, time
+from traindoctor.collect import Session
+s = Session(sys.argv[1], instrument_torch=False).start()
+t0 = time.monotonic()
+i = 0
+while True:
+    s.step(4); i += 1
+    time.sleep(0.002)
+    if time.monotonic() - t0 > 1.5 and i % 50 == 0:
+        print(i, flush=True)
+"""
+
+
+def test_sigkill_leaves_a_record_that_loads(tmp_path: Path) -> None:
+    proc = subprocess.Popen(
+        [sys.executable, "-c", KILLED, str(tmp_path)], stdout=subprocess.PIPE, text=True
+    )
+    assert proc.stdout is not None
+    with proc.stdout:
+        line = proc.stdout.readline()
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+    steps_seen = int(line)
+    rec = load_run(tmp_path)
+    assert any("no end line" in w for w in rec.warnings)
+    # At least what was flushed a second before the kill: steps take >= 2 ms each.
+    assert len(rec.steps) >= steps_seen - 500
+    assert rec.system

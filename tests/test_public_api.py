@@ -1,0 +1,26 @@
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import traindoctor
+
+
+def test_all_is_sorted_and_complete() -> None:
+    assert traindoctor.__all__ == sorted(traindoctor.__all__)
+    for name in traindoctor.__all__:
+        assert hasattr(traindoctor, name), name
+
+
+def test_core_imports_and_works_without_torch() -> None:
+    code = (
+        "import sys; sys.modules['torch'] = None\n"
+        "import traindoctor, traindoctor.cli, traindoctor.report, traindoctor.render\n"
+        "from traindoctor.model import RunMeta, RunRecord\n"
+        "r = traindoctor.build_report(RunRecord(meta=RunMeta(run_id='x', started_unix_s=0)))\n"
+        "assert 'torch' not in [m for m in sys.modules if sys.modules[m] is not None]\n"
+        "print(len(r.skipped))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert int(out.stdout) > 0
