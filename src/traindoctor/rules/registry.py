@@ -6,7 +6,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from traindoctor.model import Finding, Severity, SkippedRule
+from traindoctor.model import Finding, SkippedRule
 from traindoctor.rules.context import RuleContext
 
 __all__ = ["RULES", "Rule", "rule", "run_rules"]
