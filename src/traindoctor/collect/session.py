@@ -138,7 +138,6 @@ class Session:
         self._writer: RecordWriter | None = None
         self._nvml: NvmlReader | None = None
         self._meta: RunMeta | None = None
-        self._forked = False
 
     # -- hot path ------------------------------------------------------------------------
 
@@ -295,7 +294,6 @@ class Session:
 
     def _after_fork_in_child(self) -> None:
         """In a forked child (a DataLoader worker): stop recording into the copied state."""
-        self._forked = True
         self._patches.uninstall()
         self._gc.uninstall()
         self.events.clear()

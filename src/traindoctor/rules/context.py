@@ -52,7 +52,3 @@ class RuleContext:
         if isinstance(value, int) and value > 0:
             return value
         return self.record.meta.affinity_cores or self.record.meta.cpu_count or 1
-
-    def mean(self, values: list[float]) -> float | None:
-        """Return the mean of ``values`` (None if empty)."""
-        return sum(values) / len(values) if values else None
