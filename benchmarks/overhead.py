@@ -1,20 +1,28 @@
 """Overhead of traindoctor on a tiny training loop, against a plain loop in the same run.
 
-The same ~1-3 ms/step loop runs plain, under a traindoctor Session (torch patches, GC
-callback, 10 Hz sampler, record on disk) and under torch.profiler (CPU), interleaved in rounds
-so machine noise hits all three alike. Prints the median ratio against plain with its spread,
-and the hot-path cost per step (the events a step appends, timed in isolation).
+The same ~1-3 ms/step loop (an MLP; ``--batch 64`` is ~1.2 ms here, ``--batch 192`` ~2.3 ms)
+runs plain, under a traindoctor ``Session`` (torch patches, GC callback, 10 Hz sampler, record
+on disk), under a Session whose monitor thread stays asleep during the loop (the hot path
+alone) and under ``torch.profiler`` (CPU), interleaved in rounds with the order alternating so
+machine noise and drift hit all alike. Prints:
 
-    python benchmarks/overhead.py [--rounds 7] [--steps 300]
+- the median wall-time ratio of each against plain, with its quartiles and extremes;
+- the CPU the monitor thread used per step (measured by the session itself: RunEnd);
+- the hot path's cost per step: the same loop at batch 1 (~0.1 ms a step, so the fixed
+  per-step cost stands out), patched minus plain, each the minimum of many short repeats
+  (the minimum is what noise cannot lower).
+
+    python benchmarks/overhead.py [--rounds 21] [--steps 500] [--batch 64]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import statistics
 import tempfile
 import time
-from collections import deque
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import torch
@@ -22,16 +30,17 @@ from torch import nn
 
 from traindoctor.collect import Session
 
-TARGET_OVERHEAD = 0.01  # <= 1% step time
-TARGET_HOT_PATH_US = 5.0  # <= 5 us per step
+TARGET_OVERHEAD = 0.01  # <= 1% step time (issue 2)
+TARGET_HOT_PATH_US = 5.0  # <= 5 us per step (issue 2)
 
 
-def make_loop(steps: int):  # type: ignore[no-untyped-def]
+def make_loop(steps: int, batch: int = 64) -> Callable[[], float]:
+    """Return a function that trains ``steps`` steps and returns seconds per step."""
     torch.manual_seed(0)
     data = torch.utils.data.TensorDataset(
-        torch.randn(steps * 64, 128), torch.randint(0, 10, (steps * 64,))
+        torch.randn(steps * batch, 128), torch.randint(0, 10, (steps * batch,))
     )
-    loader = torch.utils.data.DataLoader(data, batch_size=64)
+    loader = torch.utils.data.DataLoader(data, batch_size=batch)
     model = nn.Sequential(
         nn.Linear(128, 512), nn.ReLU(), nn.Linear(512, 512), nn.ReLU(), nn.Linear(512, 10)
     )
@@ -49,62 +58,109 @@ def make_loop(steps: int):  # type: ignore[no-untyped-def]
     return loop
 
 
-def hot_path_us(n: int = 200_000) -> float:
-    """Cost of one step's hot-path work: 8 events (4 phases in/out + boundary)."""
-    events: deque[tuple[int, int, object, int]] = deque()
-    append = events.append
-    clock = time.perf_counter_ns
-    import threading
+class _Watched:
+    """A Session per round; remembers the monitor's CPU per step of each."""
 
-    get_ident = threading.get_ident
-    start = time.perf_counter()
-    for _ in range(n):
-        for _ in range(8):
-            append((clock(), 0, "forward", get_ident()))
-        if len(events) > 100_000:
-            events.clear()
-    return (time.perf_counter() - start) / n * 1e6
+    def __init__(self, tmp: Path, steps: int, *, monitor_asleep: bool = False) -> None:
+        self._tmp = tmp
+        self._steps = steps
+        self._asleep = monitor_asleep
+        self._rounds = 0
+        self.monitor_us_per_step: list[float] = []
+
+    @contextlib.contextmanager
+    def __call__(self) -> Iterator[None]:
+        self._rounds += 1
+        kwargs = {"readers": [], "interval_s": 3600.0} if self._asleep else {}
+        session = Session(self._tmp / f"r{self._rounds}", instrument_torch=True, **kwargs)
+        with session:
+            yield
+        end = session.record.end if session.record is not None else None
+        if end is not None and end.monitor_cpu_ns is not None:
+            self.monitor_us_per_step.append(end.monitor_cpu_ns / 1e3 / self._steps)
+
+
+def _profiled() -> contextlib.AbstractContextManager[object]:
+    return torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU])
+
+
+def hot_path_us(repeats: int = 31, steps: int = 200) -> tuple[float, float]:
+    """Return (plain, patched) us per step of the batch-1 loop, each the min of repeats."""
+    loop = make_loop(steps, batch=1)
+    loop()
+    best = {"plain": float("inf"), "patched": float("inf")}
+    with tempfile.TemporaryDirectory() as tmp:
+        for r in range(repeats):
+            for name in ("plain", "patched") if r % 2 == 0 else ("patched", "plain"):
+                if name == "plain":
+                    best[name] = min(best[name], loop())
+                    continue
+                # Monitor asleep: only what the job's own thread pays is timed.
+                with Session(
+                    Path(tmp) / f"h{r}", instrument_torch=True, readers=[], interval_s=3600.0
+                ):
+                    best[name] = min(best[name], loop())
+    return best["plain"] * 1e6, best["patched"] * 1e6
+
+
+def _spread(ratios: list[float]) -> str:
+    q1, _, q3 = statistics.quantiles(ratios, n=4)
+    return (
+        f"median {statistics.median(ratios):.3f}x  quartiles {q1:.3f}-{q3:.3f}  "
+        f"(min {min(ratios):.3f}, max {max(ratios):.3f})"
+    )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--rounds", type=int, default=7)
-    parser.add_argument("--steps", type=int, default=300)
+    parser.add_argument("--rounds", type=int, default=21)
+    parser.add_argument("--steps", type=int, default=500)
+    parser.add_argument("--batch", type=int, default=64, help="64: ~1.2 ms/step here")
     args = parser.parse_args()
-    loop = make_loop(args.steps)
+    loop = make_loop(args.steps, args.batch)
     loop()  # warm up
-    ratios_td: list[float] = []
-    ratios_prof: list[float] = []
-    plain_ms: list[float] = []
+    per_step: dict[str, list[float]] = {}
     with tempfile.TemporaryDirectory() as tmp:
+        full = _Watched(Path(tmp), args.steps)
+        asleep = _Watched(Path(tmp), args.steps, monitor_asleep=True)
+        configs: dict[str, Callable[[], contextlib.AbstractContextManager[object]]] = {
+            "plain": contextlib.nullcontext,
+            "traindoctor": full,
+            "  hot path only": asleep,
+            "torch.profiler": _profiled,
+        }
+        names = list(configs)
         for r in range(args.rounds):
-            plain = loop()
-            with Session(Path(tmp) / f"r{r}", instrument_torch=True):
-                watched = loop()
-            with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]):
-                profiled = loop()
-            plain_ms.append(plain * 1e3)
-            ratios_td.append(watched / plain)
-            ratios_prof.append(profiled / plain)
-    hot = hot_path_us()
-
-    def show(name: str, ratios: list[float]) -> str:
-        med = statistics.median(ratios)
-        return (
-            f"{name:<16} median {med:.3f}x  (min {min(ratios):.3f}, max {max(ratios):.3f}) "
-            f"overhead {100 * (med - 1):+.1f}%"
-        )
-
+            for name in names if r % 2 == 0 else reversed(names):
+                with configs[name]():
+                    per_step.setdefault(name, []).append(loop())
+    plain = per_step.pop("plain")
+    step_us = statistics.median(plain) * 1e6
     print(
-        f"plain loop: median {statistics.median(plain_ms):.2f} ms/step, "
-        f"{args.rounds} rounds x {args.steps} steps, interleaved"
+        f"plain loop: median {step_us / 1e3:.3f} ms/step (batch {args.batch}), "
+        f"{args.rounds} rounds x {args.steps} steps, interleaved (order alternating)"
     )
-    print(show("traindoctor", ratios_td))
-    print(show("torch.profiler", ratios_prof))
-    print(f"hot path: {hot:.2f} us/step (8 events; target <= {TARGET_HOT_PATH_US} us)")
-    med = statistics.median(ratios_td) - 1
+    ratios: dict[str, list[float]] = {}
+    for name, times in per_step.items():
+        ratios[name] = [t / p for t, p in zip(times, plain, strict=True)]
+        med = statistics.median(ratios[name])
+        print(f"{name:<16} {_spread(ratios[name])}  overhead {100 * (med - 1):+.1f}%")
+    monitor = statistics.median(full.monitor_us_per_step)
+    print(
+        f"monitor thread CPU: {monitor:.1f} us/step "
+        f"({monitor / step_us:.1%} of a step, on another thread)"
+    )
+    plain_us, patched_us = hot_path_us()
+    hot = patched_us - plain_us
+    print(
+        f"hot path: {hot:.2f} us/step (batch-1 step {plain_us:.1f} -> {patched_us:.1f} us, "
+        f"min of repeats; target <= {TARGET_HOT_PATH_US} us)"
+    )
+    med = statistics.median(ratios["traindoctor"]) - 1
     verdict = "OK" if med <= TARGET_OVERHEAD and hot <= TARGET_HOT_PATH_US else "OVER TARGET"
-    print(f"target <= {TARGET_OVERHEAD:.0%} step time: {verdict}")
+    print(
+        f"target <= {TARGET_OVERHEAD:.0%} step time and <= {TARGET_HOT_PATH_US} us/step: {verdict}"
+    )
 
 
 if __name__ == "__main__":

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from traindoctor import watch
+from traindoctor import build_report, watch
 from traindoctor.collect import Session
 from traindoctor.errors import UsageError
 from traindoctor.model import GpuSample, SystemSample
@@ -68,7 +68,13 @@ def test_torch_loop_is_split_into_phases_and_patches_are_removed(tmp_path: Path)
     assert "torch.float64" in rec.batch_dtypes
     assert rec.env and rec.system
     assert len(lines) == 4 and lines[0].startswith("ETL: ") and "iteration 9;" in lines[0]
-    assert load_run(tmp_path).steps == rec.steps  # the file holds what memory holds
+    loaded = load_run(tmp_path)
+    assert loaded.steps == rec.steps  # the file holds what memory holds
+    # The session measures its own monitor thread's CPU and the report shows it.
+    assert rec.end is not None and rec.end.monitor_cpu_ns is not None
+    assert rec.end.monitor_cpu_ns > 0 and loaded.end == rec.end
+    share = build_report(rec).summary.monitor_cpu_share
+    assert share is not None and 0 < share < 1
 
 
 def test_explicit_api_without_torch_and_a_failing_reader(

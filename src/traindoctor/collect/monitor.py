@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -101,6 +102,8 @@ class Monitor:
         self._thread = threading.Thread(target=self._run, name="traindoctor-monitor", daemon=True)
         self._reported: set[str] = set()
         self._pending: dict[str, list[Any]] = {}
+        self.cpu_ns = 0
+        """CPU time spent by this monitor (its thread, plus the final flush in stop())."""
 
     def start(self) -> None:
         """Start the thread."""
@@ -111,8 +114,10 @@ class Monitor:
         self._stop.set()
         if self._thread.is_alive():
             self._thread.join()
+        start = time.thread_time_ns()
         self._sample()
         self.flush(final=True)
+        self.cpu_ns += time.thread_time_ns() - start
 
     def notice(self, level: str, message: str, *, key: str | None = None) -> None:
         """Report a problem of traindoctor's own, once per ``key``."""
@@ -148,10 +153,13 @@ class Monitor:
         self._write_pending()
 
     def _run(self) -> None:
-        while not self._stop.wait(self._interval_s):
-            self._sample()
-            if self._clock() - self._last_flush >= self._flush_every:
-                self.flush()
+        try:
+            while not self._stop.wait(self._interval_s):
+                self._sample()
+                if self._clock() - self._last_flush >= self._flush_every:
+                    self.flush()
+        finally:
+            self.cpu_ns += time.thread_time_ns()  # this thread's whole CPU time
 
     def _sample(self) -> None:
         now = self._clock()

@@ -18,6 +18,10 @@ from traindoctor.model import GpuProcess, GpuSample, SystemSample
 
 __all__ = ["NvmlReader"]
 
+#: The job's process tree (a scan of /proc) is looked up at most this often; a GPU process
+#: that starts in between is named at the next look-up.
+TREE_EVERY_NS = 1_000_000_000
+
 logger = logging.getLogger(__name__)
 
 
@@ -37,6 +41,9 @@ class NvmlReader:
         count = nvml.nvmlDeviceGetCount()
         self._handles = [nvml.nvmlDeviceGetHandleByIndex(i) for i in range(count)]
         self._names = [_text(nvml.nvmlDeviceGetName(h)) for h in self._handles]
+        self._tree: set[int] = set()
+        self._tree_at: int | None = None
+        self._proc_names: dict[int, str] = {}
 
     @classmethod
     def open(cls, nvml: Any | None = None) -> NvmlReader | None:
@@ -65,7 +72,7 @@ class NvmlReader:
     def read(self, t_ns: int) -> list[SystemSample | GpuSample]:
         """Read every GPU once."""
         nvml = self._nvml
-        job = set(self._job_pids) if self._job_pids is not None else _tree_pids()
+        job = self._job(t_ns)
         samples: list[SystemSample | GpuSample] = []
         for index, handle in enumerate(self._handles):
             util = nvml.nvmlDeviceGetUtilizationRates(handle)
@@ -76,7 +83,7 @@ class NvmlReader:
                 procs.append(
                     GpuProcess(
                         pid=int(proc.pid),
-                        name=_process_name(int(proc.pid)),
+                        name=self._process_name(int(proc.pid)),
                         mem_bytes=int(used) if isinstance(used, int) else None,
                         is_job=int(proc.pid) in job,
                     )
@@ -93,6 +100,21 @@ class NvmlReader:
                 )
             )
         return samples
+
+    def _job(self, t_ns: int) -> set[int]:
+        if self._job_pids is not None:
+            return set(self._job_pids)
+        if self._tree_at is None or t_ns - self._tree_at >= TREE_EVERY_NS:
+            self._tree_at = t_ns
+            self._tree = _tree_pids()
+            self._proc_names.clear()  # pids are reused: names are trusted for a second
+        return self._tree
+
+    def _process_name(self, pid: int) -> str:
+        name = self._proc_names.get(pid)
+        if name is None:
+            name = self._proc_names[pid] = _process_name(pid)
+        return name
 
 
 def _text(value: object) -> str:

@@ -23,6 +23,9 @@ __all__ = ["PsutilReader", "Reader"]
 #: processes every 2 s keeps a 10 Hz sampler near 0.5% of a core (measured, docs/overhead.md).
 IO_EVERY_NS = 1_000_000_000
 TOP_OTHERS_EVERY_NS = 2_000_000_000
+#: Looking for new child processes (DataLoader workers) scans all of /proc, like the other
+#: processes do; once a second is soon enough for workers that live for an epoch.
+CHILDREN_EVERY_NS = 1_000_000_000
 #: Other processes listed per sample, and the least CPU (% of one core) to be listed.
 TOP_OTHERS = 5
 TOP_OTHERS_MIN_PCT = 5.0
@@ -54,12 +57,15 @@ class PsutilReader:
         *,
         io_every_ns: int = IO_EVERY_NS,
         top_others_every_ns: int = TOP_OTHERS_EVERY_NS,
+        children_every_ns: int = CHILDREN_EVERY_NS,
         process_iter: Callable[..., object] = psutil.process_iter,
     ) -> None:
         self._root = psutil.Process(pid or os.getpid())
         self._procs: dict[int, psutil.Process] = {self._root.pid: self._root}
         self._io_every = io_every_ns
         self._top_every = top_others_every_ns
+        self._children_every = children_every_ns
+        self._last_children: int | None = None
         self._process_iter = process_iter
         self._last_io: int | None = None
         self._last_top: int | None = None
@@ -70,7 +76,7 @@ class PsutilReader:
     def read(self, t_ns: int) -> list[SystemSample | GpuSample]:
         """Take one sample."""
         per_core = tuple(psutil.cpu_percent(percpu=True))
-        job_cpu, children_cpu, rss, threads, procs = self._tree()
+        job_cpu, children_cpu, rss, threads, procs = self._tree(t_ns)
         other = max(0.0, sum(per_core) - job_cpu)
         disk_r = disk_w = net_s = net_r = None
         if self._last_io is None or t_ns - self._last_io >= self._io_every:
@@ -103,7 +109,28 @@ class PsutilReader:
             )
         ]
 
-    def _tree(self) -> tuple[float, float, int, int, int]:
+    def _tree(self, t_ns: int) -> tuple[float, float, int, int, int]:
+        if self._last_children is None or t_ns - self._last_children >= self._children_every:
+            self._last_children = t_ns
+            self._find_children()
+        cpu = children_cpu = 0.0
+        rss = threads = 0
+        for pid, proc in list(self._procs.items()):
+            try:
+                with proc.oneshot():
+                    pct = proc.cpu_percent()
+                    rss += proc.memory_info().rss
+                    threads += proc.num_threads()
+            except psutil.Error:
+                if proc is not self._root:
+                    del self._procs[pid]  # a worker that ended between scans
+                continue
+            cpu += pct
+            if proc is not self._root:
+                children_cpu += pct
+        return cpu, children_cpu, rss, threads, len(self._procs)
+
+    def _find_children(self) -> None:
         try:
             children = self._root.children(recursive=True)
         except psutil.Error:
@@ -118,20 +145,6 @@ class PsutilReader:
         for pid in list(self._procs):
             if pid not in alive:
                 del self._procs[pid]
-        cpu = children_cpu = 0.0
-        rss = threads = 0
-        for proc in list(self._procs.values()):
-            try:
-                with proc.oneshot():
-                    pct = proc.cpu_percent()
-                    rss += proc.memory_info().rss
-                    threads += proc.num_threads()
-            except psutil.Error:
-                continue
-            cpu += pct
-            if proc is not self._root:
-                children_cpu += pct
-        return cpu, children_cpu, rss, threads, len(self._procs)
 
     def _top_others(self) -> tuple[ProcessUsage, ...]:
         mine = set(self._procs)

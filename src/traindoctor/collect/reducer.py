@@ -27,7 +27,6 @@ from traindoctor.collect.events import (
     FWD_ENTER,
     FWD_EXIT,
     GC_START,
-    GC_STOP,
     OPT_END,
     STEP,
     Event,
@@ -45,17 +44,27 @@ _FORWARD = Phase.FORWARD.value
 _OPTIMIZER = Phase.OPTIMIZER.value
 
 
-@dataclass(slots=True)
 class _Open:
-    """The step being accumulated."""
+    """The step being accumulated (a plain slotted class: one is made per step)."""
 
-    start_ns: int
-    phase_ns: dict[str, int] = field(default_factory=dict)
-    batch_size: int | None = None
-    gc_count: int = 0
-    gc_pause_ns: int = 0
-    gc_max_pause_ns: int = 0
-    gc_phase_ns: dict[str, int] = field(default_factory=dict)
+    __slots__ = (
+        "batch_size",
+        "gc_count",
+        "gc_max_pause_ns",
+        "gc_pause_ns",
+        "gc_phase_ns",
+        "phase_ns",
+        "start_ns",
+    )
+
+    def __init__(self, start_ns: int) -> None:
+        self.start_ns = start_ns
+        self.phase_ns: dict[str, int] = {}
+        self.batch_size: int | None = None
+        self.gc_count = 0
+        self.gc_pause_ns = 0
+        self.gc_max_pause_ns = 0
+        self.gc_phase_ns: dict[str, int] = {}
 
     def merge(self, other: _Open) -> None:
         for name, ns in other.phase_ns.items():
@@ -105,16 +114,21 @@ class StepReducer:
         self._foreign_forwards = 0
 
     def feed(self, events: Iterable[Event]) -> None:
-        """Process events (in the order they were appended)."""
+        """Process events (in the order they were appended).
+
+        This loop runs on the monitor thread for ~10 events a step, so the charge of elapsed
+        time to the open phase is written inline (docs/overhead.md).
+        """
         owner = self.owner_thread
+        stack = self._stack
         for t, code, arg, tid in events:
-            if code == GC_START:
-                self._gc_start = t
+            if code >= GC_START:
+                if code == GC_START:
+                    self._gc_start = t
+                else:
+                    self._gc_stop(t, tid == owner)
                 continue
-            if code == GC_STOP:
-                self._gc_stop(t, tid == owner)
-                continue
-            if code in (FWD_ENTER, FWD_EXIT):
+            if code >= FWD_ENTER:  # FWD_ENTER or FWD_EXIT
                 if tid != owner:
                     if self._open is not None:
                         self._charge(t)
@@ -122,23 +136,34 @@ class StepReducer:
                 self._concurrency(t, code, arg, tid)
             if tid != owner:
                 continue
-            step = self._charge(t)
+            step = self._open
+            if step is None:
+                step = self._open = _Open(start_ns=t)
+                self._last_t = t
+            elif t > self._last_t:
+                phase = stack[-1] if stack else _OTHER
+                if phase == _OTHER and self._foreign_forwards > 0:
+                    # The loop's thread waits while other threads run the model: model time.
+                    phase = _FORWARD
+                phase_ns = step.phase_ns
+                phase_ns[phase] = phase_ns.get(phase, 0) + (t - self._last_t)
+                self._last_t = t
             if code == ENTER:
-                self._stack.append(str(arg))
+                stack.append(str(arg))
             elif code == EXIT:
-                if self._stack:
-                    self._stack.pop()
-                if isinstance(arg, int):
+                if stack:
+                    stack.pop()
+                if type(arg) is int:
                     step.batch_size = arg
             elif code == FWD_ENTER:
-                self._stack.append(_FORWARD)
+                stack.append(_FORWARD)
             elif code == FWD_EXIT:
-                if self._stack:
-                    self._stack.pop()
+                if stack:
+                    stack.pop()
                 self._model_boundary(t)
             elif code == OPT_END:
-                if self._stack:
-                    self._stack.pop()
+                if stack:
+                    stack.pop()
                 self._optimizer_boundary(t, arg)
             elif code == STEP:
                 self.mode = "explicit"
@@ -260,33 +285,35 @@ class StepReducer:
                 end_ns=end,
                 boundary=boundary,
                 batch_size=step.batch_size,
-                phase_ns=dict(step.phase_ns),
+                phase_ns=step.phase_ns,  # the _Open is dropped after this: no copy
                 gc_count=step.gc_count,
                 gc_pause_ns=step.gc_pause_ns,
                 gc_max_pause_ns=step.gc_max_pause_ns,
-                gc_phase_ns=dict(step.gc_phase_ns),
+                gc_phase_ns=step.gc_phase_ns,
             )
         )
         self._next_index += 1
 
     def _concurrency(self, t: int, code: int, model_id: object, tid: int) -> None:
-        if not isinstance(model_id, int):
+        if type(model_id) is not int:
             return
         calls = self._models.get(model_id)
         if calls is None:
             calls = self._models[model_id] = _ModelCalls(
                 class_name=self.model_names.get(model_id, "?")
             )
+        active = calls.active
         if code == FWD_ENTER:
-            overlapped = bool(calls.active)
+            overlapped = bool(active)
             if overlapped:
-                calls.active = {k: (s, True) for k, (s, _) in calls.active.items()}
-            calls.active[tid] = (t, overlapped)
+                calls.active = active = {k: (s, True) for k, (s, _) in active.items()}
+            active[tid] = (t, overlapped)
             calls.calls += 1
-            calls.threads.add(tid)
-            calls.max_concurrent = max(calls.max_concurrent, len(calls.active))
+            if tid not in calls.threads:
+                calls.threads.add(tid)
+            calls.max_concurrent = max(calls.max_concurrent, len(active))
             return
-        started = calls.active.pop(tid, None)
+        started = active.pop(tid, None)
         if started is None:
             return
         start, overlapped = started

@@ -234,7 +234,13 @@ class Session:
         assert self._monitor is not None, "stop() before start()"
         assert self._meta is not None, "stop() before start()"
         self._monitor.stop()
-        end = RunEnd(t_ns=self.clock(), status=status, exit_code=exit_code, error=error)
+        end = RunEnd(
+            t_ns=self.clock(),
+            status=status,
+            exit_code=exit_code,
+            error=error,
+            monitor_cpu_ns=self._monitor.cpu_ns,
+        )
         warnings: list[str] = []
         if self._writer is not None:
             try:

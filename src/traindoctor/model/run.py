@@ -196,6 +196,9 @@ class RunEnd:
     """``ok``, ``exit`` (SystemExit), ``exception``, ``interrupted``."""
     exit_code: int = 0
     error: str = ""
+    monitor_cpu_ns: int | None = None
+    """CPU time traindoctor's monitor thread used (sampling, reducing, writing): its own
+    overhead, off the hot path."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

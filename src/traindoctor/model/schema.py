@@ -9,9 +9,10 @@ it when a field changes meaning or is removed, not when one is added.
 from __future__ import annotations
 
 import dataclasses
+import operator
 import types
 import typing
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from enum import Enum
 from functools import cache
 from typing import Any, TypeVar, Union, get_args, get_origin
@@ -27,16 +28,35 @@ class SchemaError(ValueError):
     """A JSON value does not fit the model type it should become."""
 
 
+_SCALARS = frozenset({int, float, str, bool, type(None)})
+
+
 def to_jsonable(value: Any) -> Any:
-    """Return ``value`` (a model dataclass, enum, tuple, mapping or scalar) as JSON values."""
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: to_jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    """Return ``value`` (a model dataclass, enum, tuple, mapping or scalar) as JSON values.
+
+    Runs on the monitor thread for every step written, so scalars are passed through by exact
+    type before any recursion and a dataclass's fields are read with one cached getter
+    (docs/overhead.md).
+    """
+    cls = type(value)
+    if cls in _SCALARS:
+        return value
+    getter = _fields_getter(cls)
+    if getter is not None:
+        names, get = getter
+        return {
+            name: v if type(v) in _SCALARS else to_jsonable(v)
+            for name, v in zip(names, get(value), strict=True)
+        }
     if isinstance(value, Enum):
         return value.value
     if isinstance(value, (tuple, list)):
-        return [to_jsonable(v) for v in value]
+        return [v if type(v) in _SCALARS else to_jsonable(v) for v in value]
     if isinstance(value, Mapping):
-        return {str(k): to_jsonable(v) for k, v in value.items()}
+        return {
+            k if type(k) is str else str(k): v if type(v) in _SCALARS else to_jsonable(v)
+            for k, v in value.items()
+        }
     return value
 
 
@@ -44,6 +64,28 @@ def from_jsonable(cls: type[T], data: Any) -> T:
     """Build a ``cls`` from JSON values; raise ``SchemaError`` when they do not fit."""
     result: T = _convert(cls, data, cls.__name__)
     return result
+
+
+_Getter = tuple[tuple[str, ...], Callable[[Any], tuple[Any, ...]]]
+_GETTERS: dict[type, _Getter | None] = {}
+
+
+def _fields_getter(cls: type) -> _Getter | None:
+    """``(field names, getter of their values as a tuple)`` for a dataclass, else None."""
+    try:
+        return _GETTERS[cls]
+    except KeyError:
+        pass
+    getter: _Getter | None = None
+    if dataclasses.is_dataclass(cls):
+        names = tuple(f.name for f in dataclasses.fields(cls))
+        if len(names) == 1:
+            (name,) = names
+            getter = names, lambda obj: (getattr(obj, name),)
+        else:
+            getter = names, operator.attrgetter(*names)
+    _GETTERS[cls] = getter
+    return getter
 
 
 @cache

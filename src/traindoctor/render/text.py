@@ -52,6 +52,8 @@ def _summary(report: Report) -> Panel:
     ]
     if s.warmup_note:
         lines.append(s.warmup_note)
+    if s.monitor_cpu_share is not None:
+        lines.append(f"traindoctor's own monitor thread: {s.monitor_cpu_share:.1%} of a core")
     if report.end_status and report.end_status != "ok":
         lines.append(f"job ended: {report.end_status} (exit code {report.exit_code})")
     return Panel("\n".join(lines), title="traindoctor", title_align="left")

@@ -70,6 +70,7 @@ def summarize(record: RunRecord) -> Summary:
         phase_share=shares,
         gc_share=sum(s.gc_pause_ns for s in measured) / total_ns if total_ns else 0.0,
         warmup_note=note,
+        monitor_cpu_share=_monitor_share(record),
     )
 
 
@@ -89,3 +90,10 @@ _ORDER = {p.value: i for i, p in enumerate(Phase)}
 
 def _phase_order(name: str) -> tuple[int, str]:
     return (_ORDER.get(name, len(_ORDER)), name)
+
+
+def _monitor_share(record: RunRecord) -> float | None:
+    if record.end is None or record.end.monitor_cpu_ns is None:
+        return None
+    wall_ns = record.end.t_ns - record.meta.clock_origin_ns
+    return record.end.monitor_cpu_ns / wall_ns if wall_ns > 0 else None
