@@ -9,6 +9,7 @@ from traindoctor.collect.events import (
     GC_STOP,
     OPT_END,
     STEP,
+    fwd_arg,
 )
 from traindoctor.collect.reducer import MODEL_MODE_AFTER_CALLS, StepReducer
 
@@ -20,7 +21,7 @@ def train_step(t: int, opt: int = 7) -> list[tuple[int, int, object, int]]:
     return [
         (t, ENTER, "data_wait", ME),
         (t + 2, EXIT, 16, ME),
-        (t + 2, FWD_ENTER, 99, ME),
+        (t + 2, FWD_ENTER, fwd_arg(99, True, True), ME),
         (t + 5, FWD_EXIT, 99, ME),
         (t + 5, ENTER, "backward", ME),
         (t + 8, EXIT, None, ME),
@@ -48,9 +49,9 @@ def test_phases_and_optimizer_boundaries() -> None:
 def test_gradient_accumulation_merges_tentative_model_steps() -> None:
     r = StepReducer(ME)
     events = [
-        (0, FWD_ENTER, 99, ME),
+        (0, FWD_ENTER, fwd_arg(99, True, True), ME),
         (3, FWD_EXIT, 99, ME),
-        (3, FWD_ENTER, 99, ME),
+        (3, FWD_ENTER, fwd_arg(99, True, True), ME),
         (6, FWD_EXIT, 99, ME),
         (6, ENTER, "optimizer", ME),
         (7, OPT_END, 7, ME),
@@ -62,10 +63,10 @@ def test_gradient_accumulation_merges_tentative_model_steps() -> None:
 
 def test_inference_only_jobs_get_one_step_per_model_call() -> None:
     r = StepReducer(ME)
-    r.feed([(i * 2, FWD_ENTER, 99, ME) for i in range(1)])
+    r.feed([(i * 2, FWD_ENTER, fwd_arg(99, True, True), ME) for i in range(1)])
     events = []
     for i in range(10):
-        events += [(i * 2, FWD_ENTER, 99, ME), (i * 2 + 1, FWD_EXIT, 99, ME)]
+        events += [(i * 2, FWD_ENTER, fwd_arg(99, True, True), ME), (i * 2 + 1, FWD_EXIT, 99, ME)]
     r = StepReducer(ME)
     r.feed(events)
     assert r.take_steps() == []  # tentative until decided
@@ -78,7 +79,7 @@ def test_model_mode_is_decided_after_many_calls() -> None:
     r = StepReducer(ME)
     events = []
     for i in range(MODEL_MODE_AFTER_CALLS + 5):
-        events += [(i * 2, FWD_ENTER, 99, ME), (i * 2 + 1, FWD_EXIT, 99, ME)]
+        events += [(i * 2, FWD_ENTER, fwd_arg(99, True, True), ME), (i * 2 + 1, FWD_EXIT, 99, ME)]
     r.feed(events)
     assert len(r.take_steps()) == MODEL_MODE_AFTER_CALLS + 5
     assert r.mode == "model"
@@ -114,11 +115,11 @@ def test_concurrent_forward_calls_from_threads() -> None:
     r = StepReducer(ME, {99: "Net"})
     r.feed(
         [
-            (0, FWD_ENTER, 99, ME),
-            (1, FWD_ENTER, 99, OTHER_THREAD),
+            (0, FWD_ENTER, fwd_arg(99, True, True), ME),
+            (1, FWD_ENTER, fwd_arg(99, True, True), OTHER_THREAD),
             (5, FWD_EXIT, 99, ME),
             (6, FWD_EXIT, 99, OTHER_THREAD),
-            (10, FWD_ENTER, 99, ME),
+            (10, FWD_ENTER, fwd_arg(99, True, True), ME),
             (12, FWD_EXIT, 99, ME),
         ]
     )

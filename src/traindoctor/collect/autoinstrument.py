@@ -42,6 +42,8 @@ class TorchSink(Protocol):
     """``id(model) -> model`` until the monitor inspected it, then ``None``."""
     loaders: dict[int, LoaderInfo]
     batch_dtypes: list[str]
+    model_inputs: dict[int, tuple[tuple[int, ...], str | None]]
+    """``id(model) -> (shape, dtype)`` of the first tensor of its first call."""
 
 
 def batch_size_of(batch: object) -> int | None:
@@ -57,6 +59,15 @@ def batch_size_of(batch: object) -> int | None:
         else:
             return None
     return None
+
+
+def _input_of(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[tuple[int, ...], str | None]:
+    """Shape and dtype of the first tensor a model was called with (once per model)."""
+    for value in (*args, *kwargs.values()):
+        shape = getattr(value, "shape", None)
+        if shape is not None:
+            return tuple(int(d) for d in shape), str(getattr(value, "dtype", "")) or None
+    return (), None
 
 
 def _dtypes_of(batch: object) -> list[str]:
@@ -186,6 +197,10 @@ class TorchPatches:
         models = sink.models
         busy: set[int] = set()
         get_ident = threading.get_ident
+        inputs = sink.model_inputs
+        import torch
+
+        grad_enabled = torch.is_grad_enabled
 
         def __call__(module: Any, *args: Any, **kwargs: Any) -> Any:
             tid = get_ident()
@@ -195,7 +210,8 @@ class TorchPatches:
             key = id(module)
             if key not in models:
                 models[key] = module
-            append((clock(), FWD_ENTER, key, tid))
+                inputs[key] = _input_of(args, kwargs)
+            append((clock(), FWD_ENTER, key << 2 | grad_enabled() << 1 | module.training, tid))
             try:
                 return original(module, *args, **kwargs)
             finally:

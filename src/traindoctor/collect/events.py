@@ -10,7 +10,7 @@ ENTER          the phase name entered
 EXIT           ``None``, or the batch size when leaving ``data_wait``
 STEP           the batch size given to ``Session.step()`` (or ``None``)
 OPT_END        ``id(optimizer)``; leaves the ``optimizer`` phase
-FWD_ENTER      ``id(model)``; an outermost model call starts
+FWD_ENTER      ``fwd_arg(id(model), grad, training)``: an outermost model call starts
 FWD_EXIT       ``id(model)``; it ends
 GC_START       the generation being collected
 GC_STOP        the generation collected
@@ -31,6 +31,8 @@ __all__ = [
     "OPT_END",
     "STEP",
     "Event",
+    "fwd_arg",
+    "split_fwd_arg",
 ]
 
 Event = tuple[int, int, object, int]
@@ -43,3 +45,13 @@ FWD_ENTER: Final = 4
 FWD_EXIT: Final = 5
 GC_START: Final = 6
 GC_STOP: Final = 7
+
+
+def fwd_arg(model_id: int, grad: bool, training: bool) -> int:
+    """Pack a FWD_ENTER arg: the model's id and whether autograd and train mode were on."""
+    return model_id << 2 | grad << 1 | training
+
+
+def split_fwd_arg(arg: int) -> tuple[int, bool, bool]:
+    """Unpack ``fwd_arg``: ``(model_id, grad, training)``."""
+    return arg >> 2, bool(arg & 2), bool(arg & 1)

@@ -14,8 +14,9 @@ from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from traindoctor.collect.environment import probe_environment
+from traindoctor.collect.environment import PROBE_TIMEOUT_S, SLOW_PROBES, probe_environment
 from traindoctor.collect.events import Event
+from traindoctor.collect.model_lint import describe_model
 from traindoctor.collect.progress import Progress
 from traindoctor.collect.readers import Reader
 from traindoctor.collect.reducer import StepReducer
@@ -74,6 +75,7 @@ class Monitor:
         models: dict[int, Any],
         loaders: Mapping[int, LoaderInfo],
         batch_dtypes: Sequence[str],
+        model_inputs: Mapping[int, tuple[tuple[int, ...], str | None]],
         environ: Mapping[str, str],
         interval_ns: int,
         flush_every_ns: int,
@@ -91,6 +93,7 @@ class Monitor:
         self._loaders = loaders
         self._loader_ids: set[int] = set()
         self._batch_dtypes = batch_dtypes
+        self._model_inputs = model_inputs
         self._environ = environ
         self._interval_s = interval_ns / 1e9
         self._flush_every = flush_every_ns
@@ -102,12 +105,20 @@ class Monitor:
         self._thread = threading.Thread(target=self._run, name="traindoctor-monitor", daemon=True)
         self._reported: set[str] = set()
         self._pending: dict[str, list[Any]] = {}
+        self._slow_facts: list[EnvFact] = []
+        self._slow_probe = threading.Thread(
+            target=self._probe_slow, name="traindoctor-probe", daemon=True
+        )
         self.cpu_ns = 0
         """CPU time spent by this monitor (its thread, plus the final flush in stop())."""
 
     def start(self) -> None:
-        """Start the thread."""
+        """Start the thread, and the costly environment probes in the background."""
         self._thread.start()
+        self._slow_probe.start()
+
+    def _probe_slow(self) -> None:
+        self._slow_facts = probe_environment(self._environ, probes=SLOW_PROBES)
 
     def stop(self) -> None:
         """Stop the thread, take one last sample and flush everything."""
@@ -197,7 +208,8 @@ class Monitor:
                 continue
             self._model_ids.add(model_id)
             self._models[model_id] = None  # inspected: stop keeping the model alive
-            model_info = inspect_model(model_id, model)
+            shape, dtype = self._model_inputs.get(model_id, ((), None))
+            model_info = describe_model(model, model_id, input_shape=shape, input_dtype=dtype)
             self._reducer.model_names[model_id] = model_info.class_name
             self.collected.models.append(model_info)
             self._queue("model", [model_info])
@@ -211,6 +223,15 @@ class Monitor:
             facts = probe_environment(self._environ)
             self.collected.env.extend(facts)
             self._queue("env", facts)
+        if final:
+            # py-cpuinfo and NVML ran in the background since the start; a job shorter than
+            # they take does not wait for them past the probe timeout.
+            self._slow_probe.join(PROBE_TIMEOUT_S)
+            slow = list(self._slow_facts) or [
+                EnvFact(key="probe.slow", value="unknown: not finished before the end")
+            ]
+            self.collected.env.extend(slow)
+            self._queue("env", slow)
 
     def _log_progress(self, steps: list[StepTiming]) -> None:
         if self._progress is None or self._progress_sink is None:
@@ -239,24 +260,3 @@ class Monitor:
                 "what is in memory is still reported",
                 key="writer",
             )
-
-
-def inspect_model(model_id: int, model: Any) -> ModelInfo:
-    """Describe a torch module: parameters, their bytes, dtypes and devices."""
-    count = size = 0
-    dtypes: set[str] = set()
-    devices: set[str] = set()
-    for param in model.parameters():
-        count += int(param.numel())
-        size += int(param.numel()) * int(param.element_size())
-        dtypes.add(str(param.dtype))
-        devices.add(str(param.device.type))
-    return ModelInfo(
-        model_id=model_id,
-        class_name=type(model).__name__,
-        param_count=count,
-        param_bytes=size,
-        param_dtypes=tuple(sorted(dtypes)),
-        devices=tuple(sorted(devices)),
-        module_count=sum(1 for _ in model.modules()),
-    )

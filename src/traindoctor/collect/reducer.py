@@ -30,6 +30,7 @@ from traindoctor.collect.events import (
     OPT_END,
     STEP,
     Event,
+    split_fwd_arg,
 )
 from traindoctor.model import ConcurrencyStat, Phase, StepTiming
 
@@ -88,6 +89,8 @@ class _ModelCalls:
     solo_ns: int = 0
     solo_calls: int = 0
     concurrent_ns: int = 0
+    grad_calls: int = 0
+    train_mode_calls: int = 0
 
 
 class StepReducer:
@@ -202,6 +205,8 @@ class StepReducer:
                     concurrent_calls=calls.concurrent_calls,
                     solo_mean_ns=solo,
                     concurrent_mean_ns=conc,
+                    grad_calls=calls.grad_calls,
+                    train_mode_calls=calls.train_mode_calls,
                 )
             )
         return stats
@@ -294,9 +299,14 @@ class StepReducer:
         )
         self._next_index += 1
 
-    def _concurrency(self, t: int, code: int, model_id: object, tid: int) -> None:
-        if type(model_id) is not int:
+    def _concurrency(self, t: int, code: int, arg: object, tid: int) -> None:
+        if type(arg) is not int:
             return
+        grad = training = False
+        if code == FWD_ENTER:
+            model_id, grad, training = split_fwd_arg(arg)
+        else:
+            model_id = arg
         calls = self._models.get(model_id)
         if calls is None:
             calls = self._models[model_id] = _ModelCalls(
@@ -309,6 +319,8 @@ class StepReducer:
                 calls.active = active = {k: (s, True) for k, (s, _) in active.items()}
             active[tid] = (t, overlapped)
             calls.calls += 1
+            calls.grad_calls += grad
+            calls.train_mode_calls += training
             if tid not in calls.threads:
                 calls.threads.add(tid)
             calls.max_concurrent = max(calls.max_concurrent, len(active))

@@ -120,6 +120,7 @@ class Session:
         self.models: dict[int, Any] = {}
         self.loaders: dict[int, LoaderInfo] = {}
         self.batch_dtypes: list[str] = []
+        self.model_inputs: dict[int, tuple[tuple[int, ...], str | None]] = {}
         self.out_dir = (Path(out_dir) if out_dir else default_run_dir()) if record else None
         self.record: RunRecord | None = None
         self._command = tuple(command)
@@ -207,6 +208,7 @@ class Session:
             models=self.models,
             loaders=self.loaders,
             batch_dtypes=self.batch_dtypes,
+            model_inputs=self.model_inputs,
             environ=self._environ,
             interval_ns=int(self._interval_s * 1e9),
             flush_every_ns=int(self._flush_every_s * 1e9),

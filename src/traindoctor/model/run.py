@@ -12,6 +12,7 @@ __all__ = [
     "EnvFact",
     "GpuProcess",
     "GpuSample",
+    "LayerInfo",
     "LoaderInfo",
     "ModelInfo",
     "Notice",
@@ -143,16 +144,50 @@ class LoaderInfo:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class LayerInfo:
+    """One layer of a model whose size the model rules judge (conv, dense, recurrent,
+    embedding); other layers are only counted."""
+
+    name: str
+    """Qualified name inside the model, e.g. ``encoder.layers.3.linear1``."""
+    kind: str
+    """``conv``, ``linear``, ``lstm``, ``gru``, ``rnn``, ``embedding``."""
+    params: int
+    in_features: int | None = None
+    """Dense: in_features; conv: in_channels; recurrent: input_size; embedding: dim."""
+    out_features: int | None = None
+    """Dense: out_features (units); conv: out_channels; recurrent: hidden_size; embedding:
+    number of embeddings."""
+    kernel: tuple[int, ...] = ()
+    num_layers: int = 1
+    """Stacked layers of a recurrent module."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ModelInfo:
-    """An outermost model the job called, inspected once off the hot path."""
+    """An outermost model the job called (or ``traindoctor.lint`` was given), inspected once
+    off the hot path."""
 
     model_id: int
     class_name: str
     param_count: int
     param_bytes: int
     param_dtypes: tuple[str, ...] = ()
+    buffer_dtypes: tuple[str, ...] = ()
     devices: tuple[str, ...] = ()
+    """Devices of parameters and buffers (``cpu``, ``cuda``...)."""
     module_count: int = 0
+    layers: tuple[LayerInfo, ...] = ()
+    kinds: Mapping[str, int] = field(default_factory=dict)
+    """Count of leaf modules by kind (``conv``, ``linear``, ``lstm``, ``dropout``, ``norm``,
+    ``activation``, ``other``...)."""
+    training: bool | None = None
+    """The model's train/eval mode when inspected."""
+    input_shape: tuple[int, ...] = ()
+    """Shape of the first tensor passed to the model (batch first), when seen."""
+    input_dtype: str | None = None
+    flops_per_sample: float | None = None
+    """Forward FLOPs per sample (torch.utils.flop_counter), when an example input was given."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -166,7 +201,8 @@ class EnvFact:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ConcurrencyStat:
-    """How several threads entered one model's forward."""
+    """How the job called one model: which threads entered its forward at once, and in
+    which autograd and train/eval mode."""
 
     model_id: int
     class_name: str
@@ -176,6 +212,10 @@ class ConcurrencyStat:
     concurrent_calls: int
     solo_mean_ns: float | None = None
     concurrent_mean_ns: float | None = None
+    grad_calls: int = 0
+    """Calls made with autograd enabled (``torch.is_grad_enabled()``)."""
+    train_mode_calls: int = 0
+    """Calls made while the model was in train mode (``model.training``)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
