@@ -18,7 +18,7 @@ def _model(dtype: str) -> ModelInfo:
 def test_float64_parameters() -> None:
     s = steps(20, phases_ms={"forward": 30, "backward": 30, "data_wait": 40})
     (f,) = float64(RuleContext(record(s, models=(_model("torch.float64"),))))
-    assert "parameters of Net" in f.explanation
+    assert "parameters or buffers of Net" in f.explanation
     assert abs(f.speedup.factor - 1 / (1 - 0.3)) < 1e-6
 
 

@@ -19,6 +19,15 @@ EXPECTED = {
     "thread-oversubscription",
     "shared-model-threads",
     "float64",
+    # issue 3: environment doctor and model lint
+    "wrong-backend",
+    "cudnn-disabled",
+    "cpu-features",
+    "memory-limits",
+    "oversized-network",
+    "cpu-fallback-ops",
+    "tensor-core-alignment",
+    "autograd-in-inference",
 }
 
 

@@ -9,7 +9,7 @@ facts are unknown. Probes read through injectable seams (``environ``, the NVML m
 Fact keys (the rules read these):
 
 - ``python.version``, ``platform``
-- ``cpu.logical``, ``cpu.physical``, ``cpu.affinity``, ``cpu.brand``, ``cpu.avx2``,
+- ``cpu.logical``, ``cpu.physical``, ``cpu.affinity``, ``cpu.arch``, ``cpu.brand``, ``cpu.avx2``,
   ``cpu.avx512`` (from py-cpuinfo; costly, so only where ``slow=True``)
 - ``env.<NAME>`` for ``ENV_VARS``
 - ``pools.summary``, ``pools.max_threads`` (threadpoolctl: BLAS/OpenMP pools loaded now)
@@ -173,6 +173,7 @@ def _cpu(inputs: ProbeInputs) -> list[EnvFact]:
         _fact("cpu.logical", psutil.cpu_count(logical=True), "psutil"),
         _fact("cpu.physical", psutil.cpu_count(logical=False), "psutil"),
         _fact("cpu.affinity", _affinity(), "os.sched_getaffinity"),
+        _fact("cpu.arch", platform.machine(), "platform"),
     ]
 
 

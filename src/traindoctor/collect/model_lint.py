@@ -142,6 +142,7 @@ def _layer(nn: Any, name: str, kind: str, module: Any) -> LayerInfo | None:
             in_features=int(module.input_size),
             out_features=int(module.hidden_size),
             num_layers=int(module.num_layers),
+            batch_first=bool(module.batch_first),
         )
     if kind == "embedding":
         return LayerInfo(

@@ -36,7 +36,7 @@ from traindoctor.errors import UsageError
 from traindoctor.model import LoaderInfo, Phase, RunEnd, RunMeta, RunRecord
 from traindoctor.record import RecordWriter
 
-__all__ = ["Session", "current_session", "default_run_dir"]
+__all__ = ["Session", "current_session", "default_run_dir", "new_run_meta"]
 
 logger = logging.getLogger(__name__)
 
@@ -190,7 +190,7 @@ class Session:
                 "use traindoctor.watch(), which joins it"
             )
         origin = self.clock()
-        self._meta = _meta(self._command, origin)
+        self._meta = new_run_meta(self._command, origin)
         if self.out_dir is not None:
             self._writer = RecordWriter(self.out_dir, self._meta)
         readers = self._readers
@@ -323,7 +323,8 @@ def end_status(exc: BaseException | None) -> tuple[str, int, str]:
     return "exception", 1, f"{type(exc).__name__}: {exc}"
 
 
-def _meta(command: tuple[str, ...], origin: int) -> RunMeta:
+def new_run_meta(command: tuple[str, ...], origin: int) -> RunMeta:
+    """Describe this process for a new record (also used by the doctor and lint)."""
     try:
         affinity = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):

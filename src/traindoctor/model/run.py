@@ -161,6 +161,8 @@ class LayerInfo:
     kernel: tuple[int, ...] = ()
     num_layers: int = 1
     """Stacked layers of a recurrent module."""
+    batch_first: bool | None = None
+    """Recurrent modules: whether inputs are (batch, time, features)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -3,17 +3,25 @@
 from __future__ import annotations
 
 from traindoctor.rules import (  # noqa: F401  (importing registers the rules)
+    autograd_in_inference,
     checkpoint_stalls,
     competing_processes,
+    cpu_fallback_ops,
+    cpu_features,
+    cudnn_disabled,
     float64,
     gc_pauses,
     input_bound,
     memory_growth,
+    memory_limits,
+    oversized_network,
     shared_model_threads,
     slow_callbacks,
     small_batch,
     step_outliers,
+    tensor_core_alignment,
     thread_oversubscription,
+    wrong_backend,
 )
 from traindoctor.rules.context import RuleContext, speedup_if_removed
 from traindoctor.rules.registry import RULES, Rule, rank, rule, run_rules

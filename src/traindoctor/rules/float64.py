@@ -1,6 +1,7 @@
 """float64: parameters or batches in double precision.
 
-Detects: model parameters or batch tensors of dtype float64.
+Detects: model parameters, buffers or batch tensors of dtype float64, or torch's default
+dtype set to float64.
 Evidence: the dtypes seen and the share of time in compute phases.
 Fix: use float32 (or lower) for the model and the data.
 """
@@ -24,18 +25,33 @@ _DOUBLE = ("torch.float64", "torch.complex128")
 @rule(id="float64", title="Double precision in use", requires=())
 def float64(ctx: RuleContext) -> list[Finding]:
     """Flag float64 parameters or batches."""
-    models = [m for m in ctx.record.models if any(d in _DOUBLE for d in m.param_dtypes)]
+    models = [
+        m
+        for m in ctx.record.models
+        if any(d in _DOUBLE for d in (*m.param_dtypes, *m.buffer_dtypes))
+    ]
     batches = sorted({d for d in ctx.record.batch_dtypes if d in _DOUBLE})
-    if not models and not batches:
+    default = ctx.record.env_value("torch.default_dtype")
+    default_double = default in _DOUBLE
+    if not models and not batches and not default_double:
         return []
-    compute = ctx.share(Phase.FORWARD, Phase.BACKWARD, Phase.OPTIMIZER)
-    saved = compute * (1 - 1 / DOUBLE_COST)
     where = []
     if models:
         names = ", ".join(sorted({m.class_name for m in models}))
-        where.append(f"parameters of {names}")
+        where.append(f"parameters or buffers of {names}")
     if batches:
         where.append("batches from the data loader")
+    if default_double:
+        where.append("torch's default dtype (torch.set_default_dtype)")
+    if ctx.record.steps:
+        compute = ctx.share(Phase.FORWARD, Phase.BACKWARD, Phase.OPTIMIZER)
+        factor = speedup_if_removed(compute * (1 - 1 / DOUBLE_COST))
+        method = (
+            f"compute phases ({compute:.0%} of time) assumed {DOUBLE_COST:g}x faster in float32"
+        )
+    else:
+        compute, factor = 0.0, DOUBLE_COST
+        method = f"no steps measured: all work assumed compute, {DOUBLE_COST:g}x faster in float32"
     evidence = [
         Evidence(
             metric="float64 parameters",
@@ -47,6 +63,7 @@ def float64(ctx: RuleContext) -> list[Finding]:
             value=", ".join(sorted(set(ctx.record.batch_dtypes))) or "unknown",
             source="first batches",
         ),
+        Evidence(metric="torch default dtype", value=default, source="torch"),
         Evidence(
             metric="compute share of step time",
             value=round(compute, 4),
@@ -65,11 +82,7 @@ def float64(ctx: RuleContext) -> list[Finding]:
                 "traffic; far worse on most GPUs) and deep learning does not need it."
             ),
             evidence=tuple(evidence),
-            speedup=Speedup(
-                factor=speedup_if_removed(saved),
-                method=f"compute phases ({compute:.0%} of time) assumed {DOUBLE_COST:g}x "
-                "faster in float32",
-            ),
+            speedup=Speedup(factor=factor, method=method),
             fix=Fix(
                 summary=(
                     "Convert the model with model.float() (or .to(torch.float32)) and make the "

@@ -18,6 +18,7 @@ _REQUIREMENTS: dict[str, tuple[Callable[[RuleContext], bool], str]] = {
     "steps": (lambda c: len(c.steps) > 0, "no steps were recorded after warm-up"),
     "system": (lambda c: len(c.system) > 0, "no system samples were recorded"),
     "env": (lambda c: len(c.record.env) > 0, "no environment facts were recorded"),
+    "model": (lambda c: len(c.record.models) > 0, "no model was seen"),
 }
 
 

@@ -1,14 +1,19 @@
 """thread-oversubscription: the job runs more compute threads than it has cores.
 
-Detects: torch's intra-op threads (times the training processes) plus DataLoader workers far
-above the cores the job may use (``os.sched_getaffinity``), or OMP_NUM_THREADS set above them.
-Evidence: torch.get_num_threads(), OMP_NUM_THREADS, workers, cores, the job's CPU use.
+Detects: torch's intra-op threads times the training processes on this machine
+(LOCAL_WORLD_SIZE ranks) plus DataLoader workers far above the cores the job may use
+(``os.sched_getaffinity``); OMP_NUM_THREADS or a BLAS pool (threadpoolctl) sized above them;
+with several ranks, OMP_NUM_THREADS left unset. Works at start (the doctor) as well as on a
+run.
+Evidence: torch.get_num_threads(), OMP_NUM_THREADS, ranks, workers, BLAS pools, cores, the
+job's CPU use.
 Fix: one intra-op thread per core the training process owns.
 """
 
 from __future__ import annotations
 
 from traindoctor.model import Evidence, Finding, Fix, Severity, Speedup
+from traindoctor.rules._facts import fact_int
 from traindoctor.rules.context import RuleContext
 from traindoctor.rules.registry import rule
 
@@ -24,24 +29,26 @@ OVERSUBSCRIBED = 2.0
 MEASURED_SLOWDOWN = 2.0
 
 
-@rule(
-    id="thread-oversubscription", title="More compute threads than cores", requires=("steps", "env")
-)
+@rule(id="thread-oversubscription", title="More compute threads than cores", requires=("env",))
 def thread_oversubscription(ctx: RuleContext) -> list[Finding]:
     """Flag compute threads at twice the usable cores or more."""
     record = ctx.record
     cores = ctx.cores
     threads = record.env_value("torch.num_threads")
     omp = record.env_value("env.OMP_NUM_THREADS")
-    omp_threads = int(omp) if isinstance(omp, str) and omp.strip().isdigit() else None
-    intra = threads if isinstance(threads, int) else omp_threads
+    omp_threads = fact_int(record, "env.OMP_NUM_THREADS")
+    pool = fact_int(record, "pools.max_threads")
+    intra = threads if isinstance(threads, int) else omp_threads or pool
     if intra is None:
         return []
+    ranks = max(1, fact_int(record, "env.LOCAL_WORLD_SIZE") or 1)
     workers = max((lo.num_workers for lo in record.loaders), default=0)
-    # Torch's DataLoader workers run with one intra-op thread each.
-    demand = intra + workers
+    # Torch's DataLoader workers run with one intra-op thread each; every rank on the
+    # machine runs its own intra-op pool.
+    demand = intra * ranks + workers
     ratio = demand / cores
-    if ratio < OVERSUBSCRIBED:
+    unset_with_ranks = ranks > 1 and omp is None
+    if ratio < OVERSUBSCRIBED and not unset_with_ranks:
         return []
     jobs = [s.job_cpu_pct for s in ctx.system if s.job_cpu_pct is not None]
     job_cores = sum(jobs) / len(jobs) / 100 if jobs else None
@@ -52,7 +59,13 @@ def thread_oversubscription(ctx: RuleContext) -> list[Finding]:
             value=omp if omp is not None else "unset",
             source="environment",
         ),
+        Evidence(metric="ranks on this machine", value=ranks, source="LOCAL_WORLD_SIZE"),
         Evidence(metric="DataLoader workers", value=workers, source="DataLoader"),
+        Evidence(
+            metric="BLAS/OpenMP pools",
+            value=record.env_value("pools.summary") or "unknown",
+            source="threadpoolctl",
+        ),
         Evidence(
             metric="cores available", value=cores, unit="cores", source="os.sched_getaffinity"
         ),
@@ -73,25 +86,40 @@ def thread_oversubscription(ctx: RuleContext) -> list[Finding]:
                 source="psutil (process tree)",
             )
         )
-    best = max(1, cores - workers) if workers < cores else 1
+    best = max(1, (cores - workers) // ranks) if workers < cores else 1
+    over = ratio >= OVERSUBSCRIBED
+    explanation = (
+        f"torch runs {intra} intra-op threads"
+        + (f" in each of {ranks} ranks" if ranks > 1 else "")
+        + (f" and {workers} DataLoader workers" if workers else "")
+        + f" on {cores} usable cores ({ratio:.1f} per core)."
+    )
+    if over:
+        explanation += (
+            " Threads beyond the cores do no extra work: they preempt each other, spin "
+            "waiting at barriers and thrash the caches."
+        )
+    if unset_with_ranks:
+        explanation += (
+            f" OMP_NUM_THREADS is unset with {ranks} ranks on the machine: a rank that calls "
+            "torch.set_num_threads late, or a BLAS library, sizes its pool to every core."
+        )
     return [
         Finding(
             rule="thread-oversubscription",
-            severity=Severity.WARNING,
-            title=f"{demand} compute threads on {cores} cores",
-            explanation=(
-                f"torch runs {intra} intra-op threads"
-                + (f" and {workers} DataLoader workers" if workers else "")
-                + f" on {cores} usable cores ({ratio:.1f} per core). Threads beyond the cores "
-                "do no extra work: they preempt each other, spin waiting at barriers and "
-                "thrash the caches."
-            ),
+            severity=Severity.WARNING if over else Severity.INFO,
+            title=f"{demand} compute threads on {cores} cores"
+            if over
+            else f"OMP_NUM_THREADS unset with {ranks} ranks",
+            explanation=explanation,
             evidence=tuple(evidence),
             speedup=Speedup(
                 factor=MEASURED_SLOWDOWN,
                 method="conservative floor of the ~13x slowdown measured for 16 threads on 2 "
                 "cores in the scenario zoo; verify with a thread sweep",
-            ),
+            )
+            if over
+            else Speedup(factor=1.0, method="not estimated: no oversubscription measured"),
             fix=Fix(
                 summary=(
                     f"Use one intra-op thread per core the training process owns: "
