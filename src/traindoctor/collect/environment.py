@@ -49,6 +49,7 @@ __all__ = [
     "Probe",
     "ProbeInputs",
     "default_probes",
+    "import_torch",
     "probe_environment",
 ]
 
@@ -141,6 +142,15 @@ def probe_environment(
 def default_probes(*, slow: bool) -> list[tuple[str, Probe]]:
     """The fast probes, and with ``slow`` the costly ones too, in the order facts are listed."""
     return FAST_PROBES + (SLOW_PROBES if slow else [])
+
+
+def import_torch() -> bool:
+    """Import torch if installed (for the doctor, which describes it); False when it cannot."""
+    try:
+        import torch  # noqa: F401
+    except Exception:  # not installed, or broken: the torch probe says so
+        return False
+    return True
 
 
 def _run_probe(

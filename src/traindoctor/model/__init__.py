@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from traindoctor.model.findings import (
+    Check,
+    Checkup,
     Evidence,
     Finding,
     Fix,
@@ -34,6 +36,8 @@ from traindoctor.model.schema import SCHEMA_VERSION, SchemaError, from_jsonable,
 
 __all__ = [
     "SCHEMA_VERSION",
+    "Check",
+    "Checkup",
     "ConcurrencyStat",
     "EnvFact",
     "Evidence",

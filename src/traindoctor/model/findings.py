@@ -6,9 +6,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from traindoctor.model.run import RunMeta
+from traindoctor.model.run import EnvFact, RunMeta
 
 __all__ = [
+    "Check",
+    "Checkup",
     "Evidence",
     "Finding",
     "Fix",
@@ -123,3 +125,32 @@ class Report:
     warnings: tuple[str, ...] = ()
     end_status: str | None = None
     exit_code: int | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Check:
+    """One row of ``traindoctor doctor``: a rule and how it came out."""
+
+    rule: str
+    title: str
+    status: str
+    """``ok``, ``info``, ``warning``, ``critical`` (the worst of its findings) or ``skipped``."""
+    reason: str = ""
+    """Why it was skipped."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Checkup:
+    """The environment doctor's answer: facts, one check per environment rule, findings."""
+
+    schema_version: int
+    meta: RunMeta
+    facts: tuple[EnvFact, ...]
+    checks: tuple[Check, ...]
+    findings: tuple[Finding, ...]
+    duration_s: float
+
+    @property
+    def worst(self) -> Severity | None:
+        """The most severe finding's severity (None when nothing was found)."""
+        return min((f.severity for f in self.findings), key=lambda s: s.rank, default=None)

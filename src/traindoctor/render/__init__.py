@@ -2,7 +2,19 @@
 
 from __future__ import annotations
 
-from traindoctor.render.json import render_json, report_to_dict
-from traindoctor.render.text import render_text
+from traindoctor.render.json import (
+    checkup_to_dict,
+    render_checkup_json,
+    render_json,
+    report_to_dict,
+)
+from traindoctor.render.text import render_checkup_text, render_text
 
-__all__ = ["render_json", "render_text", "report_to_dict"]
+__all__ = [
+    "checkup_to_dict",
+    "render_checkup_json",
+    "render_checkup_text",
+    "render_json",
+    "render_text",
+    "report_to_dict",
+]

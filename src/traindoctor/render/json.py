@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from traindoctor.model import Report, to_jsonable
+from traindoctor.model import Checkup, Report, to_jsonable
 
-__all__ = ["render_json", "report_to_dict"]
+__all__ = ["checkup_to_dict", "render_checkup_json", "render_json", "report_to_dict"]
 
 
 def report_to_dict(report: Report) -> dict[str, Any]:
@@ -23,3 +23,21 @@ def report_to_dict(report: Report) -> dict[str, Any]:
 def render_json(report: Report) -> str:
     """Return the report as indented JSON text."""
     return json.dumps(report_to_dict(report), indent=2, allow_nan=False) + "\n"
+
+
+def checkup_to_dict(checkup: Checkup) -> dict[str, Any]:
+    """Return the doctor's answer as JSON values: checks, findings (ranked), facts."""
+    data: dict[str, Any] = to_jsonable(checkup)
+    data["worst"] = None if checkup.worst is None else checkup.worst.value
+    data["facts"] = {f.key: f.value for f in checkup.facts}
+    data["fact_sources"] = {f.key: f.source for f in checkup.facts}
+    data["findings"] = [
+        {"rank": i + 1, **finding, "estimated_speedup": finding["speedup"]["factor"]}
+        for i, finding in enumerate(data["findings"])
+    ]
+    return data
+
+
+def render_checkup_json(checkup: Checkup) -> str:
+    """Return the doctor's answer as indented JSON text."""
+    return json.dumps(checkup_to_dict(checkup), indent=2, allow_nan=False) + "\n"

@@ -9,19 +9,17 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from traindoctor.model import Finding, Report, Severity
+from traindoctor.model import Checkup, Finding, Report, Severity
 from traindoctor.render.names import SEVERITY_LABELS, phase_label
 
-__all__ = ["render_text"]
+__all__ = ["render_checkup_text", "render_text"]
 
 _STYLES = {Severity.CRITICAL: "bold red", Severity.WARNING: "yellow", Severity.INFO: "cyan"}
 _BAR_WIDTH = 30
 
 
-def render_text(report: Report, *, width: int = 100, color: bool = False) -> str:
-    """Return the report as terminal text ``width`` columns wide."""
-    buffer = io.StringIO()
-    console = Console(
+def _console(buffer: io.StringIO, width: int, color: bool) -> Console:
+    return Console(
         file=buffer,
         width=width,
         color_system="auto" if color else None,
@@ -29,6 +27,12 @@ def render_text(report: Report, *, width: int = 100, color: bool = False) -> str
         no_color=not color,
         highlight=False,
     )
+
+
+def render_text(report: Report, *, width: int = 100, color: bool = False) -> str:
+    """Return the report as terminal text ``width`` columns wide."""
+    buffer = io.StringIO()
+    console = _console(buffer, width, color)
     console.print(_summary(report))
     if report.summary.phase_share:
         console.print(_phases(report))
@@ -105,7 +109,10 @@ def _finding(rank: int, f: Finding) -> Panel:
                 else (f" (threshold {e.threshold}{unit})")
             )
         body.append(f"  • {e.metric}: {value}{limit}\n", style="dim")
-    body.append(f"Estimated speed-up: up to {f.speedup.factor:.2f}x ({f.speedup.method})\n")
+    if f.speedup.factor > 1.0005:
+        body.append(f"Estimated speed-up: up to {f.speedup.factor:.2f}x ({f.speedup.method})\n")
+    else:
+        body.append(f"Speed-up: {f.speedup.method}\n")
     if f.measurement is not None:
         body.append(f"Measured: {f.measurement.factor:.2f}x ({f.measurement.method})\n")
     body.append(f"Fix: {f.fix.summary}")
@@ -113,3 +120,68 @@ def _finding(rank: int, f: Finding) -> Panel:
         body.append("\n" + "\n".join("    " + line for line in f.fix.snippet.splitlines()))
     title = f"{rank}. [{SEVERITY_LABELS[f.severity]}] {f.title}  ({f.rule})"
     return Panel(body, title=Text(title, style=_STYLES[f.severity]), title_align="left")
+
+
+_STATUS_STYLES = {
+    "ok": "green",
+    "info": "cyan",
+    "warning": "yellow",
+    "critical": "bold red",
+    "skipped": "dim",
+}
+#: Facts in the doctor's headline, with their labels.
+_HEADLINE = (
+    ("python.version", "Python"),
+    ("torch.version", "torch"),
+    ("torch.cuda_build", "CUDA build"),
+    ("cpu.brand", "CPU"),
+    ("torch.cpu_capability", "torch CPU kernels"),
+    ("cpu.affinity", "usable cores"),
+    ("gpu.names", "GPUs"),
+)
+
+
+def render_checkup_text(checkup: Checkup, *, width: int = 100, color: bool = False) -> str:
+    """Return the doctor's answer: headline facts, one row per check, findings, all facts."""
+    buffer = io.StringIO()
+    console = _console(buffer, width, color)
+    facts = {f.key: f.value for f in checkup.facts}
+    head = [f"{label}: {facts[key]}" for key, label in _HEADLINE if facts.get(key) is not None]
+    memory = facts.get("mem.total_bytes")
+    if isinstance(memory, int):
+        head.append(f"memory: {memory / 2**30:.1f} GiB")
+    if not facts.get("gpu.count") and not facts.get("gpu.device_nodes"):
+        head.append("GPUs: none found (the GPU checks do not apply)")
+    console.print(
+        Panel("\n".join(head), title="traindoctor doctor", title_align="left", expand=True)
+    )
+    table = Table(show_edge=False, box=None, pad_edge=False, title_justify="left")
+    table.add_column("status", no_wrap=True)
+    table.add_column("check", no_wrap=True)
+    table.add_column("finding and fix")
+    for check in checkup.checks:
+        mine = [f for f in checkup.findings if f.rule == check.rule]
+        detail = "; ".join(f"{f.title}: {f.fix.summary}" for f in mine) or check.reason
+        table.add_row(
+            Text(check.status, style=_STATUS_STYLES.get(check.status, "")),
+            check.rule,
+            detail,
+        )
+    console.print(table)
+    if checkup.findings:
+        console.print(Text("\nDetails:"))
+        for rank, finding in enumerate(checkup.findings, start=1):
+            console.print(_finding(rank, finding))
+    facts_table = Table(
+        title="Facts", title_justify="left", show_edge=False, box=None, pad_edge=False
+    )
+    facts_table.add_column("fact")
+    facts_table.add_column("value")
+    facts_table.add_column("source", style="dim")
+    for fact in checkup.facts:
+        facts_table.add_row(
+            fact.key, "unset" if fact.value is None else str(fact.value), fact.source
+        )
+    console.print(facts_table)
+    console.print(Text(f"checked in {checkup.duration_s:.1f} s", style="dim"))
+    return buffer.getvalue()

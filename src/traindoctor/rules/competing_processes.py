@@ -25,6 +25,7 @@ CRITICAL_SHARE = 0.50
     id="competing-processes",
     title="Other processes compete for the CPU or GPU",
     requires=("system",),
+    scope="env",
 )
 def competing_processes(ctx: RuleContext) -> list[Finding]:
     """Flag other processes using a quarter of the machine's CPUs, or the job's GPUs."""

@@ -19,7 +19,12 @@ from traindoctor.rules.registry import rule
 __all__ = ["cpu_fallback_ops"]
 
 
-@rule(id="cpu-fallback-ops", title="Part of a GPU model stays on the CPU", requires=("model",))
+@rule(
+    id="cpu-fallback-ops",
+    title="Part of a GPU model stays on the CPU",
+    requires=("model",),
+    scope="model",
+)
 def cpu_fallback_ops(ctx: RuleContext) -> list[Finding]:
     """Flag models whose parameters/buffers are split between CPU and an accelerator."""
     findings = []

@@ -30,7 +30,12 @@ def _level(name: str) -> int:
     return CAPABILITY_ORDER.index(name) if name in CAPABILITY_ORDER else -1
 
 
-@rule(id="cpu-features", title="CPU vector instructions unused or missing", requires=("env",))
+@rule(
+    id="cpu-features",
+    title="CPU vector instructions unused or missing",
+    requires=("env",),
+    scope="env",
+)
 def cpu_features(ctx: RuleContext) -> list[Finding]:
     """Flag a missing AVX2, a torch capability below the CPU's, and (info) no AVX-512."""
     record = ctx.record

@@ -26,7 +26,9 @@ AMPERE = 8.0
 _CONV_RNN = ("conv", "lstm", "gru", "rnn")
 
 
-@rule(id="cudnn-disabled", title="cuDNN or tensor-core paths are off", requires=("env",))
+@rule(
+    id="cudnn-disabled", title="cuDNN or tensor-core paths are off", requires=("env",), scope="env"
+)
 def cudnn_disabled(ctx: RuleContext) -> list[Finding]:
     """Flag cuDNN off for conv/RNN work, and (info) benchmark/TF32/AMP left off."""
     record = ctx.record

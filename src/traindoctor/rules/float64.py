@@ -22,7 +22,7 @@ DOUBLE_COST = 2.0
 _DOUBLE = ("torch.float64", "torch.complex128")
 
 
-@rule(id="float64", title="Double precision in use", requires=())
+@rule(id="float64", title="Double precision in use", requires=(), scope="model")
 def float64(ctx: RuleContext) -> list[Finding]:
     """Flag float64 parameters or batches."""
     models = [

@@ -44,7 +44,12 @@ _NO_SPEEDUP = Speedup(
 )
 
 
-@rule(id="memory-limits", title="Memory, swap or /dev/shm near their limits", requires=("env",))
+@rule(
+    id="memory-limits",
+    title="Memory, swap or /dev/shm near their limits",
+    requires=("env",),
+    scope="env",
+)
 def memory_limits(ctx: RuleContext) -> list[Finding]:
     """Flag RSS near the limit, swapping, and /dev/shm too small for loader workers."""
     record = ctx.record

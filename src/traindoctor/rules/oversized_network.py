@@ -63,7 +63,12 @@ class _Excess:
     """How the value reads in text when not a plain number (a kernel "9x9")."""
 
 
-@rule(id="oversized-network", title="The network is larger than it trains well", requires=())
+@rule(
+    id="oversized-network",
+    title="The network is larger than it trains well",
+    requires=("model",),
+    scope="model",
+)
 def oversized_network(ctx: RuleContext) -> list[Finding]:
     """Flag each model past one of the guide's size limits."""
     return [_finding(m, ex) for m in ctx.record.models if (ex := excesses(m))]

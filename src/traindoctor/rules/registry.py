@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from traindoctor.model import Finding, SkippedRule
 from traindoctor.rules.context import RuleContext
 
-__all__ = ["RULES", "Rule", "rule", "run_rules"]
+__all__ = ["RULES", "SCOPES", "Rule", "rule", "run_rules"]
 
 RuleFunc = Callable[[RuleContext], list[Finding]]
 
@@ -31,6 +31,7 @@ class Rule:
     requires: tuple[str, ...]
     doc: str
     func: RuleFunc
+    scope: str = "run"
 
     def missing(self, ctx: RuleContext) -> str | None:
         """Return why the rule cannot run on ``ctx`` (None if it can)."""
@@ -43,14 +44,26 @@ class Rule:
 
 RULES: dict[str, Rule] = {}
 
+#: What a rule judges: ``run`` (a watched run's steps and samples), ``env`` (the machine and
+#: Python environment: ``traindoctor doctor`` runs these) or ``model`` (a model's structure:
+#: ``traindoctor.lint`` runs these). A watched run runs them all.
+SCOPES = ("run", "env", "model")
+
 
 def rule(
-    *, id: str, title: str, requires: tuple[str, ...] = ("steps",), doc: str = ""
+    *,
+    id: str,
+    title: str,
+    requires: tuple[str, ...] = ("steps",),
+    scope: str = "run",
+    doc: str = "",
 ) -> Callable[[RuleFunc], RuleFunc]:
     """Register a rule function under ``id``; its doc is the rule module's docstring."""
     unknown = set(requires) - set(_REQUIREMENTS)
     if unknown:
         raise ValueError(f"rule {id}: unknown requirements {sorted(unknown)}")
+    if scope not in SCOPES:
+        raise ValueError(f"rule {id}: scope {scope!r} is not one of {SCOPES}")
 
     def register(func: RuleFunc) -> RuleFunc:
         if id in RULES:
@@ -63,17 +76,23 @@ def rule(
             requires=requires,
             doc=doc or module_doc or func.__doc__ or "",
             func=func,
+            scope=scope,
         )
         return func
 
     return register
 
 
-def run_rules(ctx: RuleContext) -> tuple[list[Finding], list[SkippedRule]]:
-    """Run every registered rule; return the findings ranked and the rules skipped."""
+def run_rules(
+    ctx: RuleContext, scopes: tuple[str, ...] = SCOPES
+) -> tuple[list[Finding], list[SkippedRule]]:
+    """Run the registered rules of ``scopes``; return the findings ranked and the rules
+    skipped (with why)."""
     findings: list[Finding] = []
     skipped: list[SkippedRule] = []
     for r in RULES.values():
+        if r.scope not in scopes:
+            continue
         reason = r.missing(ctx)
         if reason is not None:
             skipped.append(SkippedRule(rule=r.id, reason=reason))

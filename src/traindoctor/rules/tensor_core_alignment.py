@@ -24,7 +24,12 @@ MAJOR_SHARE = 0.5
 _HALF = ("torch.float16", "torch.bfloat16")
 
 
-@rule(id="tensor-core-alignment", title="Layer sizes not multiples of 8", requires=("model",))
+@rule(
+    id="tensor-core-alignment",
+    title="Layer sizes not multiples of 8",
+    requires=("model",),
+    scope="model",
+)
 def tensor_core_alignment(ctx: RuleContext) -> list[Finding]:
     """Flag fp16/bf16 CUDA models with dense/conv sizes not multiples of 8."""
     record = ctx.record

@@ -29,7 +29,12 @@ OVERSUBSCRIBED = 2.0
 MEASURED_SLOWDOWN = 2.0
 
 
-@rule(id="thread-oversubscription", title="More compute threads than cores", requires=("env",))
+@rule(
+    id="thread-oversubscription",
+    title="More compute threads than cores",
+    requires=("env",),
+    scope="env",
+)
 def thread_oversubscription(ctx: RuleContext) -> list[Finding]:
     """Flag compute threads at twice the usable cores or more."""
     record = ctx.record

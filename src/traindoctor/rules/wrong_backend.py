@@ -23,7 +23,7 @@ _NO_ESTIMATE = Speedup(
 )
 
 
-@rule(id="wrong-backend", title="An accelerator is not used", requires=("env",))
+@rule(id="wrong-backend", title="An accelerator is not used", requires=("env",), scope="env")
 def wrong_backend(ctx: RuleContext) -> list[Finding]:
     """Flag a visible GPU (or MPS/XPU device) that torch cannot reach or the job ignores."""
     record = ctx.record

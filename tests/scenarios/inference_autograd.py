@@ -1,0 +1,24 @@
+"""Fault: batch inference with autograd on and the model left in train mode (dropout active).
+
+No optimizer, no backward: one step per model call. The batches are pre-cut tensors, so the
+only fault is the model's mode.
+"""
+
+import time
+
+from _zoo import FEATURES, SECONDS, tensors
+from torch import nn
+
+if __name__ == "__main__":
+    model = nn.Sequential(
+        nn.Linear(FEATURES, 1024), nn.ReLU(), nn.Dropout(0.2), nn.Linear(1024, 1024), nn.ReLU(),
+        nn.Dropout(0.2), nn.Linear(1024, 10),
+    )  # fmt: skip
+    data = tensors(n=8192).tensors[0]
+    batches = list(data.split(256))
+    predictions = 0
+    deadline = time.monotonic() + SECONDS
+    while time.monotonic() < deadline:
+        for x in batches:
+            predictions += int(model(x).argmax(dim=1).numel())  # no torch.no_grad(), no eval()
+    print("predictions:", predictions)
