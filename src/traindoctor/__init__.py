@@ -6,6 +6,7 @@ Importing this package imports neither torch nor anything heavy.
 from __future__ import annotations
 
 from traindoctor._version import __version__
+from traindoctor.checkup import checkup, lint
 from traindoctor.collect import Session, current_session
 from traindoctor.errors import TraindoctorError
 from traindoctor.model import Finding, Report, RunRecord, Severity
@@ -22,7 +23,9 @@ __all__ = [
     "TraindoctorError",
     "__version__",
     "build_report",
+    "checkup",
     "current_session",
+    "lint",
     "load_run",
     "watch",
 ]

@@ -36,6 +36,10 @@ class ReplayNvml:
     def nvmlDeviceGetName(self, h: str) -> bytes:
         return DATA["name"].encode()
 
+    def nvmlDeviceGetCudaComputeCapability(self, h: str) -> tuple[int, int]:
+        major, minor = DATA["compute_capability"]
+        return major, minor
+
     def _reading(self) -> dict[str, Any]:
         reading: dict[str, Any] = DATA["readings"][min(self.calls, len(DATA["readings"]) - 1)]
         return reading

@@ -113,9 +113,8 @@ class Monitor:
         """CPU time spent by this monitor (its thread, plus the final flush in stop())."""
 
     def start(self) -> None:
-        """Start the thread, and the costly environment probes in the background."""
+        """Start the thread."""
         self._thread.start()
-        self._slow_probe.start()
 
     def _probe_slow(self) -> None:
         self._slow_facts = probe_environment(self._environ, probes=SLOW_PROBES)
@@ -123,6 +122,10 @@ class Monitor:
     def stop(self) -> None:
         """Stop the thread, take one last sample and flush everything."""
         self._stop.set()
+        # The costly probes (py-cpuinfo runs a child process for ~1 s) wait for the job to
+        # end: at its start they slowed the first steps into outliers. They run while the
+        # last records are written.
+        self._slow_probe.start()
         if self._thread.is_alive():
             self._thread.join()
         start = time.thread_time_ns()
@@ -224,8 +227,6 @@ class Monitor:
             self.collected.env.extend(facts)
             self._queue("env", facts)
         if final:
-            # py-cpuinfo and NVML ran in the background since the start; a job shorter than
-            # they take does not wait for them past the probe timeout.
             self._slow_probe.join(PROBE_TIMEOUT_S)
             slow = list(self._slow_facts) or [
                 EnvFact(key="probe.slow", value="unknown: not finished before the end")

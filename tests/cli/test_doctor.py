@@ -1,0 +1,71 @@
+"""``traindoctor doctor`` on this machine, and ``traindoctor.lint`` on real models."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import torch
+from torch import nn
+
+import traindoctor
+from tests.collect.test_nvml import ReplayNvml
+from traindoctor.checkup import EXIT_CODES, checkup
+from traindoctor.collect.environment import ProbeInputs
+from traindoctor.model import Severity
+from traindoctor.render import render_checkup_text
+
+
+def test_doctor_on_this_machine_is_honest(tmp_path: Path) -> None:
+    out = tmp_path / "doctor.json"
+    proc = subprocess.run(
+        [sys.executable, "-m", "traindoctor", "doctor", "--json", str(out), "--width", "120"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    data = json.loads(out.read_text())
+    worst = data["worst"]
+    assert proc.returncode == EXIT_CODES[worst], proc.stderr
+    # 2 cores, no GPU: said so, and no GPU check complains about a GPU that is not there.
+    assert "GPUs: none found" in proc.stdout
+    assert data["facts"]["gpu.device_nodes"] == 0 and data["facts"]["torch.cuda_available"] is False
+    statuses = {c["rule"]: c["status"] for c in data["checks"]}
+    assert statuses["wrong-backend"] == "ok" and statuses["cudnn-disabled"] == "ok"
+    assert statuses["cpu-features"] == "ok"  # this CPU has AVX-512 and torch uses it
+    assert set(statuses) == {
+        "competing-processes",
+        "cpu-features",
+        "cudnn-disabled",
+        "memory-limits",
+        "thread-oversubscription",
+        "wrong-backend",
+    }
+    for key in ("python.version", "torch.version", "cpu.avx2", "pools.summary", "shm.total_bytes"):
+        assert key in data["facts"], key
+
+
+def test_checkup_with_a_recorded_gpu_and_cpu_only_torch_is_critical(tmp_path: Path) -> None:
+    dev = tmp_path / "dev"
+    dev.mkdir()
+    (dev / "nvidia0").touch()
+    inputs = ProbeInputs(environ={}, dev=dev, nvml=ReplayNvml())
+    result = checkup(inputs=inputs, readers=[], sample_window_s=0.0)
+    assert result.worst is Severity.CRITICAL
+    (finding,) = [f for f in result.findings if f.rule == "wrong-backend"]
+    assert finding.title == "CPU-only torch on a machine with 1 NVIDIA GPU(s)"
+    text = render_checkup_text(result, width=100)
+    assert "critical" in text and "NVIDIA A100-SXM4-80GB" in text
+
+
+def test_lint_finds_an_oversized_model_and_passes_a_small_one() -> None:
+    big = nn.Sequential(nn.Linear(256, 4096), nn.ReLU(), nn.Linear(4096, 20_000)).double()
+    findings = traindoctor.lint(big, torch.randn(4, 256, dtype=torch.float64))
+    rules = [f.rule for f in findings]
+    assert rules == ["float64", "oversized-network"]
+    oversized = findings[1]
+    assert any(e.metric == "forward FLOPs per sample" for e in oversized.evidence)
+    small = nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 4))
+    assert traindoctor.lint(small, torch.randn(2, 16)) == []

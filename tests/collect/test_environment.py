@@ -1,0 +1,104 @@
+"""Environment probes: real readings on this machine, recorded ones through the seams, and
+probes that fail or hang."""
+
+from __future__ import annotations
+
+import os
+import threading
+from pathlib import Path
+
+from tests.collect.test_nvml import ReplayNvml
+from traindoctor.collect.environment import (
+    FAST_PROBES,
+    SLOW_PROBES,
+    ProbeInputs,
+    probe_environment,
+)
+from traindoctor.model import EnvFact
+
+
+def _facts(facts: list[EnvFact]) -> dict[str, object]:
+    return {f.key: f.value for f in facts}
+
+
+def test_fast_probes_describe_this_machine_honestly() -> None:
+    import torch  # noqa: F401  (a watched job has torch loaded: its build is described)
+
+    facts = _facts(probe_environment({"OMP_NUM_THREADS": "3"}))
+    assert facts["cpu.affinity"] == len(os.sched_getaffinity(0))
+    assert facts["env.OMP_NUM_THREADS"] == "3" and facts["env.MKL_NUM_THREADS"] is None
+    assert isinstance(facts["mem.total_bytes"], int) and facts["mem.total_bytes"] > 0
+    assert facts["gpu.device_nodes"] == 0  # this machine has no GPU
+    assert facts["torch.cuda_build"] is None and facts["torch.cuda_available"] is False
+    assert facts["torch.cpu_capability"] in ("DEFAULT", "AVX2", "AVX512")
+    assert "openmp" in str(facts["pools.summary"])
+
+
+def test_cgroup_shm_and_device_nodes_come_from_the_seams(tmp_path: Path) -> None:
+    dev = tmp_path / "dev"
+    dev.mkdir()
+    for name in ("nvidia0", "nvidia1", "nvidiactl", "nvidia-uvm"):
+        (dev / name).touch()
+    v2 = tmp_path / "memory.max"
+    v2.write_text("8589934592\n")
+    inputs = ProbeInputs(environ={}, dev=dev, shm=tmp_path / "no-shm", cgroup_limits=(v2,))
+    facts = _facts(probe_environment(inputs=inputs))
+    assert facts["gpu.device_nodes"] == 2  # control nodes are not GPUs
+    assert facts["mem.cgroup_limit_bytes"] == 8 * 2**30
+    assert facts["shm.total_bytes"] is None
+    v2.write_text("max\n")
+    assert _facts(probe_environment(inputs=inputs))["mem.cgroup_limit_bytes"] is None
+    v1 = tmp_path / "limit_in_bytes"
+    v1.write_text(str(9223372036854771712))  # cgroup v1's "no limit"
+    inputs = ProbeInputs(environ={}, cgroup_limits=(tmp_path / "missing", v1))
+    assert _facts(probe_environment(inputs=inputs))["mem.cgroup_limit_bytes"] is None
+
+
+def test_nvml_probe_reads_recorded_a100_values() -> None:
+    inputs = ProbeInputs(environ={}, nvml=ReplayNvml())
+    facts = _facts(
+        probe_environment(probes=[p for p in SLOW_PROBES if p[0] == "nvml"], inputs=inputs)
+    )
+    assert facts["gpu.count"] == 1
+    assert facts["gpu.names"] == "NVIDIA A100-SXM4-80GB"
+    assert facts["gpu.capability"] == 8.0 and facts["gpu.total_bytes"] == 84990623744
+
+
+def test_nvml_driver_failure_means_no_gpu_with_the_reason() -> None:
+    inputs = ProbeInputs(environ={}, nvml=ReplayNvml(fail_init=True))
+    (fact,) = probe_environment(probes=[p for p in SLOW_PROBES if p[0] == "nvml"], inputs=inputs)
+    assert fact.key == "gpu.count" and fact.value == 0
+    assert "NVML Shared Library Not Found" in fact.source
+
+
+def test_cpuinfo_probe_reads_this_cpu() -> None:
+    facts = _facts(probe_environment(probes=[p for p in SLOW_PROBES if p[0] == "cpuinfo"]))
+    assert isinstance(facts["cpu.avx2"], bool) and isinstance(facts["cpu.avx512"], bool)
+
+
+def test_a_failing_probe_is_unknown_with_its_reason_and_the_rest_still_answer() -> None:
+    def broken(inputs: ProbeInputs) -> list[EnvFact]:
+        raise OSError("no /proc here")
+
+    facts = probe_environment(probes=[("broken", broken), *FAST_PROBES[:1]])
+    values = _facts(facts)
+    assert values["probe.broken"] == "unknown: OSError: no /proc here"
+    assert "python.version" in values
+
+
+def test_a_hanging_probe_costs_at_most_the_timeout() -> None:
+    release = threading.Event()
+
+    def hangs(inputs: ProbeInputs) -> list[EnvFact]:
+        release.wait(30)
+        return []
+
+    try:
+        facts = _facts(probe_environment(probes=[("hangs", hangs)], timeout_s=0.2))
+        assert facts == {"probe.hangs": "timed out after 0.2 s"}
+        assert any(t.name == "traindoctor-probe-hangs" for t in threading.enumerate())
+    finally:
+        release.set()
+        for thread in threading.enumerate():
+            if thread.name == "traindoctor-probe-hangs":
+                thread.join(5)

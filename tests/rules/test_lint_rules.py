@@ -1,0 +1,138 @@
+"""Model rules (issue 3) on built model facts: oversized-network, tensor-core-alignment,
+cpu-fallback-ops, autograd-in-inference and float64's static part."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from tests.builders import env, record, steps
+from traindoctor.model import ConcurrencyStat, LayerInfo, ModelInfo, Severity
+from traindoctor.rules import RuleContext
+from traindoctor.rules.autograd_in_inference import autograd_in_inference
+from traindoctor.rules.cpu_fallback_ops import cpu_fallback_ops
+from traindoctor.rules.float64 import float64
+from traindoctor.rules.oversized_network import oversized_network
+from traindoctor.rules.tensor_core_alignment import tensor_core_alignment
+
+
+def _dense(name: str, n_in: int, n_out: int) -> LayerInfo:
+    return LayerInfo(
+        name=name, kind="linear", params=n_in * n_out, in_features=n_in, out_features=n_out
+    )
+
+
+def _model(*layers: LayerInfo, **kw: object) -> ModelInfo:
+    fields: dict[str, object] = {
+        "model_id": 1,
+        "class_name": "Net",
+        "param_count": sum(x.params for x in layers),
+        "param_bytes": 4 * sum(x.params for x in layers),
+        "param_dtypes": ("torch.float32",),
+        "devices": ("cpu",),
+        "layers": layers,
+    }
+    fields.update(kw)
+    return ModelInfo(**fields)  # type: ignore[arg-type]
+
+
+def _ctx(*models: ModelInfo, **extra: object) -> RuleContext:
+    return RuleContext(record((), models=models, **extra))
+
+
+def test_small_model_is_within_every_limit() -> None:
+    ok = _model(_dense("fc1", 256, 1024), _dense("fc2", 1024, 10), input_shape=(64, 256))
+    assert oversized_network(_ctx(ok)) == []
+
+
+def test_oversized_dense_layer_classes_kernel_image_and_sequence() -> None:
+    m = _model(
+        LayerInfo(
+            name="stem",
+            kind="conv",
+            params=3 * 64 * 81,
+            in_features=3,
+            out_features=64,
+            kernel=(9, 9),
+        ),
+        _dense("hidden", 64, 4096),
+        _dense("classifier", 4096, 50_000),
+        input_shape=(8, 3, 1024, 768),
+        flops_per_sample=1.5e9,
+    )
+    (f,) = oversized_network(_ctx(m))
+    what = {e.metric: (e.value, e.threshold) for e in f.evidence}
+    assert what["conv kernel side (stem)"] == (9, 7)
+    assert what["dense units (hidden)"] == (4096, 2048)
+    assert what["output classes (classifier)"] == (50_000, 10_000)
+    assert what["input image side (input)"] == (1024, 600)
+    assert what["forward FLOPs per sample"] == (1_500_000_000, None)
+    assert "dense units (classifier)" not in what  # the output layer is judged as classes
+    assert "9x9 in stem" in f.explanation and "sampled or hierarchical softmax" in f.fix.summary
+    rnn = _model(
+        LayerInfo(
+            name="lstm",
+            kind="lstm",
+            params=1,
+            in_features=8,
+            out_features=2048,
+            num_layers=12,
+            batch_first=False,
+        ),
+        input_shape=(900, 4, 8),
+    )
+    (g,) = oversized_network(_ctx(rnn))
+    metrics = {e.metric for e in g.evidence}
+    assert {"recurrent layers (model)", "LSTM units (lstm)", "sequence length (input)"} <= metrics
+
+
+def test_tensor_core_alignment_only_for_half_precision_on_cuda() -> None:
+    layers = (_dense("proj", 1002, 1000), _dense("head", 1000, 16))
+    half = _model(*layers, param_dtypes=("torch.float16",), devices=("cuda",))
+    (f,) = tensor_core_alignment(_ctx(half))
+    assert f.severity is Severity.WARNING and "proj (1002->1000)" in f.explanation
+    assert tensor_core_alignment(_ctx(_model(*layers, devices=("cuda",)))) == []
+    assert tensor_core_alignment(_ctx(_model(*layers, param_dtypes=("torch.float16",)))) == []
+
+
+def test_cpu_fallback_ops_split_model() -> None:
+    (f,) = cpu_fallback_ops(_ctx(_model(devices=("cpu", "cuda"))))
+    assert "split between the CPU and cuda" in f.title
+    assert cpu_fallback_ops(_ctx(_model(devices=("cuda",)))) == []
+
+
+def _stats(calls: int, grad: int, train: int) -> ConcurrencyStat:
+    return ConcurrencyStat(
+        model_id=1,
+        class_name="Net",
+        calls=calls,
+        threads=1,
+        max_concurrent=1,
+        concurrent_calls=0,
+        grad_calls=grad,
+        train_mode_calls=train,
+    )
+
+
+def test_autograd_in_inference_grad_and_train_mode() -> None:
+    s = [
+        dataclasses.replace(step, boundary="model")
+        for step in steps(50, phases_ms={"forward": 10, "other": 1})
+    ]
+    model = _model(kinds={"dropout": 2, "linear": 3})
+    (f,) = autograd_in_inference(
+        RuleContext(record(s, models=(model,), concurrency=(_stats(50, 50, 50),)))
+    )
+    assert "autograd on and train mode on" in f.title and f.speedup.factor > 1.0
+    ok = RuleContext(record(s, models=(model,), concurrency=(_stats(50, 0, 0),)))
+    assert autograd_in_inference(ok) == []
+    # Training (optimizer steps) is not inference.
+    train = steps(50, phases_ms={"forward": 10, "backward": 10})
+    busy = RuleContext(record(train, models=(model,), concurrency=(_stats(50, 50, 50),)))
+    assert autograd_in_inference(busy) == []
+
+
+def test_float64_default_dtype_and_buffers_without_steps() -> None:
+    (f,) = float64(_ctx(_model(), facts=env(torch__default_dtype="torch.float64")))
+    assert "default dtype" in f.explanation and f.speedup.factor == 2.0
+    (g,) = float64(_ctx(_model(buffer_dtypes=("torch.float64",))))
+    assert "buffers of Net" in g.explanation
