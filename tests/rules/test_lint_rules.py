@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import dataclasses
 
+import pytest
+
 from tests.builders import env, record, steps
 from traindoctor.model import ConcurrencyStat, LayerInfo, ModelInfo, Severity
 from traindoctor.rules import RuleContext
@@ -136,3 +138,18 @@ def test_float64_default_dtype_and_buffers_without_steps() -> None:
     assert "default dtype" in f.explanation and f.speedup.factor == 2.0
     (g,) = float64(_ctx(_model(buffer_dtypes=("torch.float64",))))
     assert "buffers of Net" in g.explanation
+
+
+def test_cpu_fallback_ops_syncs_inside_steps_and_mps_fallbacks() -> None:
+    s = steps(40, phases_ms={"forward": 20, "backward": 40, "sync": 15, "optimizer": 5})
+    gpu = _model(devices=("cuda",))
+    (f,) = cpu_fallback_ops(RuleContext(record(s, models=(gpu,))))
+    assert (
+        f.severity is Severity.WARNING and f.title == "Device-to-host reads take 19% of each step"
+    )
+    assert f.speedup.factor == pytest.approx(1 / (1 - 15 / 80))
+    calm = steps(40, phases_ms={"forward": 20, "backward": 40, "sync": 1})
+    assert cpu_fallback_ops(RuleContext(record(calm, models=(gpu,)))) == []
+    facts = env(torch__mps_fallback_ops="aten::sgn.out")
+    (mps,) = cpu_fallback_ops(_ctx(_model(devices=("mps",)), facts=facts))
+    assert "aten::sgn.out" in mps.explanation

@@ -28,6 +28,14 @@ _DATA_WAIT = Phase.DATA_WAIT.value
 _BACKWARD = Phase.BACKWARD.value
 _OPTIMIZER = Phase.OPTIMIZER.value
 _CHECKPOINT = Phase.CHECKPOINT.value
+_SYNC = Phase.SYNC.value
+#: Tensor methods that copy a device tensor to the host and so wait for the device: inside a
+#: step each one is a synchronisation (the ``sync`` phase). Patched only on GPU/MPS machines.
+SYNC_METHODS = ("item", "tolist", "cpu")
+#: The start of the warning torch's MPS backend gives for an op it runs on the CPU instead
+#: (with PYTORCH_ENABLE_MPS_FALLBACK=1), from aten/src/ATen/mps/MPSFallback.mm.
+MPS_FALLBACK_WARNING = "The operator '"
+MPS_FALLBACK_MARK = "fall back to run on the CPU"
 
 #: Batches whose dtypes are looked at (the first few are enough: a loader yields one dtype).
 DTYPE_CHECKS = 4
@@ -42,6 +50,8 @@ class TorchSink(Protocol):
     """``id(model) -> model`` until the monitor inspected it, then ``None``."""
     loaders: dict[int, LoaderInfo]
     batch_dtypes: list[str]
+    fallback_ops: list[str]
+    """Ops the MPS backend ran on the CPU (from its fallback warnings)."""
     model_inputs: dict[int, tuple[tuple[int, ...], str | None]]
     """``id(model) -> (shape, dtype)`` of the first tensor of its first call."""
 
@@ -112,8 +122,13 @@ class TorchPatches:
         """Whether the patches are in place."""
         return bool(self._undo)
 
-    def install(self) -> None:
-        """Install every patch (torch must be importable)."""
+    def install(self, *, accelerator: bool | None = None) -> None:
+        """Install every patch (torch must be importable).
+
+        Args:
+            accelerator: also time device-to-host synchronisations and catch MPS fallback
+                warnings (default: when CUDA or MPS is available; a CPU job pays nothing).
+        """
         if self._undo:
             return
         import torch
@@ -134,6 +149,16 @@ class TorchPatches:
             _phase_wrapper(torch.autograd.backward, _BACKWARD, append, clock),
         )
         self._patch(torch, "save", _phase_wrapper(torch.save, _CHECKPOINT, append, clock))
+        if accelerator is None:
+            mps = getattr(torch.backends, "mps", None)
+            accelerator = bool(torch.cuda.is_available()) or bool(
+                mps is not None and mps.is_available()
+            )
+        if accelerator:
+            for name in SYNC_METHODS:
+                original = getattr(torch.Tensor, name)
+                self._patch(torch.Tensor, name, _sync_wrapper(original, append, clock))
+            self._catch_fallback_warnings()
 
         def pre_hook(optimizer: object, args: object, kwargs: object) -> None:
             append((clock(), ENTER, _OPTIMIZER, get_ident()))
@@ -150,6 +175,22 @@ class TorchPatches:
         """Put every original back, in reverse order."""
         while self._undo:
             self._undo.pop()()
+
+    def _catch_fallback_warnings(self) -> None:
+        import warnings
+
+        original = warnings.showwarning
+        ops = self._sink.fallback_ops
+
+        def showwarning(message: Any, category: Any, *args: Any, **kwargs: Any) -> None:
+            text = str(message)
+            if text.startswith(MPS_FALLBACK_WARNING) and MPS_FALLBACK_MARK in text:
+                op = text[len(MPS_FALLBACK_WARNING) :].split("'", 1)[0]
+                if op not in ops:
+                    ops.append(op)
+            original(message, category, *args, **kwargs)
+
+        self._patch(warnings, "showwarning", showwarning)
 
     def _patch(self, owner: Any, name: str, wrapper: Any) -> None:
         original = owner.__dict__[name] if name in vars(owner) else getattr(owner, name)
@@ -219,6 +260,28 @@ class TorchPatches:
                 busy.discard(tid)
 
         return __call__
+
+
+def _sync_wrapper(
+    original: Callable[..., Any], append: Callable[[Event], None], clock: Callable[[], int]
+) -> Callable[..., Any]:
+    """Time ``tensor.item()``-like calls as ``sync`` when the tensor is on a device."""
+    get_ident = threading.get_ident
+
+    def wrapper(tensor: Any, *args: Any, **kwargs: Any) -> Any:
+        if tensor.device.type == "cpu":
+            return original(tensor, *args, **kwargs)
+        tid = get_ident()
+        append((clock(), ENTER, _SYNC, tid))
+        try:
+            return original(tensor, *args, **kwargs)
+        finally:
+            append((clock(), EXIT, None, tid))
+
+    wrapper.__wrapped__ = original  # type: ignore[attr-defined]
+    wrapper.__name__ = getattr(original, "__name__", "wrapper")
+    wrapper.__doc__ = original.__doc__
+    return wrapper
 
 
 def _phase_wrapper(

@@ -76,6 +76,7 @@ class Monitor:
         loaders: Mapping[int, LoaderInfo],
         batch_dtypes: Sequence[str],
         model_inputs: Mapping[int, tuple[tuple[int, ...], str | None]],
+        fallback_ops: Sequence[str] = (),
         environ: Mapping[str, str],
         interval_ns: int,
         flush_every_ns: int,
@@ -94,6 +95,7 @@ class Monitor:
         self._loader_ids: set[int] = set()
         self._batch_dtypes = batch_dtypes
         self._model_inputs = model_inputs
+        self._fallback_ops = fallback_ops
         self._environ = environ
         self._interval_s = interval_ns / 1e9
         self._flush_every = flush_every_ns
@@ -231,6 +233,14 @@ class Monitor:
             slow = list(self._slow_facts) or [
                 EnvFact(key="probe.slow", value="unknown: not finished before the end")
             ]
+            if self._fallback_ops:
+                slow.append(
+                    EnvFact(
+                        key="torch.mps_fallback_ops",
+                        value=", ".join(self._fallback_ops),
+                        source="MPS fallback warnings",
+                    )
+                )
             self.collected.env.extend(slow)
             self._queue("env", slow)
 

@@ -1,22 +1,28 @@
 """cpu-fallback-ops: a GPU job that leaves part of its work on the CPU.
 
-Detects (static part): a model whose parameters or buffers are split between the CPU and an
-accelerator (every step copies them across, or runs those layers on the CPU); batches that
-stay on the CPU while the model is on the GPU is the input pipeline's copy (the ``h2d``
-phase). Counting ``.item()``/``.cpu()`` synchronisations per step and MPS fallback warnings
-at run time is not done yet.
-Evidence: the model's devices and which dtypes live where.
-Fix: move the whole model (``model.to(device)``) and register tensors as buffers.
+Detects: a model whose parameters or buffers are split between the CPU and an accelerator
+(every step copies them across, or runs those layers on the CPU); on GPU/MPS jobs, time in
+``.item()`` / ``.tolist()`` / ``.cpu()`` of device tensors inside steps (the ``sync`` phase:
+each waits for the device to finish); ops the MPS backend ran on the CPU (its fallback
+warnings).
+Evidence: the model's devices, the sync share of step time, the fallback ops.
+Fix: move the whole model (``model.to(device)``), keep metrics on the device and read them
+every N steps, implement or avoid the fallback ops.
 """
 
 from __future__ import annotations
 
-from traindoctor.model import Evidence, Finding, Fix, Severity, Speedup
+from traindoctor.model import Evidence, Finding, Fix, Phase, Severity, Speedup
 from traindoctor.rules._facts import GPU_DEVICES
-from traindoctor.rules.context import RuleContext
+from traindoctor.rules.context import RuleContext, speedup_if_removed
 from traindoctor.rules.registry import rule
 
-__all__ = ["cpu_fallback_ops"]
+__all__ = ["SYNC_CRITICAL", "SYNC_WARNING", "cpu_fallback_ops"]
+
+#: Share of step time the host waits in device-to-host reads: XProf's bands for time the
+#: device waits on the host (5% warning, 20% critical), which is what these waits cause.
+SYNC_WARNING = 0.05
+SYNC_CRITICAL = 0.20
 
 
 @rule(
@@ -26,7 +32,19 @@ __all__ = ["cpu_fallback_ops"]
     scope="model",
 )
 def cpu_fallback_ops(ctx: RuleContext) -> list[Finding]:
-    """Flag models whose parameters/buffers are split between CPU and an accelerator."""
+    """Flag split models, device-to-host syncs inside steps and MPS CPU fallbacks."""
+    findings = _split(ctx)
+    if ctx.record.steps:
+        sync = ctx.share(Phase.SYNC)
+        if sync >= SYNC_WARNING:
+            findings.append(_syncs(sync))
+    fallback = ctx.record.env_value("torch.mps_fallback_ops")
+    if isinstance(fallback, str) and fallback:
+        findings.append(_mps(fallback))
+    return findings
+
+
+def _split(ctx: RuleContext) -> list[Finding]:
     findings = []
     for model in ctx.record.models:
         devices = set(model.devices)
@@ -61,3 +79,54 @@ def cpu_fallback_ops(ctx: RuleContext) -> list[Finding]:
             )
         )
     return findings
+
+
+def _syncs(share: float) -> Finding:
+    return Finding(
+        rule="cpu-fallback-ops",
+        severity=Severity.CRITICAL if share >= SYNC_CRITICAL else Severity.WARNING,
+        title=f"Device-to-host reads take {share:.0%} of each step",
+        explanation=(
+            ".item(), .tolist() and .cpu() on device tensors inside the loop wait for every "
+            "queued kernel to finish before the host can go on: the GPU idles while the next "
+            "work is prepared."
+        ),
+        evidence=(
+            Evidence(
+                metric="sync share of step time",
+                value=round(share, 4),
+                unit="share",
+                threshold=SYNC_WARNING if share < SYNC_CRITICAL else SYNC_CRITICAL,
+                source="timed .item()/.tolist()/.cpu() of device tensors",
+            ),
+        ),
+        speedup=Speedup(
+            factor=speedup_if_removed(share),
+            method="the waiting removed (an upper bound: some of it is the device's own work)",
+        ),
+        fix=Fix(
+            summary="Accumulate losses and metrics on the device (total += loss.detach()) and "
+            "read them every N steps; avoid data-dependent Python control flow on tensors.",
+            snippet=(
+                "running = running + loss.detach()\nif step % 100 == 0:\n    print(running.item())"
+            ),
+        ),
+    )
+
+
+def _mps(ops: str) -> Finding:
+    return Finding(
+        rule="cpu-fallback-ops",
+        severity=Severity.WARNING,
+        title="Ops fall back from MPS to the CPU",
+        explanation=(
+            f"The MPS backend does not implement {ops}; with PYTORCH_ENABLE_MPS_FALLBACK=1 "
+            "they run on the CPU, copying their inputs and outputs across every call."
+        ),
+        evidence=(Evidence(metric="ops run on the CPU", value=ops, source="MPS warnings"),),
+        speedup=Speedup(factor=1.0, method="not estimated: depends on the ops' share"),
+        fix=Fix(
+            summary="Replace those ops with ones MPS implements, move them out of the step, "
+            "or update torch (MPS coverage grows with each release)."
+        ),
+    )

@@ -1,0 +1,84 @@
+"""The patches a GPU/MPS job gets: device-to-host syncs timed as ``sync``, MPS fallbacks caught.
+
+This machine has no GPU, so the device path is driven with torch's ``meta`` device (a real
+non-CPU device type whose copies to the host fail) and the MPS warning with the exact text
+torch's MPSFallback.mm emits (as quoted in pytorch/pytorch#106594).
+"""
+
+from __future__ import annotations
+
+import time
+import warnings
+from collections import deque
+from typing import Any
+
+import pytest
+import torch
+
+from traindoctor.collect.autoinstrument import TorchPatches
+from traindoctor.collect.events import ENTER, EXIT, Event
+from traindoctor.model import LoaderInfo
+
+MPS_WARNING = (
+    "The operator 'aten::sgn.out' is not currently supported on the MPS backend and will fall "
+    "back to run on the CPU. This may have performance implications."
+)
+
+
+class Sink:
+    def __init__(self) -> None:
+        self.events: deque[Event] = deque()
+        self.clock = time.perf_counter_ns
+        self.models: dict[int, Any] = {}
+        self.loaders: dict[int, LoaderInfo] = {}
+        self.batch_dtypes: list[str] = []
+        self.model_inputs: dict[int, tuple[tuple[int, ...], str | None]] = {}
+        self.fallback_ops: list[str] = []
+
+
+def test_cpu_machines_get_no_sync_patches() -> None:
+    sink = Sink()
+    patches = TorchPatches(sink)
+    original = torch.Tensor.item
+    patches.install()  # auto: no CUDA, no MPS here
+    try:
+        assert torch.Tensor.item is original
+    finally:
+        patches.uninstall()
+
+
+def test_device_reads_are_timed_as_sync_and_cpu_reads_are_not() -> None:
+    sink = Sink()
+    patches = TorchPatches(sink)
+    patches.install(accelerator=True)
+    try:
+        assert torch.ones(2).sum().item() == 2.0
+        assert torch.ones(2).tolist() == [1.0, 1.0]
+        assert not sink.events  # CPU tensors: no wait on a device
+        with pytest.raises(RuntimeError, match="meta tensor"):
+            torch.ones(2, device="meta").cpu()
+    finally:
+        patches.uninstall()
+    codes = [(code, arg) for _, code, arg, _ in sink.events]
+    assert codes == [(ENTER, "sync"), (EXIT, None)]  # closed even when the read fails
+    assert torch.Tensor.cpu.__name__ == "cpu" and not hasattr(torch.Tensor.cpu, "__wrapped__")
+
+
+def test_mps_fallback_warnings_name_the_ops_and_still_show() -> None:
+    sink = Sink()
+    patches = TorchPatches(sink)
+    shown: list[str] = []
+    original = warnings.showwarning
+    warnings.showwarning = lambda message, *a, **k: shown.append(str(message))  # type: ignore[assignment]
+    try:
+        patches.install(accelerator=True)
+        with warnings.catch_warnings():
+            warnings.simplefilter("always")
+            warnings.warn(MPS_WARNING, UserWarning, stacklevel=1)
+            warnings.warn(MPS_WARNING, UserWarning, stacklevel=1)
+            warnings.warn("something else", UserWarning, stacklevel=1)
+        patches.uninstall()
+    finally:
+        warnings.showwarning = original  # type: ignore[assignment]
+    assert sink.fallback_ops == ["aten::sgn.out"]
+    assert shown == [MPS_WARNING, MPS_WARNING, "something else"]
