@@ -16,6 +16,7 @@ from typing import Any
 
 from traindoctor.collect.environment import (
     FAST_PROBES,
+    PROBE_TIMEOUT_S,
     SLOW_PROBES,
     ProbeInputs,
     import_torch,
@@ -67,7 +68,7 @@ def checkup(
     inputs = inputs or ProbeInputs(environ=environ, import_torch=False)
     if readers is None:
         readers = [PsutilReader(top_others_every_ns=0)]
-        nvml = NvmlReader.open(inputs.nvml)
+        nvml = _open_nvml(inputs.nvml)
         if nvml is not None:
             readers.append(nvml)
     slow: list[EnvFact] = []
@@ -141,6 +142,17 @@ def lint(model: Any, example_input: Any = None) -> list[Finding]:
     )
     findings, _ = run_rules(RuleContext(record), scopes=("model",))
     return findings
+
+
+def _open_nvml(module: Any) -> NvmlReader | None:
+    """NvmlReader.open, abandoned after the probe timeout (a wedged driver can hang it)."""
+    opened: list[NvmlReader | None] = []
+    thread = threading.Thread(
+        target=lambda: opened.append(NvmlReader.open(module)), name="traindoctor-nvml", daemon=True
+    )
+    thread.start()
+    thread.join(PROBE_TIMEOUT_S)
+    return opened[0] if opened else None
 
 
 def _sample(readers: list[Reader], t_ns: int) -> list[SystemSample | GpuSample]:

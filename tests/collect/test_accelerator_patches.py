@@ -34,6 +34,7 @@ class Sink:
         self.batch_dtypes: list[str] = []
         self.model_inputs: dict[int, tuple[tuple[int, ...], str | None]] = {}
         self.fallback_ops: list[str] = []
+        self.h2d_in_forward: list[int] = [0]
 
 
 def test_cpu_machines_get_no_sync_patches() -> None:
@@ -82,3 +83,29 @@ def test_mps_fallback_warnings_name_the_ops_and_still_show() -> None:
         warnings.showwarning = original  # type: ignore[assignment]
     assert sink.fallback_ops == ["aten::sgn.out"]
     assert shown == [MPS_WARNING, MPS_WARNING, "something else"]
+
+
+class MakesMask(torch.nn.Module):
+    """Builds a tensor on the CPU in forward and moves it to the input's device each call."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        mask = torch.ones(x.shape[-1]).to(x.device)
+        return x * mask
+
+
+def test_host_to_device_copies_are_timed_and_counted_inside_forward() -> None:
+    sink = Sink()
+    patches = TorchPatches(sink)
+    patches.install(accelerator=True)
+    try:
+        batch = torch.ones(2, 3).to("meta")  # a batch moved by the loop: h2d, not in forward
+        assert batch.device.type == "meta"
+        torch.ones(2).to(torch.float64)  # a dtype change is no copy to a device
+        model = MakesMask()
+        model(batch)
+        model(batch)
+    finally:
+        patches.uninstall()
+    h2d = [e for e in sink.events if e[1] == ENTER and e[2] == "h2d"]
+    assert len(h2d) == 3
+    assert sink.h2d_in_forward == [2]

@@ -153,3 +153,13 @@ def test_cpu_fallback_ops_syncs_inside_steps_and_mps_fallbacks() -> None:
     facts = env(torch__mps_fallback_ops="aten::sgn.out")
     (mps,) = cpu_fallback_ops(_ctx(_model(devices=("mps",)), facts=facts))
     assert "aten::sgn.out" in mps.explanation
+
+
+def test_cpu_fallback_ops_tensors_built_on_cpu_inside_forward() -> None:
+    s = steps(40, phases_ms={"forward": 20, "h2d": 4, "backward": 40})
+    gpu = _model(devices=("cuda",))
+    moved = env(torch__h2d_in_forward=80)
+    (f,) = cpu_fallback_ops(RuleContext(record(s, models=(gpu,), facts=moved)))
+    assert f.title.startswith("2.0 tensors a step")
+    once = env(torch__h2d_in_forward=3)
+    assert cpu_fallback_ops(RuleContext(record(s, models=(gpu,), facts=once))) == []

@@ -29,6 +29,7 @@ _BACKWARD = Phase.BACKWARD.value
 _OPTIMIZER = Phase.OPTIMIZER.value
 _CHECKPOINT = Phase.CHECKPOINT.value
 _SYNC = Phase.SYNC.value
+_H2D = Phase.H2D.value
 #: Tensor methods that copy a device tensor to the host and so wait for the device: inside a
 #: step each one is a synchronisation (the ``sync`` phase). Patched only on GPU/MPS machines.
 SYNC_METHODS = ("item", "tolist", "cpu")
@@ -52,6 +53,8 @@ class TorchSink(Protocol):
     batch_dtypes: list[str]
     fallback_ops: list[str]
     """Ops the MPS backend ran on the CPU (from its fallback warnings)."""
+    h2d_in_forward: list[int]
+    """``[n]``: host-to-device copies made inside the model's forward."""
     model_inputs: dict[int, tuple[tuple[int, ...], str | None]]
     """``id(model) -> (shape, dtype)`` of the first tensor of its first call."""
 
@@ -116,6 +119,8 @@ class TorchPatches:
     def __init__(self, sink: TorchSink) -> None:
         self._sink = sink
         self._undo: list[Callable[[], None]] = []
+        self._in_forward: set[int] = set()
+        """Threads inside an outermost model call."""
 
     @property
     def installed(self) -> bool:
@@ -158,6 +163,9 @@ class TorchPatches:
             for name in SYNC_METHODS:
                 original = getattr(torch.Tensor, name)
                 self._patch(torch.Tensor, name, _sync_wrapper(original, append, clock))
+            for name in ("to", "cuda"):
+                original = getattr(torch.Tensor, name)
+                self._patch(torch.Tensor, name, self._h2d_wrapper(torch, original, name))
             self._catch_fallback_warnings()
 
         def pre_hook(optimizer: object, args: object, kwargs: object) -> None:
@@ -175,6 +183,44 @@ class TorchPatches:
         """Put every original back, in reverse order."""
         while self._undo:
             self._undo.pop()()
+
+    def _h2d_wrapper(self, torch: Any, original: Callable[..., Any], name: str) -> Any:
+        """Time host-to-device copies as ``h2d``; count those made inside the model's forward
+        (tensors created on the CPU and moved at every call)."""
+        sink = self._sink
+        append = sink.events.append
+        clock = sink.clock
+        in_forward = self._in_forward
+        get_ident = threading.get_ident
+        device_type = torch.device
+
+        def moves(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+            if name == "cuda":
+                return True
+            target = kwargs.get("device", args[0] if args else None)
+            if isinstance(target, str):
+                return not target.startswith("cpu")
+            if isinstance(target, device_type):
+                return bool(target.type != "cpu")
+            device = getattr(target, "device", None)  # .to(other_tensor)
+            return device is not None and bool(device.type != "cpu")
+
+        def wrapper(tensor: Any, *args: Any, **kwargs: Any) -> Any:
+            if tensor.device.type != "cpu" or not moves(args, kwargs):
+                return original(tensor, *args, **kwargs)
+            tid = get_ident()
+            if tid in in_forward:
+                sink.h2d_in_forward[0] += 1
+            append((clock(), ENTER, _H2D, tid))
+            try:
+                return original(tensor, *args, **kwargs)
+            finally:
+                append((clock(), EXIT, None, tid))
+
+        wrapper.__wrapped__ = original  # type: ignore[attr-defined]
+        wrapper.__name__ = name
+        wrapper.__doc__ = original.__doc__
+        return wrapper
 
     def _catch_fallback_warnings(self) -> None:
         import warnings
@@ -236,7 +282,7 @@ class TorchPatches:
         append = sink.events.append
         clock = sink.clock
         models = sink.models
-        busy: set[int] = set()
+        busy = self._in_forward
         get_ident = threading.get_ident
         inputs = sink.model_inputs
         import torch

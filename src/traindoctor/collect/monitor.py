@@ -77,6 +77,7 @@ class Monitor:
         batch_dtypes: Sequence[str],
         model_inputs: Mapping[int, tuple[tuple[int, ...], str | None]],
         fallback_ops: Sequence[str] = (),
+        h2d_in_forward: Sequence[int] = (0,),
         environ: Mapping[str, str],
         interval_ns: int,
         flush_every_ns: int,
@@ -96,6 +97,7 @@ class Monitor:
         self._batch_dtypes = batch_dtypes
         self._model_inputs = model_inputs
         self._fallback_ops = fallback_ops
+        self._h2d_in_forward = h2d_in_forward
         self._environ = environ
         self._interval_s = interval_ns / 1e9
         self._flush_every = flush_every_ns
@@ -233,6 +235,14 @@ class Monitor:
             slow = list(self._slow_facts) or [
                 EnvFact(key="probe.slow", value="unknown: not finished before the end")
             ]
+            if self._h2d_in_forward[0]:
+                slow.append(
+                    EnvFact(
+                        key="torch.h2d_in_forward",
+                        value=self._h2d_in_forward[0],
+                        source="host-to-device copies inside the model's forward",
+                    )
+                )
             if self._fallback_ops:
                 slow.append(
                     EnvFact(

@@ -122,6 +122,7 @@ class Session:
         self.batch_dtypes: list[str] = []
         self.model_inputs: dict[int, tuple[tuple[int, ...], str | None]] = {}
         self.fallback_ops: list[str] = []
+        self.h2d_in_forward: list[int] = [0]
         self.out_dir = (Path(out_dir) if out_dir else default_run_dir()) if record else None
         self.record: RunRecord | None = None
         self._command = tuple(command)
@@ -211,6 +212,7 @@ class Session:
             batch_dtypes=self.batch_dtypes,
             model_inputs=self.model_inputs,
             fallback_ops=self.fallback_ops,
+            h2d_in_forward=self.h2d_in_forward,
             environ=self._environ,
             interval_ns=int(self._interval_s * 1e9),
             flush_every_ns=int(self._flush_every_s * 1e9),

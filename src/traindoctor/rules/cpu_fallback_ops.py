@@ -1,7 +1,8 @@
 """cpu-fallback-ops: a GPU job that leaves part of its work on the CPU.
 
 Detects: a model whose parameters or buffers are split between the CPU and an accelerator
-(every step copies them across, or runs those layers on the CPU); on GPU/MPS jobs, time in
+(every step copies them across, or runs those layers on the CPU); on GPU/MPS jobs, tensors
+created on the CPU and copied to the device inside the model's forward at every step; time in
 ``.item()`` / ``.tolist()`` / ``.cpu()`` of device tensors inside steps (the ``sync`` phase:
 each waits for the device to finish); ops the MPS backend ran on the CPU (its fallback
 warnings).
@@ -17,12 +18,15 @@ from traindoctor.rules._facts import GPU_DEVICES
 from traindoctor.rules.context import RuleContext, speedup_if_removed
 from traindoctor.rules.registry import rule
 
-__all__ = ["SYNC_CRITICAL", "SYNC_WARNING", "cpu_fallback_ops"]
+__all__ = ["MOVES_PER_STEP", "SYNC_CRITICAL", "SYNC_WARNING", "cpu_fallback_ops"]
 
 #: Share of step time the host waits in device-to-host reads: XProf's bands for time the
 #: device waits on the host (5% warning, 20% critical), which is what these waits cause.
 SYNC_WARNING = 0.05
 SYNC_CRITICAL = 0.20
+#: Host-to-device copies made inside the model's forward, per step, from which a GPU job is
+#: flagged: one per step means a tensor is rebuilt on the CPU at every call.
+MOVES_PER_STEP = 1.0
 
 
 @rule(
@@ -38,6 +42,11 @@ def cpu_fallback_ops(ctx: RuleContext) -> list[Finding]:
         sync = ctx.share(Phase.SYNC)
         if sync >= SYNC_WARNING:
             findings.append(_syncs(sync))
+    moved = ctx.record.env_value("torch.h2d_in_forward")
+    if isinstance(moved, int) and ctx.record.steps:
+        per_step = moved / len(ctx.record.steps)
+        if per_step >= MOVES_PER_STEP:
+            findings.append(_moves(per_step, ctx.share(Phase.H2D)))
     fallback = ctx.record.env_value("torch.mps_fallback_ops")
     if isinstance(fallback, str) and fallback:
         findings.append(_mps(fallback))
@@ -128,5 +137,37 @@ def _mps(ops: str) -> Finding:
         fix=Fix(
             summary="Replace those ops with ones MPS implements, move them out of the step, "
             "or update torch (MPS coverage grows with each release)."
+        ),
+    )
+
+
+def _moves(per_step: float, h2d_share: float) -> Finding:
+    return Finding(
+        rule="cpu-fallback-ops",
+        severity=Severity.WARNING,
+        title=f"{per_step:.1f} tensors a step are built on the CPU inside forward and copied",
+        explanation=(
+            "The model's forward creates tensors on the CPU (torch.tensor(...), arange, masks) "
+            "and moves them to the device at every call: each copy is a host-to-device "
+            "transfer on the critical path, often with a synchronisation."
+        ),
+        evidence=(
+            Evidence(
+                metric="copies inside forward per step",
+                value=round(per_step, 2),
+                threshold=MOVES_PER_STEP,
+                source="Tensor.to/.cuda inside the outermost model call",
+            ),
+            Evidence(
+                metric="host-to-device share of step time", value=round(h2d_share, 4), unit="share"
+            ),
+        ),
+        speedup=Speedup(
+            factor=speedup_if_removed(h2d_share),
+            method="all host-to-device time removed (an upper bound: batches still move)",
+        ),
+        fix=Fix(
+            summary="Create such tensors on the device (torch.arange(n, device=x.device)) or "
+            "once in __init__ with self.register_buffer(...)."
         ),
     )
