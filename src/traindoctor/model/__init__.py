@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from traindoctor.model.experiments import BoundVerdict, Throughput
 from traindoctor.model.findings import (
     Check,
     Checkup,
@@ -36,6 +37,7 @@ from traindoctor.model.schema import SCHEMA_VERSION, SchemaError, from_jsonable,
 
 __all__ = [
     "SCHEMA_VERSION",
+    "BoundVerdict",
     "Check",
     "Checkup",
     "ConcurrencyStat",
@@ -63,6 +65,7 @@ __all__ = [
     "StepTiming",
     "Summary",
     "SystemSample",
+    "Throughput",
     "from_jsonable",
     "to_jsonable",
 ]

@@ -1,0 +1,19 @@
+"""Measured what-ifs with the job's own objects: data-only and compute-only throughput, and
+the verdict they give (input-bound or compute-bound, and the ceiling).
+
+torch is imported lazily. Every experiment leaves the objects it touched as it found them
+(weights, buffers, gradients, train/eval mode, RNG state): a job that runs them ends with the
+same weights as one that does not.
+"""
+
+from __future__ import annotations
+
+from traindoctor.experiments.throughput import (
+    BOUND_MARGIN,
+    compute_only,
+    data_only,
+    verdict,
+)
+from traindoctor.model import BoundVerdict, Throughput
+
+__all__ = ["BOUND_MARGIN", "BoundVerdict", "Throughput", "compute_only", "data_only", "verdict"]

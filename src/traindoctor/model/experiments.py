@@ -1,0 +1,52 @@
+"""What experiments measure: throughputs of the job's own parts, and the verdict they give."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["BoundVerdict", "Throughput"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Throughput:
+    """One timed experiment: how fast a part of the job runs on its own."""
+
+    name: str
+    """``data-only`` (the DataLoader alone) or ``compute-only`` (forward + backward alone)."""
+    batches: int
+    samples: int | None
+    seconds: float
+    warmup_batches: int = 0
+    """Batches run before timing (worker start-up, first-call allocation), not counted."""
+    stopped_by_budget: bool = False
+    note: str = ""
+
+    @property
+    def batches_per_sec(self) -> float:
+        """Batches a second (0 when nothing was timed)."""
+        return self.batches / self.seconds if self.seconds > 0 else 0.0
+
+    @property
+    def samples_per_sec(self) -> float | None:
+        """Samples a second, when batch sizes were known."""
+        if self.samples is None or self.seconds <= 0:
+            return None
+        return self.samples / self.seconds
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BoundVerdict:
+    """Input-bound or compute-bound, from a data-only and a compute-only measurement."""
+
+    data: Throughput
+    compute: Throughput
+    bound: str
+    """``input``, ``compute`` or ``balanced`` (within the margin of each other)."""
+    ceiling_per_sec: float
+    """The slower of the two (samples/s when known for both, else batches/s): what the job
+    could reach if nothing else cost time."""
+    unit: str
+    """``samples/s`` or ``batches/s``."""
+    achieved_per_sec: float | None = None
+    """What the job reached in its own steps, in the same unit, when known."""
+    margin: float = 0.0
