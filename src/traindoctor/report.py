@@ -1,17 +1,29 @@
-"""Build the report of a run: summary, ranked findings, skipped rules."""
+"""Build the report of a run: summary, ranked findings (with measurements), skipped rules."""
 
 from __future__ import annotations
 
-from traindoctor.model import SCHEMA_VERSION, Report, RunRecord
-from traindoctor.rules import RuleContext, run_rules
+import dataclasses
 
-__all__ = ["build_report"]
+from traindoctor.model import (
+    SCHEMA_VERSION,
+    BoundVerdict,
+    Finding,
+    Measurement,
+    Report,
+    RunRecord,
+    Severity,
+    Summary,
+)
+from traindoctor.rules import RuleContext, rank, run_rules
+
+__all__ = ["attach_measurements", "build_report"]
 
 
 def build_report(record: RunRecord) -> Report:
     """Run every rule on ``record`` and return the report (findings ranked)."""
     ctx = RuleContext(record)
     findings, skipped = run_rules(ctx)
+    findings = attach_measurements(findings, record.experiments, ctx.summary)
     warnings = list(record.warnings)
     warnings += [f"traindoctor: {n.message}" for n in record.notices]
     if not record.steps:
@@ -27,4 +39,60 @@ def build_report(record: RunRecord) -> Report:
         warnings=tuple(warnings),
         end_status=None if record.end is None else record.end.status,
         exit_code=None if record.end is None else record.end.exit_code,
+        experiments=tuple(_with_achieved(v, ctx.summary) for v in record.experiments),
     )
+
+
+def attach_measurements(
+    findings: list[Finding], experiments: tuple[BoundVerdict, ...], summary: Summary
+) -> list[Finding]:
+    """Give ``input-bound`` the measured ceiling, or downgrade it when the measurement shows
+    the loader is not what limits the job; re-rank."""
+    if not experiments:
+        return findings
+    v = _with_achieved(experiments[-1], summary)
+    achieved = v.achieved_per_sec
+    compute = _rate(v, "compute")
+    data = _rate(v, "data")
+    out = []
+    for original in findings:
+        finding = original
+        if finding.rule == "input-bound" and achieved:
+            measured = (
+                f"data-only {data:,.0f} {v.unit}, compute-only (forward + backward) "
+                f"{compute:,.0f} {v.unit}, the job {achieved:,.0f} {v.unit}"
+            )
+            if v.bound == "input":
+                finding = dataclasses.replace(
+                    finding,
+                    measurement=Measurement(
+                        factor=max(1.0, compute / achieved),
+                        method=f"measured ceiling with the input out of the way: {measured}",
+                    ),
+                )
+            else:
+                finding = dataclasses.replace(
+                    finding,
+                    severity=Severity.INFO,
+                    explanation=finding.explanation
+                    + f" Measured: the loader alone is not the limit ({measured}); the "
+                    "waits come from how batches are handed over (worker start-up each "
+                    "epoch, per-batch overhead), not from the loader's throughput.",
+                    measurement=Measurement(
+                        factor=max(1.0, v.ceiling_per_sec / achieved),
+                        method=f"measured ceiling (the slower part alone): {measured}",
+                    ),
+                )
+        out.append(finding)
+    return rank(out)
+
+
+def _with_achieved(v: BoundVerdict, summary: Summary) -> BoundVerdict:
+    achieved = summary.samples_per_sec if v.unit == "samples/s" else summary.batches_per_sec
+    return dataclasses.replace(v, achieved_per_sec=achieved)
+
+
+def _rate(v: BoundVerdict, which: str) -> float:
+    t = v.data if which == "data" else v.compute
+    rate = t.samples_per_sec if v.unit == "samples/s" else t.batches_per_sec
+    return rate or 0.0

@@ -9,6 +9,8 @@ from pathlib import Path
 from traindoctor.cli._common import error_line
 from traindoctor.collect import Session
 from traindoctor.collect.runner import check_script, import_torch_if_available, run_script
+from traindoctor.collect.trigger import ExperimentTrigger
+from traindoctor.experiments import DEFAULT_BUDGET_S, make_run_experiment
 from traindoctor.render import render_json, render_text
 from traindoctor.report import build_report
 from traindoctor.watching import stderr_line
@@ -42,6 +44,19 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         metavar="S",
         help="sampling period of CPU/memory/GPU in seconds (default 0.1)",
     )
+    p.add_argument(
+        "--experiments",
+        action="store_true",
+        help="after the warm-up, pause the job once to measure data-only and compute-only "
+        "throughput with its own loader, model and batch (the job's results are unchanged)",
+    )
+    p.add_argument(
+        "--experiment-budget",
+        type=float,
+        default=DEFAULT_BUDGET_S,
+        metavar="S",
+        help=f"longest pause for the experiments in seconds (default {DEFAULT_BUDGET_S:g})",
+    )
     p.add_argument("--no-report", action="store_true", help="do not print the diagnosis")
     p.add_argument("--width", type=int, default=100, help="width of the printed report")
     p.add_argument("script", type=Path, help="the Python script to run")
@@ -60,6 +75,9 @@ def run(args: argparse.Namespace) -> int:
         log_every_steps=args.log_every,
         progress_sink=stderr_line,
         instrument_torch=True,
+        experiment=ExperimentTrigger(make_run_experiment(args.experiment_budget))
+        if args.experiments
+        else None,
     )
     session.start()
     stderr_line(f"recording to {session.out_dir}")

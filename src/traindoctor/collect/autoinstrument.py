@@ -19,7 +19,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from traindoctor.collect.events import ENTER, EXIT, FWD_ENTER, FWD_EXIT, OPT_END, Event
+from traindoctor.collect.events import ENTER, EXIT, FWD_ENTER, FWD_EXIT, OPT_END, RESET, Event
 from traindoctor.model import LoaderInfo, Phase
 
 __all__ = ["TorchPatches", "TorchSink", "batch_size_of"]
@@ -171,8 +171,13 @@ class TorchPatches:
         def pre_hook(optimizer: object, args: object, kwargs: object) -> None:
             append((clock(), ENTER, _OPTIMIZER, get_ident()))
 
+        trigger = getattr(sink, "experiment_trigger", None)
+
         def post_hook(optimizer: object, args: object, kwargs: object) -> None:
             append((clock(), OPT_END, id(optimizer), get_ident()))
+            if trigger is not None and trigger.due(optimizer):
+                trigger.run()
+                append((clock(), RESET, None, get_ident()))
 
         pre = optim_mod.register_optimizer_step_pre_hook(pre_hook)
         post = optim_mod.register_optimizer_step_post_hook(post_hook)
@@ -251,6 +256,8 @@ class TorchPatches:
         dtypes = self._sink.batch_dtypes
         checks = [DTYPE_CHECKS]
 
+        trigger = getattr(self._sink, "experiment_trigger", None)
+
         def __next__(it: Any) -> Any:
             tid = get_ident()
             append((clock(), ENTER, _DATA_WAIT, tid))
@@ -263,6 +270,8 @@ class TorchPatches:
             if checks[0]:
                 checks[0] -= 1
                 dtypes.extend(_dtypes_of(batch))
+            if trigger is not None:
+                trigger.saw_batch(it, batch)
             return batch
 
         return __next__
@@ -270,10 +279,15 @@ class TorchPatches:
     def _wrap_iter(self, original: Callable[[Any], Any]) -> Any:
         loaders = self._sink.loaders
 
+        trigger = getattr(self._sink, "experiment_trigger", None)
+
         def __iter__(loader: Any) -> Any:
             if id(loader) not in loaders:
                 loaders[id(loader)] = _loader_info(loader)
-            return original(loader)
+            it = original(loader)
+            if trigger is not None:
+                trigger.saw_iterator(it, loader)
+            return it
 
         return __iter__
 
@@ -285,6 +299,7 @@ class TorchPatches:
         busy = self._in_forward
         get_ident = threading.get_ident
         inputs = sink.model_inputs
+        trigger = getattr(sink, "experiment_trigger", None)
         import torch
 
         grad_enabled = torch.is_grad_enabled
@@ -298,6 +313,8 @@ class TorchPatches:
             if key not in models:
                 models[key] = module
                 inputs[key] = _input_of(args, kwargs)
+                if trigger is not None:
+                    trigger.saw_model(module)
             append((clock(), FWD_ENTER, key << 2 | grad_enabled() << 1 | module.training, tid))
             try:
                 return original(module, *args, **kwargs)

@@ -14,6 +14,8 @@ FWD_ENTER      ``fwd_arg(id(model), grad, training)``: an outermost model call s
 FWD_EXIT       ``id(model)``; it ends
 GC_START       the generation being collected
 GC_STOP        the generation collected
+RESET          ``None``: time since the last boundary is not the job's (an experiment ran
+               in its thread); the open step starts again now
 =============  ============================================================
 """
 
@@ -29,6 +31,7 @@ __all__ = [
     "GC_START",
     "GC_STOP",
     "OPT_END",
+    "RESET",
     "STEP",
     "Event",
     "fwd_arg",
@@ -45,6 +48,7 @@ FWD_ENTER: Final = 4
 FWD_EXIT: Final = 5
 GC_START: Final = 6
 GC_STOP: Final = 7
+RESET: Final = 8
 
 
 def fwd_arg(model_id: int, grad: bool, training: bool) -> int:

@@ -20,7 +20,13 @@ from traindoctor.collect.model_lint import describe_model
 from traindoctor.collect.progress import Progress
 from traindoctor.collect.readers import Reader
 from traindoctor.collect.reducer import StepReducer
+from traindoctor.collect.trigger import (
+    EXPERIMENT_AFTER_SAMPLES,
+    EXPERIMENT_AFTER_STEPS,
+    ExperimentTrigger,
+)
 from traindoctor.model import (
+    BoundVerdict,
     ConcurrencyStat,
     EnvFact,
     GpuSample,
@@ -50,6 +56,7 @@ class Collected:
         self.batch_dtypes: list[str] = []
         self.concurrency: list[ConcurrencyStat] = []
         self.notices: list[Notice] = []
+        self.experiments: list[BoundVerdict] = []
 
 
 class Monitor:
@@ -78,6 +85,7 @@ class Monitor:
         model_inputs: Mapping[int, tuple[tuple[int, ...], str | None]],
         fallback_ops: Sequence[str] = (),
         h2d_in_forward: Sequence[int] = (0,),
+        trigger: ExperimentTrigger | None = None,
         environ: Mapping[str, str],
         interval_ns: int,
         flush_every_ns: int,
@@ -98,6 +106,8 @@ class Monitor:
         self._model_inputs = model_inputs
         self._fallback_ops = fallback_ops
         self._h2d_in_forward = h2d_in_forward
+        self._trigger = trigger
+        self._trigger_seen = 0
         self._environ = environ
         self._interval_s = interval_ns / 1e9
         self._flush_every = flush_every_ns
@@ -220,6 +230,7 @@ class Monitor:
             self._reducer.model_names[model_id] = model_info.class_name
             self.collected.models.append(model_info)
             self._queue("model", [model_info])
+        self._collect_experiments(final=final)
         seen = len(self.collected.batch_dtypes)
         new = list(self._batch_dtypes[seen:])
         if new:
@@ -253,6 +264,26 @@ class Monitor:
                 )
             self.collected.env.extend(slow)
             self._queue("env", slow)
+
+    def _collect_experiments(self, *, final: bool) -> None:
+        trigger = self._trigger
+        if trigger is None:
+            return
+        if trigger.done and self._trigger_seen == 0:
+            self._trigger_seen = 1
+            results = [r for r in trigger.results if isinstance(r, BoundVerdict)]
+            self.collected.experiments.extend(results)
+            self._queue("experiment", results)
+            for note in trigger.notes:
+                self.notice("info", note, key=note)
+        elif final and not trigger.done:
+            self.notice(
+                "info",
+                "experiments did not run: the job ended before its warm-up was over "
+                f"({EXPERIMENT_AFTER_STEPS} optimizer steps and {EXPERIMENT_AFTER_SAMPLES} "
+                "samples)",
+                key="experiments",
+            )
 
     def _log_progress(self, steps: list[StepTiming]) -> None:
         if self._progress is None or self._progress_sink is None:

@@ -27,6 +27,7 @@ from traindoctor.collect.events import (
     FWD_ENTER,
     FWD_EXIT,
     GC_START,
+    GC_STOP,
     OPT_END,
     STEP,
     Event,
@@ -128,8 +129,11 @@ class StepReducer:
             if code >= GC_START:
                 if code == GC_START:
                     self._gc_start = t
-                else:
+                elif code == GC_STOP:
                     self._gc_stop(t, tid == owner)
+                elif self._open is not None:  # RESET: drop what the open step holds
+                    self._open = _Open(start_ns=t)
+                    self._last_t = t
                 continue
             if code >= FWD_ENTER:  # FWD_ENTER or FWD_EXIT
                 if tid != owner:

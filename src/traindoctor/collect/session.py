@@ -32,6 +32,7 @@ from traindoctor.collect.nvml import NvmlReader
 from traindoctor.collect.progress import Progress
 from traindoctor.collect.readers import PsutilReader, Reader
 from traindoctor.collect.reducer import StepReducer
+from traindoctor.collect.trigger import ExperimentTrigger
 from traindoctor.errors import UsageError
 from traindoctor.model import LoaderInfo, Phase, RunEnd, RunMeta, RunRecord
 from traindoctor.record import RecordWriter
@@ -94,6 +95,8 @@ class Session:
         instrument_torch: ``True`` patches torch (importing it), ``"auto"`` only if the job
             already imported it, ``False`` never.
         clock / environ: injectable seams for tests.
+        experiment: runs an experiment once in the job's thread after its warm-up
+            (``traindoctor run --experiments``).
 
     Raises:
         UsageError: another session is already active in this process.
@@ -114,8 +117,10 @@ class Session:
         instrument_torch: bool | str = "auto",
         clock: Callable[[], int] = time.perf_counter_ns,
         environ: Mapping[str, str] = os.environ,
+        experiment: ExperimentTrigger | None = None,
     ) -> None:
         self.events: deque[Event] = deque()
+        self.experiment_trigger = experiment
         self.clock = clock
         self.models: dict[int, Any] = {}
         self.loaders: dict[int, LoaderInfo] = {}
@@ -213,6 +218,7 @@ class Session:
             model_inputs=self.model_inputs,
             fallback_ops=self.fallback_ops,
             h2d_in_forward=self.h2d_in_forward,
+            trigger=self.experiment_trigger,
             environ=self._environ,
             interval_ns=int(self._interval_s * 1e9),
             flush_every_ns=int(self._flush_every_s * 1e9),
@@ -268,6 +274,7 @@ class Session:
             batch_dtypes=tuple(got.batch_dtypes),
             concurrency=tuple(got.concurrency),
             notices=tuple(got.notices),
+            experiments=tuple(got.experiments),
             end=end,
             warnings=tuple(warnings),
         )

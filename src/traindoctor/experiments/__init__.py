@@ -8,6 +8,7 @@ same weights as one that does not.
 
 from __future__ import annotations
 
+from traindoctor.experiments.during_run import DEFAULT_BUDGET_S, make_run_experiment
 from traindoctor.experiments.throughput import (
     BOUND_MARGIN,
     compute_only,
@@ -16,4 +17,13 @@ from traindoctor.experiments.throughput import (
 )
 from traindoctor.model import BoundVerdict, Throughput
 
-__all__ = ["BOUND_MARGIN", "BoundVerdict", "Throughput", "compute_only", "data_only", "verdict"]
+__all__ = [
+    "BOUND_MARGIN",
+    "DEFAULT_BUDGET_S",
+    "BoundVerdict",
+    "Throughput",
+    "compute_only",
+    "data_only",
+    "make_run_experiment",
+    "verdict",
+]

@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from traindoctor.model.experiments import BoundVerdict
 from traindoctor.model.run import EnvFact, RunMeta
 
 __all__ = [
@@ -125,6 +126,8 @@ class Report:
     warnings: tuple[str, ...] = ()
     end_status: str | None = None
     exit_code: int | None = None
+    experiments: tuple[BoundVerdict, ...] = ()
+    """Measured data-only / compute-only throughputs and their verdict, when run."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from traindoctor.model.experiments import BoundVerdict
 from traindoctor.model.phases import Phase
 
 __all__ = [
@@ -257,6 +258,8 @@ class RunRecord:
     batch_dtypes: tuple[str, ...] = ()
     concurrency: tuple[ConcurrencyStat, ...] = ()
     notices: tuple[Notice, ...] = ()
+    experiments: tuple[BoundVerdict, ...] = ()
+    """Data-only / compute-only measurements made during the run (``--experiments``)."""
     end: RunEnd | None = None
     warnings: tuple[str, ...] = ()
     """Problems met while loading the record (truncated tail, say)."""

@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Final
 
 from traindoctor.model import (
+    BoundVerdict,
     ConcurrencyStat,
     EnvFact,
     GpuSample,
@@ -39,6 +40,7 @@ ITEM_TYPES: Final[dict[str, tuple[str, type]]] = {
     "batch_dtypes": ("batch_dtypes", str),
     "concurrency": ("concurrency", ConcurrencyStat),
     "notice": ("notices", Notice),
+    "experiment": ("experiments", BoundVerdict),
 }
 
 #: line types whose latest line replaces the earlier ones rather than adding to them

@@ -13,11 +13,18 @@ __all__ = ["checkup_to_dict", "render_checkup_json", "render_json", "report_to_d
 def report_to_dict(report: Report) -> dict[str, Any]:
     """Return the report as JSON values; findings stay in rank order."""
     data: dict[str, Any] = to_jsonable(report)
-    data["findings"] = [
-        {"rank": i + 1, **finding, "estimated_speedup": finding["speedup"]["factor"]}
-        for i, finding in enumerate(data["findings"])
-    ]
+    data["findings"] = [_finding(i, finding) for i, finding in enumerate(data["findings"])]
     return data
+
+
+def _finding(index: int, finding: dict[str, Any]) -> dict[str, Any]:
+    measured = finding.get("measurement")
+    return {
+        "rank": index + 1,
+        **finding,
+        "estimated_speedup": finding["speedup"]["factor"],
+        "measured_speedup": None if measured is None else measured["factor"],
+    }
 
 
 def render_json(report: Report) -> str:
@@ -31,10 +38,7 @@ def checkup_to_dict(checkup: Checkup) -> dict[str, Any]:
     data["worst"] = None if checkup.worst is None else checkup.worst.value
     data["facts"] = {f.key: f.value for f in checkup.facts}
     data["fact_sources"] = {f.key: f.source for f in checkup.facts}
-    data["findings"] = [
-        {"rank": i + 1, **finding, "estimated_speedup": finding["speedup"]["factor"]}
-        for i, finding in enumerate(data["findings"])
-    ]
+    data["findings"] = [_finding(i, finding) for i, finding in enumerate(data["findings"])]
     return data
 
 

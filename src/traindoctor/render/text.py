@@ -9,7 +9,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from traindoctor.model import Checkup, Finding, Report, Severity
+from traindoctor.model import BoundVerdict, Checkup, Finding, Report, Severity
 from traindoctor.render.names import SEVERITY_LABELS, phase_label
 
 __all__ = ["render_checkup_text", "render_text"]
@@ -36,6 +36,8 @@ def render_text(report: Report, *, width: int = 100, color: bool = False) -> str
     console.print(_summary(report))
     if report.summary.phase_share:
         console.print(_phases(report))
+    for v in report.experiments:
+        console.print(_experiment(v))
     console.print(_findings(report))
     for warning in report.warnings:
         console.print(Text(f"note: {warning}", style="dim"))
@@ -61,6 +63,23 @@ def _summary(report: Report) -> Panel:
     if report.end_status and report.end_status != "ok":
         lines.append(f"job ended: {report.end_status} (exit code {report.exit_code})")
     return Panel("\n".join(lines), title="traindoctor", title_align="left")
+
+
+def _experiment(v: BoundVerdict) -> Text:
+    def rate(which: str) -> float:
+        t = v.data if which == "data" else v.compute
+        return (t.samples_per_sec if v.unit == "samples/s" else t.batches_per_sec) or 0.0
+
+    achieved = "" if v.achieved_per_sec is None else f"; the job: {v.achieved_per_sec:,.1f}"
+    verdicts = {
+        "input": "input-bound (the loader alone is the slower part)",
+        "compute": "compute-bound (the model alone is the slower part)",
+        "balanced": "balanced (within the noise margin of each other)",
+    }
+    return Text(
+        f"Measured ({v.unit}): data-only {rate('data'):,.1f}, compute-only {rate('compute'):,.1f}"
+        f"{achieved} -> {verdicts.get(v.bound, v.bound)}; ceiling {v.ceiling_per_sec:,.1f}"
+    )
 
 
 def _phases(report: Report) -> Table:
@@ -114,7 +133,7 @@ def _finding(rank: int, f: Finding) -> Panel:
     else:
         body.append(f"Speed-up: {f.speedup.method}\n")
     if f.measurement is not None:
-        body.append(f"Measured: {f.measurement.factor:.2f}x ({f.measurement.method})\n")
+        body.append(f"Measured: up to {f.measurement.factor:.2f}x ({f.measurement.method})\n")
     body.append(f"Fix: {f.fix.summary}")
     if f.fix.snippet:
         body.append("\n" + "\n".join("    " + line for line in f.fix.snippet.splitlines()))

@@ -1,0 +1,133 @@
+"""Run an experiment once, in the job's own thread, at an optimizer-step boundary.
+
+``traindoctor run --experiments`` pauses the job after its warm-up: the optimizer's post-step
+hook calls ``ExperimentTrigger.run``, which hands the job's own objects (its model, the loader
+of the batch it last took, that batch) to the experiment callback. The callback comes from the
+caller (the CLI builds it from ``traindoctor.experiments``), so collection does not depend on
+the experiments. The time spent is taken out of the job's steps (a RESET event).
+"""
+
+from __future__ import annotations
+
+import logging
+import weakref
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from traindoctor.collect.autoinstrument import batch_size_of
+
+__all__ = [
+    "EXPERIMENT_AFTER_SAMPLES",
+    "EXPERIMENT_AFTER_STEPS",
+    "ExperimentObjects",
+    "ExperimentTrigger",
+]
+
+logger = logging.getLogger(__name__)
+
+#: The experiment waits for the warm-up the rules skip (SageMaker Debugger's first 1,000
+#: samples) and for at least this many steps (workers started, allocator warm).
+EXPERIMENT_AFTER_STEPS = 30
+EXPERIMENT_AFTER_SAMPLES = 1000
+
+
+@dataclass(frozen=True)
+class ExperimentObjects:
+    """The job's live objects an experiment measures with."""
+
+    model: Any
+    loader: Any
+    batch: Any
+    steps_before: int
+
+
+class ExperimentTrigger:
+    """Counts the first optimizer's steps; once due, runs ``callback`` once.
+
+    Args:
+        callback: measures with the objects; returns results (kept in ``results``) and notes
+            (why something was skipped, kept in ``notes``).
+    """
+
+    def __init__(
+        self,
+        callback: Callable[[ExperimentObjects], tuple[list[Any], list[str]]],
+        *,
+        after_steps: int = EXPERIMENT_AFTER_STEPS,
+        after_samples: int = EXPERIMENT_AFTER_SAMPLES,
+    ) -> None:
+        self._callback = callback
+        self._after_steps = after_steps
+        self._after_samples = after_samples
+        self._optimizer: int | None = None
+        self._steps = 0
+        self._samples = 0
+        self._batch: Any = None
+        self._iterator_loader: tuple[int, weakref.ref[Any]] | None = None
+        self._loader: weakref.ref[Any] | None = None
+        self._models: list[weakref.ref[Any]] = []
+        self.done = False
+        self.results: list[Any] = []
+        self.notes: list[str] = []
+
+    # -- called from the hot path (patched torch) ------------------------------------------
+
+    def saw_iterator(self, iterator: Any, loader: Any) -> None:
+        """A DataLoader made a new iterator."""
+        self._iterator_loader = (id(iterator), weakref.ref(loader))
+
+    def saw_batch(self, iterator: Any, batch: Any) -> None:
+        """The job took a batch from ``iterator``."""
+        if self.done:
+            return
+        self._batch = batch
+        if self._iterator_loader is not None and self._iterator_loader[0] == id(iterator):
+            self._loader = self._iterator_loader[1]
+        self._samples += batch_size_of(batch) or 0
+
+    def saw_model(self, model: Any) -> None:
+        """An outermost model was called for the first time."""
+        self._models.append(weakref.ref(model))
+
+    def due(self, optimizer: object) -> bool:
+        """Count a step of the first optimizer; True once, when the experiment should run."""
+        if self.done:
+            return False
+        if self._optimizer is None:
+            self._optimizer = id(optimizer)
+        elif id(optimizer) != self._optimizer:
+            return False
+        self._steps += 1
+        return self._steps >= self._after_steps and self._samples >= self._after_samples
+
+    def run(self) -> None:
+        """Run the experiment now (in the job's thread); never raises."""
+        self.done = True
+        batch, self._batch = self._batch, None
+        model = self._main_model()
+        loader = self._loader() if self._loader is not None else None
+        if model is None or batch is None:
+            self.notes.append("experiments skipped: no model or no batch was seen")
+            return
+        try:
+            results, notes = self._callback(
+                ExperimentObjects(model=model, loader=loader, batch=batch, steps_before=self._steps)
+            )
+        except Exception as exc:  # the job goes on whatever the experiment did
+            logger.debug("experiment failed", exc_info=True)
+            self.notes.append(f"experiments failed: {type(exc).__name__}: {exc}")
+            return
+        self.results.extend(results)
+        self.notes.extend(notes)
+
+    def _main_model(self) -> Any:
+        best, best_params = None, -1
+        for ref in self._models:
+            model = ref()
+            if model is None:
+                continue
+            params = sum(int(p.numel()) for p in model.parameters())
+            if params > best_params:
+                best, best_params = model, params
+        return best if best_params > 0 else None
