@@ -269,14 +269,14 @@ class Monitor:
         trigger = self._trigger
         if trigger is None:
             return
-        if trigger.done and self._trigger_seen == 0:
+        if trigger.finished and self._trigger_seen == 0:
             self._trigger_seen = 1
             results = [r for r in trigger.results if isinstance(r, BoundVerdict)]
             self.collected.experiments.extend(results)
             self._queue("experiment", results)
             for note in trigger.notes:
                 self.notice("info", note, key=note)
-        elif final and not trigger.done:
+        elif final and not trigger.finished:
             self.notice(
                 "info",
                 "experiments did not run: the job ended before its warm-up was over "

@@ -64,10 +64,15 @@ class ExperimentTrigger:
         self._steps = 0
         self._samples = 0
         self._batch: Any = None
-        self._iterator_loader: tuple[int, weakref.ref[Any]] | None = None
-        self._loader: weakref.ref[Any] | None = None
+        # Strong references until the experiment ran: a loader written inline
+        # (``for x in DataLoader(...)``) is referenced by nothing else.
+        self._iterator_loader: tuple[int, Any] | None = None
+        self._loader: Any = None
         self._models: list[weakref.ref[Any]] = []
         self.done = False
+        """The experiment started (it runs once)."""
+        self.finished = False
+        """It ended: ``results`` and ``notes`` are final (the monitor reads them then)."""
         self.results: list[Any] = []
         self.notes: list[str] = []
 
@@ -75,7 +80,8 @@ class ExperimentTrigger:
 
     def saw_iterator(self, iterator: Any, loader: Any) -> None:
         """A DataLoader made a new iterator."""
-        self._iterator_loader = (id(iterator), weakref.ref(loader))
+        if not self.done:
+            self._iterator_loader = (id(iterator), loader)
 
     def saw_batch(self, iterator: Any, batch: Any) -> None:
         """The job took a batch from ``iterator``."""
@@ -104,9 +110,15 @@ class ExperimentTrigger:
     def run(self) -> None:
         """Run the experiment now (in the job's thread); never raises."""
         self.done = True
+        try:
+            self._run()
+        finally:
+            self.finished = True
+
+    def _run(self) -> None:
         batch, self._batch = self._batch, None
         model = self._main_model()
-        loader = self._loader() if self._loader is not None else None
+        loader, self._loader, self._iterator_loader = self._loader, None, None
         if model is None or batch is None:
             self.notes.append("experiments skipped: no model or no batch was seen")
             return

@@ -1,0 +1,62 @@
+"""``traindoctor run --experiments`` on real scenario jobs."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+HERE = Path(__file__).parent
+
+
+def _run(tmp: Path, script: str, *args: str, experiments: bool = True) -> dict[str, object]:
+    out = tmp / f"{script}.{experiments}.json"
+    flags = ["--experiments", "--experiment-budget", "6"] if experiments else []
+    proc = subprocess.run(
+        [
+            sys.executable, "-m", "traindoctor", "run", "--no-report", *flags,
+            "--json", str(out), "--out", str(tmp / f"run-{script}-{experiments}"),
+            str(HERE / script), *args,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        env={**os.environ, "PYTHONWARNINGS": "ignore"},
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    report: dict[str, object] = json.loads(out.read_text())
+    return report
+
+
+@pytest.mark.scenario
+def test_final_weights_are_identical_with_and_without_experiments(tmp_path: Path) -> None:
+    plain, measured = tmp_path / "plain.pt", tmp_path / "measured.pt"
+    _run(tmp_path, "seeded_training.py", str(plain), experiments=False)
+    report = _run(tmp_path, "seeded_training.py", str(measured))
+    assert report["experiments"], "the experiment did not run"
+    a, b = torch.load(plain), torch.load(measured)
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+
+@pytest.mark.scenario
+def test_input_bound_job_gets_a_measured_speedup(tmp_path: Path) -> None:
+    report = _run(tmp_path, "input_bound.py")
+    (verdict,) = report["experiments"]  # type: ignore[misc]
+    assert verdict["bound"] == "input"
+    top = report["findings"][0]  # type: ignore[index]
+    assert top["rule"] == "input-bound" and top["measured_speedup"] > 1.0
+
+
+@pytest.mark.scenario
+def test_compute_bound_job_is_not_told_to_add_workers(tmp_path: Path) -> None:
+    report = _run(tmp_path, "healthy_mlp.py")
+    (verdict,) = report["experiments"]  # type: ignore[misc]
+    assert verdict["bound"] == "compute"
+    for finding in report["findings"]:  # type: ignore[attr-defined]
+        assert finding["severity"] not in ("warning", "critical"), finding["rule"]
+        assert finding["rule"] != "input-bound" or finding["severity"] == "info"
