@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -11,6 +12,7 @@ from traindoctor.collect import Session
 from traindoctor.collect.runner import check_script, import_torch_if_available, run_script
 from traindoctor.collect.trigger import ExperimentTrigger
 from traindoctor.experiments import DEFAULT_BUDGET_S, make_run_experiment
+from traindoctor.experiments.overrides import Overrides, apply_overrides
 from traindoctor.render import render_json, render_text
 from traindoctor.report import build_report
 from traindoctor.watching import stderr_line
@@ -68,6 +70,8 @@ def run(args: argparse.Namespace) -> int:
     """Run the script; return its exit code (traindoctor's own problems do not change it)."""
     check_script(args.script)
     import_torch_if_available()
+    overrides = Overrides.from_env(os.environ)
+    remove_overrides = apply_overrides(overrides) if overrides is not None else None
     session = Session(
         args.out,
         command=("traindoctor", "run", str(args.script), *args.args),
@@ -78,6 +82,7 @@ def run(args: argparse.Namespace) -> int:
         experiment=ExperimentTrigger(make_run_experiment(args.experiment_budget))
         if args.experiments
         else None,
+        max_steps=None if overrides is None else overrides.max_steps,
     )
     session.start()
     stderr_line(f"recording to {session.out_dir}")
@@ -89,6 +94,8 @@ def run(args: argparse.Namespace) -> int:
             record = session.stop("exception", 1, "traindoctor runner failed")
         else:
             record = session.stop(result.status, result.exit_code, result.error)
+        if remove_overrides is not None:
+            remove_overrides()
     try:
         report = build_report(record)
         if not args.no_report:

@@ -172,12 +172,15 @@ class TorchPatches:
             append((clock(), ENTER, _OPTIMIZER, get_ident()))
 
         trigger = getattr(sink, "experiment_trigger", None)
+        limit = getattr(sink, "step_limit", None)
 
         def post_hook(optimizer: object, args: object, kwargs: object) -> None:
             append((clock(), OPT_END, id(optimizer), get_ident()))
             if trigger is not None and trigger.due(optimizer):
                 trigger.run()
                 append((clock(), RESET, None, get_ident()))
+            if limit is not None:
+                limit.check(optimizer)
 
         pre = optim_mod.register_optimizer_step_pre_hook(pre_hook)
         post = optim_mod.register_optimizer_step_post_hook(post_hook)

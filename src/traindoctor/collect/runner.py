@@ -57,6 +57,8 @@ def run_script(script: Path, args: list[str]) -> ScriptResult:
         runpy.run_path(str(path), run_name="__main__")
     except BaseException as exc:
         status, code, error = end_status(exc)
+        if status == "stopped":  # a tuning run's step limit: not the job's failure
+            return ScriptResult(status, code, error)
         if not isinstance(exc, SystemExit):
             tb = exc.__traceback__
             while tb is not None and tb.tb_frame.f_code.co_filename != str(path):

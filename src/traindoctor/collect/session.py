@@ -32,7 +32,7 @@ from traindoctor.collect.nvml import NvmlReader
 from traindoctor.collect.progress import Progress
 from traindoctor.collect.readers import PsutilReader, Reader
 from traindoctor.collect.reducer import StepReducer
-from traindoctor.collect.trigger import ExperimentTrigger
+from traindoctor.collect.trigger import ExperimentTrigger, StepLimit, StepLimitReached
 from traindoctor.errors import UsageError
 from traindoctor.model import LoaderInfo, Phase, RunEnd, RunMeta, RunRecord
 from traindoctor.record import RecordWriter
@@ -97,6 +97,7 @@ class Session:
         clock / environ: injectable seams for tests.
         experiment: runs an experiment once in the job's thread after its warm-up
             (``traindoctor run --experiments``).
+        max_steps: end the job after this many optimizer steps (``traindoctor tune``).
 
     Raises:
         UsageError: another session is already active in this process.
@@ -118,9 +119,11 @@ class Session:
         clock: Callable[[], int] = time.perf_counter_ns,
         environ: Mapping[str, str] = os.environ,
         experiment: ExperimentTrigger | None = None,
+        max_steps: int | None = None,
     ) -> None:
         self.events: deque[Event] = deque()
         self.experiment_trigger = experiment
+        self.step_limit = None if max_steps is None else StepLimit(max_steps)
         self.clock = clock
         self.models: dict[int, Any] = {}
         self.loaders: dict[int, LoaderInfo] = {}
@@ -331,6 +334,8 @@ def end_status(exc: BaseException | None) -> tuple[str, int, str]:
         return "exit", 1, str(code)
     if isinstance(exc, KeyboardInterrupt):
         return "interrupted", 130, "KeyboardInterrupt"
+    if isinstance(exc, StepLimitReached):
+        return "stopped", 0, str(exc)
     return "exception", 1, f"{type(exc).__name__}: {exc}"
 
 

@@ -22,6 +22,8 @@ __all__ = [
     "EXPERIMENT_AFTER_STEPS",
     "ExperimentObjects",
     "ExperimentTrigger",
+    "StepLimit",
+    "StepLimitReached",
 ]
 
 logger = logging.getLogger(__name__)
@@ -143,3 +145,27 @@ class ExperimentTrigger:
             if params > best_params:
                 best, best_params = model, params
         return best if best_params > 0 else None
+
+
+class StepLimitReached(BaseException):
+    """Raised from the optimizer hook to end a tuning run after its steps. A BaseException,
+    like KeyboardInterrupt, so a training loop's ``except Exception`` does not swallow it."""
+
+
+class StepLimit:
+    """Ends the job after ``steps`` steps of its first optimizer (``traindoctor tune``)."""
+
+    def __init__(self, steps: int) -> None:
+        self.steps = steps
+        self._optimizer: int | None = None
+        self._count = 0
+
+    def check(self, optimizer: object) -> None:
+        """Count a step; raise StepLimitReached when the limit is reached."""
+        if self._optimizer is None:
+            self._optimizer = id(optimizer)
+        elif id(optimizer) != self._optimizer:
+            return
+        self._count += 1
+        if self._count >= self.steps:
+            raise StepLimitReached(f"tuning run: {self.steps} steps done")

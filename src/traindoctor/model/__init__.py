@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from traindoctor.model.experiments import BoundVerdict, Throughput
+from traindoctor.model.experiments import BoundVerdict, Throughput, TuneResult, TuneTrial
 from traindoctor.model.findings import (
     Check,
     Checkup,
@@ -66,6 +66,8 @@ __all__ = [
     "Summary",
     "SystemSample",
     "Throughput",
+    "TuneResult",
+    "TuneTrial",
     "from_jsonable",
     "to_jsonable",
 ]

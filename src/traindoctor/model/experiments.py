@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["BoundVerdict", "Throughput"]
+__all__ = ["BoundVerdict", "Throughput", "TuneResult", "TuneTrial"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -50,3 +50,46 @@ class BoundVerdict:
     achieved_per_sec: float | None = None
     """What the job reached in its own steps, in the same unit, when known."""
     margin: float = 0.0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TuneTrial:
+    """One configuration ``traindoctor tune`` ran: one change from the job's own settings."""
+
+    change: str
+    """What was changed (``num_workers``, ``pin_memory``, ``threads``, ``batch_size``...), or
+    ``baseline``."""
+    value: str
+    """The value it was set to (``4``, ``x2``...)."""
+    samples_per_sec: tuple[float, ...] = ()
+    """One throughput per repeat (warm-up excluded), batches/s when samples are unknown."""
+    peak_rss_bytes: int | None = None
+    failed: str = ""
+    """Why a run of this configuration failed (out of memory, an invalid setting...)."""
+
+    @property
+    def median(self) -> float | None:
+        """The median throughput over the repeats."""
+        runs = sorted(self.samples_per_sec)
+        if not runs:
+            return None
+        mid = len(runs) // 2
+        return runs[mid] if len(runs) % 2 else (runs[mid - 1] + runs[mid]) / 2
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TuneResult:
+    """What ``traindoctor tune`` measured and recommends."""
+
+    script: str
+    steps: int
+    repeats: int
+    unit: str
+    baseline: TuneTrial
+    trials: tuple[TuneTrial, ...]
+    best: TuneTrial | None
+    """The fastest trial, when it beat the baseline beyond noise (see ``reason``)."""
+    speedup: float | None
+    """best median / baseline median, measured."""
+    reason: str
+    """Why ``best`` was accepted or why none was."""
