@@ -1,0 +1,76 @@
+"""tune's pieces without subprocesses: the overrides a tuning run applies, the plan of
+one-change configurations, and the decision rule."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+from torch.utils.data import DataLoader, TensorDataset
+
+from traindoctor.errors import UsageError
+from traindoctor.experiments.overrides import TUNE_ENV, Overrides, apply_overrides
+from traindoctor.experiments.tune import _decide, _Run, plan
+from traindoctor.model import TuneTrial
+
+
+def test_overrides_round_trip_through_the_environment() -> None:
+    o = Overrides(max_steps=40, num_workers=2, threads=1, batch_scale=2.0)
+    assert Overrides.from_env({TUNE_ENV: o.to_env()}) == o
+    assert Overrides.from_env({}) is None
+    with pytest.raises(UsageError, match="not a valid tuning change"):
+        Overrides.from_env({TUNE_ENV: '{"max_steps": 1, "colour": "red"}'})
+
+
+def test_apply_overrides_changes_loaders_and_threads_then_undoes() -> None:
+    data = TensorDataset(torch.randn(64, 2))
+    threads = torch.get_num_threads()
+    remove = apply_overrides(Overrides(max_steps=5, batch_scale=2.0, pin_memory=True, threads=1))
+    try:
+        loader = DataLoader(data, batch_size=8, shuffle=True)
+        assert loader.batch_size == 16 and loader.pin_memory is True
+        assert loader.num_workers == 0 and loader.prefetch_factor is None  # still valid
+        torch.set_num_threads(8)  # the script's own call is ignored
+        assert torch.get_num_threads() == 1
+    finally:
+        remove()
+        torch.set_num_threads(threads)
+    assert DataLoader(data, batch_size=8).batch_size == 8
+    assert torch.get_num_threads() == threads
+
+
+def test_plan_tries_each_worker_count_with_and_without_freeing_cores() -> None:
+    base = _Run(rate=100.0, unit="samples/s", peak_rss=None, error="", workers=0, threads=2,
+                batch_size=64, cores=2)  # fmt: skip
+    configs = plan(base, steps=50, only=("workers", "threads", "batch"))
+    labels = [f"{c.change}={c.value}" for c in configs]
+    assert labels == [
+        "num_workers=1",
+        "num_workers=1 (+threads=1)",
+        "num_workers=2",
+        "num_workers=2 (+threads=1)",
+        "threads=1",
+        "batch_size=/2 (32)",
+        "batch_size=x2 (128)",
+        "batch_size=x4 (256)",
+    ]
+    assert all(c.overrides.max_steps == 50 for c in configs)
+
+
+def _trial(change: str, *rates: float) -> TuneTrial:
+    return TuneTrial(change=change, value="1", samples_per_sec=rates)
+
+
+def test_decision_needs_eight_percent_and_no_overlap() -> None:
+    base = _trial("baseline", 100.0, 104.0)
+    path = Path("train.py")
+    win = _decide(path, 50, repeats=2, unit="samples/s", baseline=base,
+                  trials=[_trial("num_workers", 120.0, 125.0)])  # fmt: skip
+    assert win.best is not None and win.speedup == pytest.approx(122.5 / 102)
+    small = _decide(path, 50, repeats=2, unit="samples/s", baseline=base,
+                    trials=[_trial("num_workers", 105.0, 107.0)])  # fmt: skip
+    assert small.best is None and "below the 1.08x needed" in small.reason
+    noisy = _decide(path, 50, repeats=2, unit="samples/s", baseline=base,
+                    trials=[_trial("num_workers", 103.0, 150.0)])  # fmt: skip
+    assert noisy.best is None and "overlap" in noisy.reason
