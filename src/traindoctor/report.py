@@ -13,10 +13,19 @@ from traindoctor.model import (
     RunRecord,
     Severity,
     Summary,
+    TuneResult,
 )
 from traindoctor.rules import RuleContext, rank, run_rules
 
-__all__ = ["attach_measurements", "build_report"]
+__all__ = ["attach_measurements", "attach_tune", "build_report"]
+
+#: Which tuning changes measure which finding.
+_TUNE_EVIDENCE = {
+    "input-bound": ("num_workers", "pin_memory", "prefetch_factor", "persistent_workers"),
+    "small-batch": ("batch_size",),
+    "thread-oversubscription": ("threads",),
+    "shared-model-threads": ("threads",),
+}
 
 
 def build_report(record: RunRecord) -> Report:
@@ -96,3 +105,44 @@ def _rate(v: BoundVerdict, which: str) -> float:
     t = v.data if which == "data" else v.compute
     rate = t.samples_per_sec if v.unit == "samples/s" else t.batches_per_sec
     return rate or 0.0
+
+
+def attach_tune(report: Report, result: TuneResult) -> Report:
+    """Give the findings of the tuned job's baseline run what the sweep measured: the best
+    change of the kind the finding recommends (its measured speed-up), or, when none of
+    those beat the baseline beyond noise, a downgrade that says so."""
+    base = result.baseline.median
+    if not base:
+        return report
+    out = []
+    for finding in report.findings:
+        kinds = _TUNE_EVIDENCE.get(finding.rule)
+        trials = [t for t in result.trials if kinds and t.change in kinds and t.median]
+        if not trials:
+            out.append(finding)
+            continue
+        curve = ", ".join(
+            f"{t.change}={t.value}: {t.median:,.0f}" for t in trials if t.median is not None
+        )
+        best = max(trials, key=lambda t: t.median or 0.0)
+        factor = (best.median or 0.0) / base
+        accepted = result.best is not None and result.best.change in (kinds or ())
+        method = f"measured by traindoctor tune ({result.unit}, baseline {base:,.0f}; {curve})"
+        if accepted and result.best is not None:
+            factor = result.speedup or factor
+            method = f"best: {result.best.change}={result.best.value}; " + method
+            out.append(
+                dataclasses.replace(finding, measurement=Measurement(factor=factor, method=method))
+            )
+        else:
+            out.append(
+                dataclasses.replace(
+                    finding,
+                    severity=Severity.INFO,
+                    explanation=finding.explanation
+                    + " Measured: none of the changes this fix suggests was faster beyond "
+                    f"noise ({curve}; baseline {base:,.0f} {result.unit}).",
+                    measurement=Measurement(factor=max(factor, 0.0), method=method),
+                )
+            )
+    return dataclasses.replace(report, findings=tuple(rank(out)))

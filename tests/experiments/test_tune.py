@@ -74,3 +74,25 @@ def test_decision_needs_eight_percent_and_no_overlap() -> None:
     noisy = _decide(path, 50, repeats=2, unit="samples/s", baseline=base,
                     trials=[_trial("num_workers", 103.0, 150.0)])  # fmt: skip
     assert noisy.best is None and "overlap" in noisy.reason
+
+
+def test_tune_results_measure_the_matching_findings_or_downgrade_them() -> None:
+    from tests.builders import record, steps
+    from traindoctor.model import Severity, TuneResult
+    from traindoctor.report import attach_tune, build_report
+
+    s = steps(200, phases_ms={"data_wait": 30, "forward": 40, "backward": 30})
+    report = build_report(record(s))
+    assert report.findings[0].rule == "input-bound"
+    base = _trial("baseline", 100.0, 101.0)
+    workers = TuneTrial(change="num_workers", value="2", samples_per_sec=(130.0, 131.0))
+    won = TuneResult(script="t.py", steps=50, repeats=2, unit="samples/s", baseline=base,
+                     trials=(workers,), best=workers, speedup=1.3, reason="")  # fmt: skip
+    measured = attach_tune(report, won).findings[0]
+    assert measured.measurement is not None and measured.measurement.factor == 1.3
+    assert "num_workers=2" in measured.measurement.method
+    lost = TuneResult(script="t.py", steps=50, repeats=2, unit="samples/s", baseline=base,
+                      trials=(workers,), best=None, speedup=1.3, reason="overlap")  # fmt: skip
+    downgraded = attach_tune(report, lost).findings
+    (f,) = [x for x in downgraded if x.rule == "input-bound"]
+    assert f.severity is Severity.INFO and "none of the changes" in f.explanation

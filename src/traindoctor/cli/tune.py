@@ -11,10 +11,14 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from traindoctor.collect import default_run_dir
 from traindoctor.collect.runner import check_script
-from traindoctor.errors import UsageError
-from traindoctor.experiments.tune import DIMENSIONS, tune
+from traindoctor.errors import TraindoctorError, UsageError
+from traindoctor.experiments.tune import BASELINE_RUN, DIMENSIONS, tune
 from traindoctor.model import TuneResult, to_jsonable
+from traindoctor.record import load_run
+from traindoctor.render import render_text
+from traindoctor.report import attach_tune, build_report
 from traindoctor.watching import stderr_line
 
 __all__ = ["add_parser", "run"]
@@ -40,6 +44,11 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         help=f"what to sweep, comma-separated from {','.join(DIMENSIONS)} (default: all)",
     )
     p.add_argument("--timeout", type=float, default=300.0, metavar="S", help="per run")
+    p.add_argument(
+        "--out",
+        type=Path,
+        help="keep every run's record here (default: a new folder under ./traindoctor-runs/)",
+    )
     p.add_argument("--json", type=Path, dest="json_path", help="also write the result as JSON")
     p.add_argument("--width", type=int, default=100, help="width of the table")
     p.add_argument("script", type=Path, help="the Python script to tune")
@@ -51,6 +60,7 @@ def run(args: argparse.Namespace) -> int:
     """Run the sweep; print the table; 0 whether or not a change was recommended."""
     check_script(args.script)
     only = tuple(x.strip() for x in args.only.split(",") if x.strip())
+    out_dir = args.out or default_run_dir().with_name(f"tune-{default_run_dir().name}")
     result = tune(
         args.script,
         list(args.args),
@@ -59,8 +69,17 @@ def run(args: argparse.Namespace) -> int:
         only=only,
         timeout_s=args.timeout,
         progress=lambda text: stderr_line(f"tune: {text}"),
+        out_dir=out_dir,
     )
     sys.stdout.write(render_tune(result, width=args.width))
+    try:
+        report = attach_tune(build_report(load_run(out_dir / BASELINE_RUN)), result)
+    except TraindoctorError as exc:
+        stderr_line(f"no diagnosis of the baseline run: {exc}")
+    else:
+        sys.stdout.write("\nThe baseline run's diagnosis, with what tune measured:\n")
+        sys.stdout.write(render_text(report, width=args.width))
+    stderr_line(f"runs kept in {out_dir}")
     if args.json_path is not None:
         try:
             args.json_path.write_text(json.dumps(to_jsonable(result), indent=2) + "\n")

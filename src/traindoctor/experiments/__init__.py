@@ -15,15 +15,20 @@ from traindoctor.experiments.throughput import (
     data_only,
     verdict,
 )
-from traindoctor.model import BoundVerdict, Throughput
+from traindoctor.experiments.tune import sweep, tune
+from traindoctor.model import BoundVerdict, Throughput, TuneResult, TuneTrial
 
 __all__ = [
     "BOUND_MARGIN",
     "DEFAULT_BUDGET_S",
     "BoundVerdict",
     "Throughput",
+    "TuneResult",
+    "TuneTrial",
     "compute_only",
     "data_only",
     "make_run_experiment",
+    "sweep",
+    "tune",
     "verdict",
 ]

@@ -24,7 +24,10 @@ from traindoctor.experiments.overrides import TUNE_ENV, Overrides
 from traindoctor.model import TuneResult, TuneTrial
 from traindoctor.record import load_run
 
-__all__ = ["DIMENSIONS", "MIN_GAIN", "plan", "tune"]
+__all__ = ["BASELINE_RUN", "DIMENSIONS", "MIN_GAIN", "plan", "sweep", "tune"]
+
+#: The folder (under ``out_dir``) of the first baseline run's record.
+BASELINE_RUN = "run1"
 
 #: A change is recommended only when its median is at least 8% above the baseline's
 #: (fournex's acceptance threshold) and its slowest repeat beats the baseline's fastest.
@@ -63,8 +66,14 @@ def tune(
     only: Sequence[str] = DIMENSIONS,
     timeout_s: float = 300.0,
     progress: Callable[[str], None] | None = None,
+    out_dir: Path | None = None,
 ) -> TuneResult:
-    """Sweep ``only`` dimensions of the job's settings; return every trial and the best one."""
+    """Sweep ``only`` dimensions of the job's settings; return every trial and the best one.
+
+    Args:
+        out_dir: keep every run's record there (``run1`` is the first baseline run); by
+            default they go to a temporary folder that is removed.
+    """
     unknown = set(only) - set(DIMENSIONS)
     if unknown:
         raise UsageError(f"unknown tuning dimensions {sorted(unknown)}; use {DIMENSIONS}")
@@ -72,7 +81,9 @@ def tune(
         raise UsageError("tune needs --steps >= 5 and --repeats >= 1")
     say = progress or (lambda _: None)
     with tempfile.TemporaryDirectory(prefix="traindoctor-tune-") as tmp:
-        runner = _Runner(Path(tmp), script, list(args), timeout_s)
+        where = out_dir or Path(tmp)
+        where.mkdir(parents=True, exist_ok=True)
+        runner = _Runner(where, script, list(args), timeout_s)
         base = _Config("baseline", "as written", Overrides(max_steps=steps))
         say("baseline run 1")
         first = runner.run(base)
@@ -278,3 +289,7 @@ class _Runner:
             batch_size=None if loader is None else loader.batch_size,
             cores=cores if isinstance(cores, int) else None,
         )
+
+
+#: The Python API's name for the sweep (``traindoctor.experiments.sweep``).
+sweep = tune
