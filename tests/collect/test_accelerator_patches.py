@@ -35,6 +35,7 @@ class Sink:
         self.model_inputs: dict[int, tuple[tuple[int, ...], str | None]] = {}
         self.fallback_ops: list[str] = []
         self.h2d_in_forward: list[int] = [0]
+        self.sync_calls: list[int] = [0]
 
 
 def test_cpu_machines_get_no_sync_patches() -> None:
@@ -62,6 +63,7 @@ def test_device_reads_are_timed_as_sync_and_cpu_reads_are_not() -> None:
         patches.uninstall()
     codes = [(code, arg) for _, code, arg, _ in sink.events]
     assert codes == [(ENTER, "sync"), (EXIT, None)]  # closed even when the read fails
+    assert sink.sync_calls == [1]  # the CPU reads are not counted
     assert torch.Tensor.cpu.__name__ == "cpu" and not hasattr(torch.Tensor.cpu, "__wrapped__")
 
 

@@ -55,6 +55,8 @@ class TorchSink(Protocol):
     """Ops the MPS backend ran on the CPU (from its fallback warnings)."""
     h2d_in_forward: list[int]
     """``[n]``: host-to-device copies made inside the model's forward."""
+    sync_calls: list[int]
+    """``[n]``: device-to-host reads (``.item()``, ``.tolist()``, ``.cpu()``) of device tensors."""
     model_inputs: dict[int, tuple[tuple[int, ...], str | None]]
     """``id(model) -> (shape, dtype)`` of the first tensor of its first call."""
 
@@ -162,7 +164,9 @@ class TorchPatches:
         if accelerator:
             for name in SYNC_METHODS:
                 original = getattr(torch.Tensor, name)
-                self._patch(torch.Tensor, name, _sync_wrapper(original, append, clock))
+                self._patch(
+                    torch.Tensor, name, _sync_wrapper(original, append, clock, sink.sync_calls)
+                )
             for name in ("to", "cuda"):
                 original = getattr(torch.Tensor, name)
                 self._patch(torch.Tensor, name, self._h2d_wrapper(torch, original, name))
@@ -329,14 +333,19 @@ class TorchPatches:
 
 
 def _sync_wrapper(
-    original: Callable[..., Any], append: Callable[[Event], None], clock: Callable[[], int]
+    original: Callable[..., Any],
+    append: Callable[[Event], None],
+    clock: Callable[[], int],
+    count: list[int],
 ) -> Callable[..., Any]:
-    """Time ``tensor.item()``-like calls as ``sync`` when the tensor is on a device."""
+    """Time ``tensor.item()``-like calls as ``sync`` (and count them) when the tensor is on a
+    device."""
     get_ident = threading.get_ident
 
     def wrapper(tensor: Any, *args: Any, **kwargs: Any) -> Any:
         if tensor.device.type == "cpu":
             return original(tensor, *args, **kwargs)
+        count[0] += 1
         tid = get_ident()
         append((clock(), ENTER, _SYNC, tid))
         try:

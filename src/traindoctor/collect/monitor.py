@@ -85,6 +85,7 @@ class Monitor:
         model_inputs: Mapping[int, tuple[tuple[int, ...], str | None]],
         fallback_ops: Sequence[str] = (),
         h2d_in_forward: Sequence[int] = (0,),
+        sync_calls: Sequence[int] = (0,),
         trigger: ExperimentTrigger | None = None,
         environ: Mapping[str, str],
         interval_ns: int,
@@ -106,6 +107,7 @@ class Monitor:
         self._model_inputs = model_inputs
         self._fallback_ops = fallback_ops
         self._h2d_in_forward = h2d_in_forward
+        self._sync_calls = sync_calls
         self._trigger = trigger
         self._trigger_seen = 0
         self._environ = environ
@@ -246,6 +248,14 @@ class Monitor:
             slow = list(self._slow_facts) or [
                 EnvFact(key="probe.slow", value="unknown: not finished before the end")
             ]
+            if self._sync_calls[0]:
+                slow.append(
+                    EnvFact(
+                        key="torch.sync_calls",
+                        value=self._sync_calls[0],
+                        source=".item()/.tolist()/.cpu() of device tensors",
+                    )
+                )
             if self._h2d_in_forward[0]:
                 slow.append(
                     EnvFact(

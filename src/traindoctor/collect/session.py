@@ -131,6 +131,7 @@ class Session:
         self.model_inputs: dict[int, tuple[tuple[int, ...], str | None]] = {}
         self.fallback_ops: list[str] = []
         self.h2d_in_forward: list[int] = [0]
+        self.sync_calls: list[int] = [0]
         self.out_dir = (Path(out_dir) if out_dir else default_run_dir()) if record else None
         self.record: RunRecord | None = None
         self._command = tuple(command)
@@ -221,6 +222,7 @@ class Session:
             model_inputs=self.model_inputs,
             fallback_ops=self.fallback_ops,
             h2d_in_forward=self.h2d_in_forward,
+            sync_calls=self.sync_calls,
             trigger=self.experiment_trigger,
             environ=self._environ,
             interval_ns=int(self._interval_s * 1e9),

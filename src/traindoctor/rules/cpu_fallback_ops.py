@@ -41,7 +41,9 @@ def cpu_fallback_ops(ctx: RuleContext) -> list[Finding]:
     if ctx.record.steps:
         sync = ctx.share(Phase.SYNC)
         if sync >= SYNC_WARNING:
-            findings.append(_syncs(sync))
+            calls = ctx.record.env_value("torch.sync_calls")
+            per_step = calls / len(ctx.record.steps) if isinstance(calls, int) else None
+            findings.append(_syncs(sync, per_step))
     moved = ctx.record.env_value("torch.h2d_in_forward")
     if isinstance(moved, int) and ctx.record.steps:
         per_step = moved / len(ctx.record.steps)
@@ -90,7 +92,7 @@ def _split(ctx: RuleContext) -> list[Finding]:
     return findings
 
 
-def _syncs(share: float) -> Finding:
+def _syncs(share: float, per_step: float | None) -> Finding:
     return Finding(
         rule="cpu-fallback-ops",
         severity=Severity.CRITICAL if share >= SYNC_CRITICAL else Severity.WARNING,
@@ -107,6 +109,11 @@ def _syncs(share: float) -> Finding:
                 unit="share",
                 threshold=SYNC_WARNING if share < SYNC_CRITICAL else SYNC_CRITICAL,
                 source="timed .item()/.tolist()/.cpu() of device tensors",
+            ),
+            Evidence(
+                metric="device-to-host reads per step",
+                value="unknown" if per_step is None else round(per_step, 1),
+                source="counted .item()/.tolist()/.cpu() of device tensors",
             ),
         ),
         speedup=Speedup(

@@ -1,7 +1,9 @@
 """step-outliers: some steps take far longer than the rest.
 
 Detects: steps above mean + 3σ of the measured step times (SageMaker Debugger's StepOutlier
-rule), leaving out steps that saved a checkpoint (``checkpoint-stalls`` covers those).
+rule), leaving out steps that saved a checkpoint (``checkpoint-stalls`` covers those). Only
+info when several threads call one model at once: the outliers are that contention's symptom
+(``shared-model-threads`` is the finding to act on).
 Evidence: how many, how long against the median, when they happen, the phase that grew.
 Fix: depends on the phase that grew; the finding names it.
 """
@@ -14,6 +16,7 @@ import statistics
 from traindoctor.model import Evidence, Finding, Fix, Phase, Severity, Speedup, StepTiming
 from traindoctor.rules.context import RuleContext, speedup_if_removed
 from traindoctor.rules.registry import rule
+from traindoctor.rules.shared_model_threads import MIN_CONCURRENT_SHARE
 
 __all__ = ["MIN_OUTLIERS", "MIN_STEPS", "SIGMAS", "WARNING_LOST_SHARE", "step_outliers"]
 
@@ -38,6 +41,15 @@ _HINTS = {
     "computation (spread it out or run it asynchronously)",
     "gc": "a garbage collection ran (see gc.freeze())",
 }
+
+
+def _shared_model(ctx: RuleContext) -> str | None:
+    """The model several threads call at once (shared-model-threads' condition), if any."""
+    for stat in ctx.record.concurrency:
+        share = stat.concurrent_calls / stat.calls if stat.calls else 0.0
+        if stat.threads >= 2 and stat.max_concurrent >= 2 and share >= MIN_CONCURRENT_SHARE:
+            return stat.class_name
+    return None
 
 
 @rule(id="step-outliers", title="Outlier steps")
@@ -69,18 +81,26 @@ def step_outliers(ctx: RuleContext) -> list[Finding]:
             + (" ..." if len(outliers) > 8 else "")
         )
     )
+    shared = _shared_model(ctx)
+    explained = (
+        f" Several threads call {shared} at once (see shared-model-threads): contention "
+        "between them makes step times vary, so these outliers are its symptom."
+        if shared
+        else ""
+    )
     return [
         Finding(
             rule="step-outliers",
             severity=Severity.WARNING
             if lost_share >= WARNING_LOST_SHARE
             and len(outliers) > WARNING_OUTLIER_SHARE * len(steps)
+            and not shared
             else Severity.INFO,
             title=f"{len(outliers)} outlier steps ({when})",
             explanation=(
                 f"{len(outliers)} of {len(steps)} steps took longer than mean + 3σ "
                 f"({limit / 1e6:.1f} ms; median step {median / 1e6:.1f} ms), {when}. In them "
-                f"{_HINTS.get(cause, f'the {cause} phase grew')}."
+                f"{_HINTS.get(cause, f'the {cause} phase grew')}.{explained}"
             ),
             evidence=(
                 Evidence(
