@@ -7,6 +7,7 @@
     ├── ScriptNotFoundError          `traindoctor run X`: X does not exist or is not a file
     ├── RecordError                  a run record cannot be read at all
     │   └── RecordCorruptError       a record is corrupt at a known byte offset
+    ├── TraceError                   a profiler trace cannot be read (file, offset, what)
     └── MissingExtraError            an optional dependency (torch, nvidia-ml-py) is missing
 
 Messages say what went wrong, where (path, byte offset) and what to do. The CLI prints
@@ -20,6 +21,7 @@ __all__ = [
     "RecordCorruptError",
     "RecordError",
     "ScriptNotFoundError",
+    "TraceError",
     "TraindoctorError",
     "UsageError",
 ]
@@ -49,6 +51,11 @@ class RecordCorruptError(RecordError):
         self.path = path
         self.offset = offset
         self.reason = reason
+
+
+class TraceError(TraindoctorError):
+    """A profiler trace cannot be read; the message names the file and, where known, the
+    byte offset."""
 
 
 class MissingExtraError(TraindoctorError):

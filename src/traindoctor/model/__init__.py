@@ -34,6 +34,14 @@ from traindoctor.model.run import (
     SystemSample,
 )
 from traindoctor.model.schema import SCHEMA_VERSION, SchemaError, from_jsonable, to_jsonable
+from traindoctor.model.traces import (
+    KernelStat,
+    LaunchStats,
+    RankTrace,
+    StreamIdle,
+    TemporalBreakdown,
+    TraceSummary,
+)
 
 __all__ = [
     "SCHEMA_VERSION",
@@ -47,6 +55,8 @@ __all__ = [
     "Fix",
     "GpuProcess",
     "GpuSample",
+    "KernelStat",
+    "LaunchStats",
     "LayerInfo",
     "LoaderInfo",
     "Measurement",
@@ -54,6 +64,7 @@ __all__ = [
     "Notice",
     "Phase",
     "ProcessUsage",
+    "RankTrace",
     "Report",
     "RunEnd",
     "RunMeta",
@@ -63,9 +74,12 @@ __all__ = [
     "SkippedRule",
     "Speedup",
     "StepTiming",
+    "StreamIdle",
     "Summary",
     "SystemSample",
+    "TemporalBreakdown",
     "Throughput",
+    "TraceSummary",
     "TuneResult",
     "TuneTrial",
     "from_jsonable",

@@ -1,0 +1,183 @@
+"""Stream a Kineto / Chrome-trace JSON file (``.json`` or ``.json.gz``) into compact columns.
+
+Events are read one at a time with ijson's C parser and only what the analyses need is kept:
+GPU events (kernels, memcpy, memset, stream syncs), the runtime calls that launched them (by
+correlation id) and the ``ProfilerStep#N`` spans. Memory is bounded by the GPU events, not by
+the file: a CPU-op-heavy trace of a gigabyte streams through.
+"""
+
+from __future__ import annotations
+
+import gzip
+import math
+import zlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+from traindoctor.errors import TraceError
+
+__all__ = ["GpuEvent", "Launch", "RankEvents", "load_events"]
+
+#: GPU-side categories, new schema and old (capitalised) schema.
+_GPU_CATEGORIES = frozenset(
+    {"kernel", "gpu_memcpy", "gpu_memset", "cuda_sync", "Kernel", "Memcpy", "Memset"}
+)
+#: Host-side categories whose events carry the correlation id of what they launched.
+_LAUNCH_CATEGORIES = frozenset({"cuda_runtime", "cuda_driver", "Runtime", "Driver"})
+_STEP_PREFIX = "ProfilerStep#"
+
+
+@dataclass(slots=True)
+class GpuEvent:
+    """One event on a GPU stream (µs, integers)."""
+
+    ts: int
+    dur: int
+    stream: int
+    correlation: int | None
+    name: str
+    category: str
+
+
+@dataclass(slots=True)
+class Launch:
+    """A runtime/driver call with a correlation id (µs, integers)."""
+
+    ts: int
+    dur: int
+    name: str
+
+
+@dataclass
+class RankEvents:
+    """What one rank's file holds, reduced to what the analyses use."""
+
+    path: str
+    rank: int | None = None
+    device: str | None = None
+    events: int = 0
+    gpu: list[GpuEvent] = field(default_factory=list)
+    launches: dict[int, Launch] = field(default_factory=dict)
+    steps: list[tuple[str, int]] = field(default_factory=list)
+    """``(ProfilerStep#N, start µs)``."""
+    warnings: list[str] = field(default_factory=list)
+
+
+def load_events(path: Path) -> RankEvents:
+    """Read one trace file.
+
+    Raises:
+        TraceError: the file is missing, empty, not gzip/JSON, or has no ``traceEvents``; the
+            message names the file and, where known, the byte offset.
+    """
+    import ijson
+
+    out = RankEvents(path=str(path))
+    try:
+        size = path.stat().st_size
+    except OSError as exc:
+        raise TraceError(f"{path}: cannot read: {exc.strerror or exc}") from exc
+    if size == 0:
+        raise TraceError(f"{path}: the file is empty (0 bytes)")
+    with _open(path) as f:
+        _read_header(ijson, f, out)
+    with _open(path) as f:
+        try:
+            for event in ijson.items(f, "traceEvents.item", use_float=True):
+                out.events += 1
+                _take(event, out)
+        except (ijson.JSONError, ijson.IncompleteJSONError) as exc:
+            raise _bad(path, f, f"invalid JSON: {exc}", out) from exc
+        except (EOFError, zlib.error, gzip.BadGzipFile, OSError) as exc:
+            raise _bad(path, f, f"truncated or corrupt gzip: {exc}", out) from exc
+        except UnicodeDecodeError as exc:
+            raise _bad(path, f, f"not UTF-8 text: {exc.reason}", out) from exc
+    if out.events == 0:
+        raise TraceError(f"{path}: no traceEvents (not a PyTorch profiler / Chrome trace?)")
+    return out
+
+
+def _open(path: Path) -> IO[bytes]:
+    with path.open("rb") as probe:
+        magic = probe.read(2)
+    if magic == b"\x1f\x8b":
+        return gzip.GzipFile(path, "rb")  # type: ignore[return-value]
+    return path.open("rb")
+
+
+def _bad(path: Path, f: IO[bytes], what: str, out: RankEvents) -> TraceError:
+    try:
+        offset = f.tell()
+    except (OSError, ValueError):
+        offset = None
+    where = f" near byte {offset:,}" if offset is not None else ""
+    return TraceError(f"{path}: {what}{where} (after {out.events:,} events)")
+
+
+def _read_header(ijson: Any, f: IO[bytes], out: RankEvents) -> None:
+    """distributedInfo.rank and the first device's name, from the keys before traceEvents
+    (Kineto writes them first; a file that puts them after is read without them)."""
+    try:
+        for prefix, event, value in ijson.parse(f):
+            if prefix == "traceEvents" and event == "start_array":
+                return
+            if prefix == "distributedInfo.rank" and event == "number":
+                out.rank = int(value)
+            elif prefix == "deviceProperties.item.name" and out.device is None:
+                out.device = str(value)
+    except Exception:  # the main pass reports what is wrong with the file
+        return
+
+
+def _take(event: dict[str, Any], out: RankEvents) -> None:
+    if event.get("ph") != "X":
+        return
+    category = event.get("cat")
+    args = event.get("args") or {}
+    if category in _GPU_CATEGORIES:
+        stream = args.get("stream")
+        if stream is None:
+            stream = event.get("tid") if category != "cuda_sync" else None
+        if stream is None or not isinstance(stream, (int, float)):
+            return  # a sync with no stream is not on the GPU timeline
+        ts, dur = _times(event)
+        if ts is None:
+            return
+        correlation = args.get("correlation")
+        out.gpu.append(
+            GpuEvent(
+                ts=ts,
+                dur=dur,
+                stream=int(stream),
+                correlation=int(correlation) if isinstance(correlation, (int, float)) else None,
+                name=str(event.get("name", "")),
+                category=str(category),
+            )
+        )
+    elif category in _LAUNCH_CATEGORIES:
+        correlation = args.get("correlation")
+        if isinstance(correlation, (int, float)):
+            ts, dur = _times(event)
+            if ts is not None:
+                out.launches[int(correlation)] = Launch(
+                    ts=ts, dur=dur, name=str(event.get("name", ""))
+                )
+    else:
+        name = event.get("name")
+        if isinstance(name, str) and name.startswith(_STEP_PREFIX):
+            ts, _ = _times(event)
+            if ts is not None:
+                out.steps.append((name, ts))
+
+
+def _times(event: dict[str, Any]) -> tuple[int | None, int]:
+    """HTA's rule for ns-resolution traces: ts = ceil(ts), end = floor(ts + dur)."""
+    ts, dur = event.get("ts"), event.get("dur", 0)
+    if not isinstance(ts, (int, float)) or not isinstance(dur, (int, float)):
+        return None, 0
+    if isinstance(ts, float) or isinstance(dur, float):
+        start = math.ceil(ts)
+        end = math.floor(ts + dur)
+        return start, end - start
+    return ts, dur
