@@ -1,0 +1,125 @@
+"""``traindoctor trace PATH...``: analyse PyTorch-profiler (Kineto / Chrome-trace) files."""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from traindoctor.errors import UsageError
+from traindoctor.model import SCHEMA_VERSION, TraceSummary, to_jsonable
+from traindoctor.traces import analyse_paths
+
+__all__ = ["add_parser", "run", "summary_to_dict"]
+
+_TOP = 5
+
+
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Register the command."""
+    p = sub.add_parser(
+        "trace",
+        help="analyse PyTorch profiler traces (one file per rank), like HTA but faster",
+        description=(
+            "Analyse Kineto/Chrome-trace JSON files (.json or .json.gz, or a folder with one "
+            "file per rank): temporal breakdown, idle time by stream, top kernels, memcpy "
+            "share, communication/computation overlap, launch statistics."
+        ),
+    )
+    p.add_argument("paths", type=Path, nargs="+", metavar="PATH", help="trace files or folders")
+    p.add_argument("--json", type=Path, dest="json_path", help="also write the analysis as JSON")
+    p.add_argument(
+        "--include-last-step",
+        action="store_true",
+        help="keep the last ProfilerStep (HTA leaves it out by default)",
+    )
+    p.add_argument("--width", type=int, default=100, help="width of the text")
+    p.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Print the analysis; write JSON when asked."""
+    summary = analyse_paths(list(args.paths), include_last_step=args.include_last_step)
+    sys.stdout.write(render_trace(summary, width=args.width))
+    if args.json_path is not None:
+        try:
+            args.json_path.write_text(json.dumps(summary_to_dict(summary), indent=2) + "\n")
+        except OSError as exc:
+            raise UsageError(f"cannot write {args.json_path}: {exc.strerror or exc}") from exc
+    return 0
+
+
+def summary_to_dict(summary: TraceSummary) -> dict[str, Any]:
+    """The analysis as JSON: ``ranks`` (with ``temporal_breakdown`` and
+    ``comm_comp_overlap_pct``), ``warnings`` and ``findings`` (none yet)."""
+    ranks = []
+    for r in summary.ranks:
+        data = to_jsonable(r)
+        data["temporal_breakdown"] = data.pop("temporal")
+        ranks.append(data)
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "ranks": ranks,
+        "warnings": list(summary.warnings),
+        "findings": [],
+    }
+
+
+def render_trace(summary: TraceSummary, *, width: int = 100) -> str:
+    """Per-rank tables as terminal text."""
+    console = Console(width=width, file=io.StringIO(), record=True, color_system=None)
+    table = Table(title="Temporal breakdown (µs, % of GPU kernel time)", title_justify="left")
+    for column in ("rank", "kernel time", "idle", "compute", "non-compute", "memcpy share",
+                   "comm/comp overlap", "launches"):  # fmt: skip
+        table.add_column(column, justify="right")
+    for r in summary.ranks:
+        t = r.temporal
+        memory = dict(r.type_us).get("MEMORY", 0)
+        total = sum(us for _, us in r.type_us)
+        table.add_row(
+            str(r.rank),
+            "-" if t is None else f"{t.kernel_time_us:,}",
+            "-" if t is None else f"{t.idle_us:,} ({t.idle_pct:.2f}%)",
+            "-" if t is None else f"{t.compute_us:,} ({t.compute_pct:.2f}%)",
+            "-" if t is None else f"{t.non_compute_us:,} ({t.non_compute_pct:.2f}%)",
+            f"{100 * memory / total:.1f}%" if total else "-",
+            "n/a" if r.comm_comp_overlap_pct is None else f"{r.comm_comp_overlap_pct:.2f}%",
+            "-" if r.launch is None else f"{r.launch.launches:,}",
+        )
+    console.print(table)
+    for r in summary.ranks:
+        top = Table(title=f"rank {r.rank}: top kernels", title_justify="left", box=None)
+        top.add_column("kernel", overflow="ellipsis", no_wrap=True, max_width=width - 30)
+        top.add_column("type")
+        top.add_column("µs", justify="right")
+        top.add_column("share", justify="right")
+        for k in r.kernels[:_TOP]:
+            top.add_row(k.name, k.kernel_type, f"{k.sum_us:,}", f"{k.share_pct:.2f}%")
+        console.print(top)
+        idle = Table(
+            title=f"rank {r.rank}: idle time by stream (µs)", title_justify="left", box=None
+        )
+        for column in ("stream", "host wait", "kernel wait", "other"):
+            idle.add_column(column, justify="right")
+        for s in r.idle_by_stream:
+            idle.add_row(
+                str(s.stream), f"{s.host_wait_us:,}", f"{s.kernel_wait_us:,}", f"{s.other_us:,}"
+            )
+        console.print(idle)
+        if r.launch is not None:
+            ls = r.launch
+            console.print(
+                f"rank {r.rank}: {ls.launches:,} launches; median cpu {ls.cpu_median_us:g} µs, "
+                f"gpu {ls.gpu_median_us:g} µs, delay {ls.delay_median_us:g} µs; short kernels "
+                f"{ls.short_kernels:,}, runtime > 50 µs {ls.runtime_outliers:,}, "
+                f"delay > 100 µs {ls.delay_outliers:,}"
+            )
+    for warning in summary.warnings:
+        console.print(f"note: {warning}")
+    return console.export_text()

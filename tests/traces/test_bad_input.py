@@ -1,0 +1,85 @@
+"""Broken trace files give one line naming the file (and the byte offset where known); the
+CLI prints it and exits 1, never a traceback."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.traces.test_oracle import TRACES
+from traindoctor.cli import main
+from traindoctor.errors import TraceError
+from traindoctor.traces import analyse_paths, load_events
+
+EVENTS = {
+    "traceEvents": [
+        {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "ts": 10, "dur": 5,
+         "args": {"correlation": 1}},
+        {"ph": "X", "cat": "kernel", "name": "gemm", "ts": 20, "dur": 30,
+         "args": {"stream": 7, "correlation": 1}},
+    ]
+}  # fmt: skip
+
+
+def _write(path: Path, data: bytes) -> Path:
+    path.write_bytes(data)
+    return path
+
+
+def test_empty_missing_invalid_truncated_and_non_utf8(tmp_path: Path) -> None:
+    cases = {
+        "empty.json": b"",
+        "invalid.json": b'{"traceEvents": [{"ph": "X", "ts": 1,,}]}',
+        "latin1.json": b'{"traceEvents": [{"name": "caf\xe9"}]}',
+        "notrace.json": b'{"schemaVersion": 1}',
+    }
+    for name, data in cases.items():
+        with pytest.raises(TraceError) as err:
+            load_events(_write(tmp_path / name, data))
+        assert str(err.value).startswith(str(tmp_path / name)), name
+    good = gzip.compress(json.dumps(EVENTS).encode())
+    truncated = _write(tmp_path / "cut.json.gz", good[: len(good) // 2])
+    with pytest.raises(TraceError, match=r"truncated or corrupt gzip|invalid JSON"):
+        load_events(truncated)
+    with pytest.raises(TraceError, match="no such file"):
+        analyse_paths([tmp_path / "missing.json"])
+
+
+def test_a_trace_without_gpu_events_is_reported_honestly(tmp_path: Path) -> None:
+    cpu_only = {"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "aten::mm", "ts": 1,
+                                 "dur": 2}]}  # fmt: skip
+    summary = analyse_paths([_write(tmp_path / "cpu.json", json.dumps(cpu_only).encode())])
+    (rank,) = summary.ranks
+    assert rank.temporal is None and rank.gpu_events == 0
+    assert any("no GPU events" in w for w in summary.warnings)
+
+
+def test_ns_resolution_times_follow_htas_rounding(tmp_path: Path) -> None:
+    ns = json.loads(json.dumps(EVENTS))
+    ns["traceEvents"][1].update(ts=20.4, dur=30.3)  # start ceil(20.4)=21, end floor(50.7)=50
+    (rank,) = analyse_paths([_write(tmp_path / "ns.json", json.dumps(ns).encode())]).ranks
+    assert rank.temporal is not None and rank.temporal.kernel_time_us == 29
+
+
+def test_cli_one_line_error_and_json_shape(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bad = _write(tmp_path / "bad.json.gz", b"\x1f\x8bnot really gzip")
+    assert main(["trace", str(bad)]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("traindoctor: error: ") and str(bad) in err[0]
+    if not (TRACES / "hta_nccl_a100_r0of2").exists():
+        pytest.skip("shared/traces is not available here")
+    out = tmp_path / "trace.json"
+    assert main(["trace", str(TRACES / "hta_nccl_a100_r0of2"), "--json", str(out)]) == 0
+    data = json.loads(out.read_text())
+    (rank,) = data["ranks"]
+    assert set(rank["temporal_breakdown"]) >= {
+        "kernel_time_us", "idle_us", "compute_us", "non_compute_us",
+        "idle_pct", "compute_pct", "non_compute_pct",
+    }  # fmt: skip
+    assert rank["rank"] == 0 and rank["comm_comp_overlap_pct"] == 14.31
+    assert data["findings"] == []
