@@ -61,8 +61,8 @@ def attach_measurements(
         return findings
     v = _with_achieved(experiments[-1], summary)
     achieved = v.achieved_per_sec
-    compute = _rate(v, "compute")
-    data = _rate(v, "data")
+    compute = v.compute_rate
+    data = v.data_rate
     out = []
     for original in findings:
         finding = original
@@ -99,12 +99,6 @@ def attach_measurements(
 def _with_achieved(v: BoundVerdict, summary: Summary) -> BoundVerdict:
     achieved = summary.samples_per_sec if v.unit == "samples/s" else summary.batches_per_sec
     return dataclasses.replace(v, achieved_per_sec=achieved)
-
-
-def _rate(v: BoundVerdict, which: str) -> float:
-    t = v.data if which == "data" else v.compute
-    rate = t.samples_per_sec if v.unit == "samples/s" else t.batches_per_sec
-    return rate or 0.0
 
 
 def attach_tune(report: Report, result: TuneResult) -> Report:

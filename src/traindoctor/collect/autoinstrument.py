@@ -229,10 +229,7 @@ class TorchPatches:
             finally:
                 append((clock(), EXIT, None, tid))
 
-        wrapper.__wrapped__ = original  # type: ignore[attr-defined]
-        wrapper.__name__ = name
-        wrapper.__doc__ = original.__doc__
-        return wrapper
+        return _dressed(wrapper, original)
 
     def _catch_fallback_warnings(self) -> None:
         import warnings
@@ -353,10 +350,7 @@ def _sync_wrapper(
         finally:
             append((clock(), EXIT, None, tid))
 
-    wrapper.__wrapped__ = original  # type: ignore[attr-defined]
-    wrapper.__name__ = getattr(original, "__name__", "wrapper")
-    wrapper.__doc__ = original.__doc__
-    return wrapper
+    return _dressed(wrapper, original)
 
 
 def _phase_wrapper(
@@ -375,6 +369,11 @@ def _phase_wrapper(
         finally:
             append((clock(), EXIT, None, tid))
 
+    return _dressed(wrapper, original)
+
+
+def _dressed(wrapper: Callable[..., Any], original: Callable[..., Any]) -> Callable[..., Any]:
+    """Give a patch the name, doc and ``__wrapped__`` of what it wraps."""
     wrapper.__wrapped__ = original  # type: ignore[attr-defined]
     wrapper.__name__ = getattr(original, "__name__", "wrapper")
     wrapper.__doc__ = original.__doc__

@@ -51,6 +51,21 @@ class BoundVerdict:
     """What the job reached in its own steps, in the same unit, when known."""
     margin: float = 0.0
 
+    @property
+    def data_rate(self) -> float:
+        """The data-only throughput in ``unit``."""
+        return _rate(self.data, self.unit)
+
+    @property
+    def compute_rate(self) -> float:
+        """The compute-only throughput in ``unit``."""
+        return _rate(self.compute, self.unit)
+
+
+def _rate(t: Throughput, unit: str) -> float:
+    rate = t.samples_per_sec if unit == "samples/s" else t.batches_per_sec
+    return rate or 0.0
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TuneTrial:

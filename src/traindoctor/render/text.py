@@ -66,10 +66,6 @@ def _summary(report: Report) -> Panel:
 
 
 def _experiment(v: BoundVerdict) -> Text:
-    def rate(which: str) -> float:
-        t = v.data if which == "data" else v.compute
-        return (t.samples_per_sec if v.unit == "samples/s" else t.batches_per_sec) or 0.0
-
     achieved = "" if v.achieved_per_sec is None else f"; the job: {v.achieved_per_sec:,.1f}"
     verdicts = {
         "input": "input-bound (the loader alone is the slower part)",
@@ -77,7 +73,7 @@ def _experiment(v: BoundVerdict) -> Text:
         "balanced": "balanced (within the noise margin of each other)",
     }
     return Text(
-        f"Measured ({v.unit}): data-only {rate('data'):,.1f}, compute-only {rate('compute'):,.1f}"
+        f"Measured ({v.unit}): data-only {v.data_rate:,.1f}, compute-only {v.compute_rate:,.1f}"
         f"{achieved} -> {verdicts.get(v.bound, v.bound)}; ceiling {v.ceiling_per_sec:,.1f}"
     )
 
