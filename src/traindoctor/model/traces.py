@@ -86,6 +86,13 @@ class RankTrace:
     launch: LaunchStats | None = None
     type_us: tuple[tuple[str, int], ...] = ()
     """Summed µs per kernel type (COMPUTATION, COMMUNICATION, MEMORY)."""
+    sync_host_us: int = 0
+    """Host time inside cudaDeviceSynchronize / cudaStreamSynchronize / cudaEventSynchronize
+    calls (window applied)."""
+    launch_cpu_us: int = 0
+    """Summed durations of the launch calls matched to GPU events."""
+    launch_gpu_us: int = 0
+    """Summed durations of the GPU events those calls launched."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

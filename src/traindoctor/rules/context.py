@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import cached_property
 
-from traindoctor.model import Phase, RunRecord, StepTiming, Summary, SystemSample
+from traindoctor.model import Phase, RunRecord, StepTiming, Summary, SystemSample, TraceSummary
 from traindoctor.rules.summary import summarize
 
 __all__ = ["RuleContext", "speedup_if_removed"]
@@ -18,9 +18,11 @@ def speedup_if_removed(share: float) -> float:
 
 @dataclass(frozen=True)
 class RuleContext:
-    """A read-only view of one run for the rules."""
+    """A read-only view of one run (and/or its profiler traces) for the rules."""
 
     record: RunRecord
+    trace: TraceSummary | None = None
+    """Profiler-trace analysis, for the trace rules (``traindoctor trace``)."""
 
     @cached_property
     def summary(self) -> Summary:

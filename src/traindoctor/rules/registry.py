@@ -19,6 +19,10 @@ _REQUIREMENTS: dict[str, tuple[Callable[[RuleContext], bool], str]] = {
     "system": (lambda c: len(c.system) > 0, "no system samples were recorded"),
     "env": (lambda c: len(c.record.env) > 0, "no environment facts were recorded"),
     "model": (lambda c: len(c.record.models) > 0, "no model was seen"),
+    "trace": (
+        lambda c: c.trace is not None and any(r.temporal for r in c.trace.ranks),
+        "no profiler trace with GPU events",
+    ),
 }
 
 
@@ -46,8 +50,9 @@ RULES: dict[str, Rule] = {}
 
 #: What a rule judges: ``run`` (a watched run's steps and samples), ``env`` (the machine and
 #: Python environment: ``traindoctor doctor`` runs these) or ``model`` (a model's structure:
-#: ``traindoctor.lint`` runs these). A watched run runs them all.
-SCOPES = ("run", "env", "model")
+#: ``traindoctor.lint`` runs these) or ``trace`` (a profiler trace's analysis: ``traindoctor
+#: trace`` runs these). A watched run runs them all.
+SCOPES = ("run", "env", "model", "trace")
 
 
 def rule(

@@ -87,6 +87,7 @@ def _rank(events: RankEvents, rank: int, filtered: bool) -> RankTrace:
     gpu, launches, steps = _window(events, filtered)
     typed = [(e, kernel_type(e.name)) for e in gpu]
     temporal = _temporal(typed)
+    pairs = _launch_pairs(gpu, launches)
     return RankTrace(
         rank=rank,
         path=events.path,
@@ -98,8 +99,11 @@ def _rank(events: RankEvents, rank: int, filtered: bool) -> RankTrace:
         comm_comp_overlap_pct=_overlap(typed),
         kernels=_kernels(typed),
         idle_by_stream=_idle(gpu, launches),
-        launch=_launch_stats(gpu, launches),
+        launch=_launch_stats(pairs),
         type_us=_type_sums(typed),
+        sync_host_us=sum(x.dur for x in launches.values() if "Synchronize" in x.name),
+        launch_cpu_us=sum(launch.dur for launch, _ in pairs),
+        launch_gpu_us=sum(e.dur for _, e in pairs),
     )
 
 
@@ -244,25 +248,29 @@ def _idle(gpu: list[GpuEvent], launches: dict[int, Launch]) -> tuple[StreamIdle,
     return tuple(sorted(out, key=lambda s: s.stream))
 
 
-def _launch_stats(gpu: list[GpuEvent], launches: dict[int, Launch]) -> LaunchStats | None:
-    cpu: list[int] = []
-    dev: list[int] = []
-    delay: list[int] = []
+def _launch_pairs(
+    gpu: list[GpuEvent], launches: dict[int, Launch]
+) -> list[tuple[Launch, GpuEvent]]:
+    """Each GPU event with the CUDA launch call (kernel launch, async memcpy/memset) that
+    queued it, matched by correlation id."""
+    pairs = []
     for e in gpu:
-        if e.correlation is None:
-            continue
-        launch = launches.get(e.correlation)
+        launch = launches.get(e.correlation) if e.correlation is not None else None
         if (
-            launch is None
-            or not launch.name.startswith("cu")
-            or not any(k in launch.name for k in _LAUNCH_NAMES)
+            launch is not None
+            and launch.name.startswith("cu")
+            and any(k in launch.name for k in _LAUNCH_NAMES)
         ):
-            continue
-        cpu.append(launch.dur)
-        dev.append(e.dur)
-        delay.append(max(0, e.ts - (launch.ts + launch.dur)))
-    if not cpu:
+            pairs.append((launch, e))
+    return pairs
+
+
+def _launch_stats(pairs: list[tuple[Launch, GpuEvent]]) -> LaunchStats | None:
+    if not pairs:
         return None
+    cpu = [launch.dur for launch, _ in pairs]
+    dev = [e.dur for _, e in pairs]
+    delay = [max(0, e.ts - (launch.ts + launch.dur)) for launch, e in pairs]
     return LaunchStats(
         launches=len(cpu),
         cpu_median_us=float(statistics.median(cpu)),
