@@ -28,6 +28,14 @@ EXPECTED = {
     "cpu-fallback-ops",
     "tensor-core-alignment",
     "autograd-in-inference",
+    # issue 5: profiler-trace rules
+    "gpu-idle",
+    "h2d-bound",
+    "sync-bound",
+    "launch-bound",
+    "hot-kernel",
+    "comm-bound",
+    "stragglers",
 }
 
 

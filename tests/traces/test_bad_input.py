@@ -82,4 +82,5 @@ def test_cli_one_line_error_and_json_shape(
         "idle_pct", "compute_pct", "non_compute_pct",
     }  # fmt: skip
     assert rank["rank"] == 0 and rank["comm_comp_overlap_pct"] == 14.31
-    assert data["findings"] == []
+    assert [f["rule"] for f in data["findings"]] == ["gpu-idle"]  # idle 77.78%
+    assert data["findings"][0]["estimated_speedup"] > 1

@@ -6,17 +6,21 @@ import argparse
 import io
 import json
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
 from rich.console import Console
 from rich.table import Table
 
+from traindoctor.collect.session import new_run_meta
 from traindoctor.errors import UsageError
-from traindoctor.model import SCHEMA_VERSION, TraceSummary, to_jsonable
+from traindoctor.model import SCHEMA_VERSION, Finding, RunRecord, TraceSummary, to_jsonable
+from traindoctor.render import findings_to_list, render_findings
+from traindoctor.rules import RuleContext, run_rules
 from traindoctor.traces import analyse_paths
 
-__all__ = ["add_parser", "run", "summary_to_dict"]
+__all__ = ["add_parser", "run", "summary_to_dict", "trace_findings"]
 
 _TOP = 5
 
@@ -44,20 +48,31 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 
 
 def run(args: argparse.Namespace) -> int:
-    """Print the analysis; write JSON when asked."""
+    """Print the analysis and its findings; write JSON when asked."""
     summary = analyse_paths(list(args.paths), include_last_step=args.include_last_step)
+    findings = trace_findings(summary)
     sys.stdout.write(render_trace(summary, width=args.width))
+    sys.stdout.write(render_findings(findings, width=args.width))
     if args.json_path is not None:
+        data = summary_to_dict(summary, findings)
         try:
-            args.json_path.write_text(json.dumps(summary_to_dict(summary), indent=2) + "\n")
+            args.json_path.write_text(json.dumps(data, indent=2) + "\n")
         except OSError as exc:
             raise UsageError(f"cannot write {args.json_path}: {exc.strerror or exc}") from exc
     return 0
 
 
-def summary_to_dict(summary: TraceSummary) -> dict[str, Any]:
+def trace_findings(summary: TraceSummary) -> list[Finding]:
+    """Run the trace rules on the analysis; ranked."""
+    record = RunRecord(meta=new_run_meta(("traindoctor", "trace"), time.perf_counter_ns()))
+    findings, _ = run_rules(RuleContext(record, trace=summary), scopes=("trace",))
+    return findings
+
+
+def summary_to_dict(summary: TraceSummary, findings: list[Finding] | None = None) -> dict[str, Any]:
     """The analysis as JSON: ``ranks`` (with ``temporal_breakdown`` and
-    ``comm_comp_overlap_pct``), ``warnings`` and ``findings`` (none yet)."""
+    ``comm_comp_overlap_pct``), ``warnings`` and ``findings`` (ranked, shaped as in a run's
+    report)."""
     ranks = []
     for r in summary.ranks:
         data = to_jsonable(r)
@@ -67,7 +82,7 @@ def summary_to_dict(summary: TraceSummary) -> dict[str, Any]:
         "schema_version": SCHEMA_VERSION,
         "ranks": ranks,
         "warnings": list(summary.warnings),
-        "findings": [],
+        "findings": findings_to_list(findings or []),
     }
 
 

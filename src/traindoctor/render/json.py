@@ -3,11 +3,18 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any
 
-from traindoctor.model import Checkup, Report, to_jsonable
+from traindoctor.model import Checkup, Finding, Report, to_jsonable
 
-__all__ = ["checkup_to_dict", "render_checkup_json", "render_json", "report_to_dict"]
+__all__ = [
+    "checkup_to_dict",
+    "findings_to_list",
+    "render_checkup_json",
+    "render_json",
+    "report_to_dict",
+]
 
 
 def report_to_dict(report: Report) -> dict[str, Any]:
@@ -15,6 +22,11 @@ def report_to_dict(report: Report) -> dict[str, Any]:
     data: dict[str, Any] = to_jsonable(report)
     data["findings"] = [_finding(i, finding) for i, finding in enumerate(data["findings"])]
     return data
+
+
+def findings_to_list(findings: Sequence[Finding]) -> list[dict[str, Any]]:
+    """Findings as JSON values, in the given (rank) order, shaped as in a report."""
+    return [_finding(i, to_jsonable(f)) for i, f in enumerate(findings)]
 
 
 def _finding(index: int, finding: dict[str, Any]) -> dict[str, Any]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+from collections.abc import Sequence
 
 from rich.console import Console, Group
 from rich.panel import Panel
@@ -12,7 +13,7 @@ from rich.text import Text
 from traindoctor.model import BoundVerdict, Checkup, Finding, Report, Severity
 from traindoctor.render.names import SEVERITY_LABELS, phase_label
 
-__all__ = ["render_checkup_text", "render_text"]
+__all__ = ["render_checkup_text", "render_findings", "render_text"]
 
 _STYLES = {Severity.CRITICAL: "bold red", Severity.WARNING: "yellow", Severity.INFO: "cyan"}
 _BAR_WIDTH = 30
@@ -98,12 +99,23 @@ def _phases(report: Report) -> Table:
 
 
 def _findings(report: Report) -> Group | Text:
-    if not report.findings:
+    return _finding_group(report.findings)
+
+
+def _finding_group(findings: Sequence[Finding]) -> Group | Text:
+    if not findings:
         return Text("No problems found: nothing above the rules' thresholds.")
-    parts: list[Text | Panel] = [Text("Findings, the biggest estimated speed-up first:")]
-    for rank, finding in enumerate(report.findings, start=1):
+    parts: list[Text | Panel] = [Text("Findings, most important first:")]
+    for rank, finding in enumerate(findings, start=1):
         parts.append(_finding(rank, finding))
     return Group(*parts)
+
+
+def render_findings(findings: Sequence[Finding], *, width: int = 100, color: bool = False) -> str:
+    """Ranked findings alone as terminal text (``traindoctor trace``)."""
+    buffer = io.StringIO()
+    _console(buffer, width, color).print(_finding_group(findings))
+    return buffer.getvalue()
 
 
 def _finding(rank: int, f: Finding) -> Panel:

@@ -1,0 +1,86 @@
+"""Trace rules on the shared real traces, and on built rank analyses for the cases the shared
+traces do not have (launch-bound, a dominating kernel)."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.builders import meta
+from tests.traces.test_oracle import TRACES
+from traindoctor.cli.trace import trace_findings
+from traindoctor.model import (
+    KernelStat,
+    LaunchStats,
+    RankTrace,
+    RunRecord,
+    Severity,
+    TemporalBreakdown,
+    TraceSummary,
+)
+from traindoctor.rules import RuleContext, run_rules
+from traindoctor.traces import analyse_paths
+
+shared = pytest.mark.skipif(not TRACES.exists(), reason="shared/traces is not available here")
+
+
+def _rules(case: str) -> dict[str, list[Severity]]:
+    found: dict[str, list[Severity]] = {}
+    for f in trace_findings(analyse_paths([TRACES / case])):
+        found.setdefault(f.rule, []).append(f.severity)
+    return found
+
+
+@shared
+def test_real_traces_get_the_findings_their_numbers_call_for() -> None:
+    a100 = _rules("hta_a100_80gb_r0of16")  # idle 69.44%, NCCL 13% of GPU time, 1.37% hidden
+    assert a100 == {"gpu-idle": [Severity.CRITICAL], "comm-bound": [Severity.WARNING]}
+    assert _rules("hta_trace_diff_v100_r1of2") == {"h2d-bound": [Severity.WARNING]}
+    assert _rules("hta_v100_single") == {}  # a busy GPU: nothing to say
+    dlrm = _rules("param_dlrm_v100_8rank")  # 8 ranks, uneven
+    assert {"stragglers", "sync-bound", "comm-bound", "gpu-idle"} <= set(dlrm)
+
+
+def _rank(**kw: object) -> RankTrace:
+    fields: dict[str, object] = {
+        "rank": 0,
+        "path": "r0.json",
+        "device": None,
+        "steps_kept": (),
+        "events": 10,
+        "gpu_events": 10,
+        "temporal": TemporalBreakdown(
+            kernel_time_us=1000,
+            idle_us=100,
+            compute_us=900,
+            non_compute_us=0,
+            idle_pct=10.0,
+            compute_pct=90.0,
+            non_compute_pct=0.0,
+        ),
+        "comm_comp_overlap_pct": None,
+    }
+    fields.update(kw)
+    return RankTrace(**fields)  # type: ignore[arg-type]
+
+
+def _find(*ranks: RankTrace) -> dict[str, RankTrace | object]:
+    ctx = RuleContext(RunRecord(meta=meta()), trace=TraceSummary(ranks=ranks))
+    findings, _ = run_rules(ctx, scopes=("trace",))
+    return {f.rule: f for f in findings}
+
+
+def test_launch_bound_and_hot_kernel_on_built_analyses() -> None:
+    launches = LaunchStats(launches=1000, cpu_median_us=8.0, gpu_median_us=3.0,
+                           delay_median_us=2.0, short_kernels=800, runtime_outliers=0,
+                           delay_outliers=0)  # fmt: skip
+    hot = KernelStat(name="sgemm", kernel_type="COMPUTATION", sum_us=600, count=10,
+                     share_pct=60.0)  # fmt: skip
+    found = _find(_rank(launch=launches, launch_cpu_us=8000, launch_gpu_us=3000, kernels=(hot,)))
+    assert set(found) == {"launch-bound", "hot-kernel"}
+    busy = _rank(launch=launches, launch_cpu_us=8000, launch_gpu_us=9000)
+    assert "launch-bound" not in _find(busy)  # the GPU work outweighs the launches
+
+
+def test_no_trace_means_the_trace_rules_are_skipped() -> None:
+    findings, skipped = run_rules(RuleContext(RunRecord(meta=meta())), scopes=("trace",))
+    assert findings == [] and {s.reason for s in skipped} == {"no profiler trace with GPU events"}
