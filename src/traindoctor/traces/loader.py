@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import gzip
 import math
+import sys
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -151,8 +152,8 @@ def _take(event: dict[str, Any], out: RankEvents) -> None:
                 dur=dur,
                 stream=int(stream),
                 correlation=int(correlation) if isinstance(correlation, (int, float)) else None,
-                name=str(event.get("name", "")),
-                category=str(category),
+                name=_name(event),
+                category=sys.intern(str(category)),
             )
         )
     elif category in _LAUNCH_CATEGORIES:
@@ -160,15 +161,19 @@ def _take(event: dict[str, Any], out: RankEvents) -> None:
         if isinstance(correlation, (int, float)):
             ts, dur = _times(event)
             if ts is not None:
-                out.launches[int(correlation)] = Launch(
-                    ts=ts, dur=dur, name=str(event.get("name", ""))
-                )
+                out.launches[int(correlation)] = Launch(ts=ts, dur=dur, name=_name(event))
     else:
         name = event.get("name")
         if isinstance(name, str) and name.startswith(_STEP_PREFIX):
             ts, _ = _times(event)
             if ts is not None:
                 out.steps.append((name, ts))
+
+
+def _name(event: dict[str, Any]) -> str:
+    """The event's name, interned: a trace repeats a few thousand kernel names millions of
+    times, and one copy of each keeps a gigabyte trace's analysis in bounded memory."""
+    return sys.intern(str(event.get("name", "")))
 
 
 def _times(event: dict[str, Any]) -> tuple[int | None, int]:
