@@ -36,6 +36,8 @@ class Sink:
         self.fallback_ops: list[str] = []
         self.h2d_in_forward: list[int] = [0]
         self.sync_calls: list[int] = [0]
+        self.experiment_trigger = None
+        self.step_limit = None
 
 
 def test_cpu_machines_get_no_sync_patches() -> None:

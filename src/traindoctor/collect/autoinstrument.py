@@ -17,10 +17,13 @@ from __future__ import annotations
 import threading
 from collections import deque
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from traindoctor.collect.events import ENTER, EXIT, FWD_ENTER, FWD_EXIT, OPT_END, RESET, Event
 from traindoctor.model import LoaderInfo, Phase
+
+if TYPE_CHECKING:
+    from traindoctor.collect.trigger import ExperimentTrigger, StepLimit
 
 __all__ = ["TorchPatches", "TorchSink", "batch_size_of"]
 
@@ -57,6 +60,10 @@ class TorchSink(Protocol):
     """``[n]``: host-to-device copies made inside the model's forward."""
     sync_calls: list[int]
     """``[n]``: device-to-host reads (``.item()``, ``.tolist()``, ``.cpu()``) of device tensors."""
+    experiment_trigger: ExperimentTrigger | None
+    """Runs ``--experiments`` once after warm-up (None: no experiments)."""
+    step_limit: StepLimit | None
+    """Ends a tuning run after its steps (None: no limit)."""
     model_inputs: dict[int, tuple[tuple[int, ...], str | None]]
     """``id(model) -> (shape, dtype)`` of the first tensor of its first call."""
 
@@ -175,8 +182,8 @@ class TorchPatches:
         def pre_hook(optimizer: object, args: object, kwargs: object) -> None:
             append((clock(), ENTER, _OPTIMIZER, get_ident()))
 
-        trigger = getattr(sink, "experiment_trigger", None)
-        limit = getattr(sink, "step_limit", None)
+        trigger = sink.experiment_trigger
+        limit = sink.step_limit
 
         def post_hook(optimizer: object, args: object, kwargs: object) -> None:
             append((clock(), OPT_END, id(optimizer), get_ident()))
@@ -260,7 +267,7 @@ class TorchPatches:
         dtypes = self._sink.batch_dtypes
         checks = [DTYPE_CHECKS]
 
-        trigger = getattr(self._sink, "experiment_trigger", None)
+        trigger = self._sink.experiment_trigger
 
         def __next__(it: Any) -> Any:
             tid = get_ident()
@@ -283,7 +290,7 @@ class TorchPatches:
     def _wrap_iter(self, original: Callable[[Any], Any]) -> Any:
         loaders = self._sink.loaders
 
-        trigger = getattr(self._sink, "experiment_trigger", None)
+        trigger = self._sink.experiment_trigger
 
         def __iter__(loader: Any) -> Any:
             if id(loader) not in loaders:
@@ -303,7 +310,7 @@ class TorchPatches:
         busy = self._in_forward
         get_ident = threading.get_ident
         inputs = sink.model_inputs
-        trigger = getattr(sink, "experiment_trigger", None)
+        trigger = sink.experiment_trigger
         import torch
 
         grad_enabled = torch.is_grad_enabled

@@ -14,6 +14,7 @@ from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from traindoctor.collect.autoinstrument import TorchSink
 from traindoctor.collect.environment import PROBE_TIMEOUT_S, SLOW_PROBES, probe_environment
 from traindoctor.collect.events import Event
 from traindoctor.collect.model_lint import describe_model
@@ -23,7 +24,6 @@ from traindoctor.collect.reducer import StepReducer
 from traindoctor.collect.trigger import (
     EXPERIMENT_AFTER_SAMPLES,
     EXPERIMENT_AFTER_STEPS,
-    ExperimentTrigger,
 )
 from traindoctor.model import (
     BoundVerdict,
@@ -67,7 +67,8 @@ class Monitor:
         reducer: turns events into steps.
         writer: the run record (``None`` to keep everything in memory only).
         readers: sampled every ``interval_ns``.
-        models / loaders / batch_dtypes: filled by the hot path, read here.
+        sink: what the hot path fills (models, loaders, batch dtypes, counters, the
+            experiment trigger): the Session; read here.
         progress: where periodic log lines go (``None``: no lines).
     """
 
@@ -79,14 +80,7 @@ class Monitor:
         writer: RecordWriter | None,
         readers: Sequence[Reader],
         clock: Callable[[], int],
-        models: dict[int, Any],
-        loaders: Mapping[int, LoaderInfo],
-        batch_dtypes: Sequence[str],
-        model_inputs: Mapping[int, tuple[tuple[int, ...], str | None]],
-        fallback_ops: Sequence[str] = (),
-        h2d_in_forward: Sequence[int] = (0,),
-        sync_calls: Sequence[int] = (0,),
-        trigger: ExperimentTrigger | None = None,
+        sink: TorchSink,
         environ: Mapping[str, str],
         interval_ns: int,
         flush_every_ns: int,
@@ -99,17 +93,10 @@ class Monitor:
         self._writer = writer
         self._readers = list(readers)
         self._clock = clock
-        self._models = models
+        self._sink = sink
         self._model_ids: set[int] = set()
-        self._loaders = loaders
         self._loader_ids: set[int] = set()
-        self._batch_dtypes = batch_dtypes
-        self._model_inputs = model_inputs
-        self._fallback_ops = fallback_ops
-        self._h2d_in_forward = h2d_in_forward
-        self._sync_calls = sync_calls
-        self._trigger = trigger
-        self._trigger_seen = 0
+        self._trigger_seen = False
         self._environ = environ
         self._interval_s = interval_ns / 1e9
         self._flush_every = flush_every_ns
@@ -217,24 +204,24 @@ class Monitor:
             self.notice("warning", f"inspection failed: {exc!r}", key="inspect")
 
     def _inspect_unsafe(self, *, final: bool) -> None:
-        for loader_id, info in list(self._loaders.items()):
+        for loader_id, info in list(self._sink.loaders.items()):
             if loader_id not in self._loader_ids:
                 self._loader_ids.add(loader_id)
                 self.collected.loaders.append(info)
                 self._queue("loader", [info])
-        for model_id, model in list(self._models.items()):
+        for model_id, model in list(self._sink.models.items()):
             if model is None or model_id in self._model_ids:
                 continue
             self._model_ids.add(model_id)
-            self._models[model_id] = None  # inspected: stop keeping the model alive
-            shape, dtype = self._model_inputs.get(model_id, ((), None))
+            self._sink.models[model_id] = None  # inspected: stop keeping the model alive
+            shape, dtype = self._sink.model_inputs.get(model_id, ((), None))
             model_info = describe_model(model, model_id, input_shape=shape, input_dtype=dtype)
             self._reducer.model_names[model_id] = model_info.class_name
             self.collected.models.append(model_info)
             self._queue("model", [model_info])
         self._collect_experiments(final=final)
         seen = len(self.collected.batch_dtypes)
-        new = list(self._batch_dtypes[seen:])
+        new = list(self._sink.batch_dtypes[seen:])
         if new:
             self.collected.batch_dtypes.extend(new)
             self._queue("batch_dtypes", new)
@@ -248,27 +235,27 @@ class Monitor:
             slow = list(self._slow_facts) or [
                 EnvFact(key="probe.slow", value="unknown: not finished before the end")
             ]
-            if self._sync_calls[0]:
+            if self._sink.sync_calls[0]:
                 slow.append(
                     EnvFact(
                         key="torch.sync_calls",
-                        value=self._sync_calls[0],
+                        value=self._sink.sync_calls[0],
                         source=".item()/.tolist()/.cpu() of device tensors",
                     )
                 )
-            if self._h2d_in_forward[0]:
+            if self._sink.h2d_in_forward[0]:
                 slow.append(
                     EnvFact(
                         key="torch.h2d_in_forward",
-                        value=self._h2d_in_forward[0],
+                        value=self._sink.h2d_in_forward[0],
                         source="host-to-device copies inside the model's forward",
                     )
                 )
-            if self._fallback_ops:
+            if self._sink.fallback_ops:
                 slow.append(
                     EnvFact(
                         key="torch.mps_fallback_ops",
-                        value=", ".join(self._fallback_ops),
+                        value=", ".join(self._sink.fallback_ops),
                         source="MPS fallback warnings",
                     )
                 )
@@ -276,11 +263,11 @@ class Monitor:
             self._queue("env", slow)
 
     def _collect_experiments(self, *, final: bool) -> None:
-        trigger = self._trigger
+        trigger = self._sink.experiment_trigger
         if trigger is None:
             return
-        if trigger.finished and self._trigger_seen == 0:
-            self._trigger_seen = 1
+        if trigger.finished and not self._trigger_seen:
+            self._trigger_seen = True
             results = [r for r in trigger.results if isinstance(r, BoundVerdict)]
             self.collected.experiments.extend(results)
             self._queue("experiment", results)
