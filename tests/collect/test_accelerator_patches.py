@@ -38,6 +38,7 @@ class Sink:
         self.sync_calls: list[int] = [0]
         self.experiment_trigger = None
         self.step_limit = None
+        self.trace_capture = None
 
 
 def test_cpu_machines_get_no_sync_patches() -> None:

@@ -60,3 +60,23 @@ def test_compute_bound_job_is_not_told_to_add_workers(tmp_path: Path) -> None:
     for finding in report["findings"]:  # type: ignore[attr-defined]
         assert finding["severity"] not in ("warning", "critical"), finding["rule"]
         assert finding["rule"] != "input-bound" or finding["severity"] == "info"
+
+
+@pytest.mark.scenario
+def test_run_with_trace_folds_the_trace_into_the_report(tmp_path: Path) -> None:
+    out = tmp_path / "report.json"
+    proc = subprocess.run(
+        [sys.executable, "-m", "traindoctor", "run", "--no-report", "--trace",
+         "--json", str(out), "--out", str(tmp_path / "run"), str(HERE / "healthy_mlp.py")],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        env={**os.environ, "PYTHONWARNINGS": "ignore"},
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "profiler trace:" in proc.stderr
+    traces = list((tmp_path / "run" / "trace").glob("*.pt.trace.json.gz"))
+    assert len(traces) == 1
+    report = json.loads(out.read_text())
+    assert any("no GPU events" in w for w in report["warnings"])  # honest on a CPU machine
+    assert all(f["severity"] == "info" for f in report["findings"])

@@ -3,18 +3,24 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import sys
 from pathlib import Path
 
 from traindoctor.cli._common import error_line
-from traindoctor.collect import Session
+from traindoctor.cli.trace import render_trace, trace_findings
+from traindoctor.collect import Session, default_run_dir
+from traindoctor.collect.profiling import TraceCapture
 from traindoctor.collect.runner import check_script, import_torch_if_available, run_script
 from traindoctor.collect.trigger import ExperimentTrigger
 from traindoctor.experiments import DEFAULT_BUDGET_S, make_run_experiment
 from traindoctor.experiments.overrides import Overrides, apply_overrides
+from traindoctor.model import Report
 from traindoctor.render import render_json, render_text
 from traindoctor.report import build_report
+from traindoctor.rules import rank
+from traindoctor.traces import analyse_paths
 from traindoctor.watching import stderr_line
 
 __all__ = ["add_parser", "run"]
@@ -59,6 +65,12 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         metavar="S",
         help=f"longest pause for the experiments in seconds (default {DEFAULT_BUDGET_S:g})",
     )
+    p.add_argument(
+        "--trace",
+        action="store_true",
+        help="capture a short torch.profiler trace of the job's steps (into the run folder, "
+        "Perfetto-loadable) and fold its analysis into the report",
+    )
     p.add_argument("--no-report", action="store_true", help="do not print the diagnosis")
     p.add_argument("--width", type=int, default=100, help="width of the printed report")
     p.add_argument("script", type=Path, help="the Python script to run")
@@ -72,8 +84,10 @@ def run(args: argparse.Namespace) -> int:
     import_torch_if_available()
     overrides = Overrides.from_env(os.environ)
     remove_overrides = apply_overrides(overrides) if overrides is not None else None
+    out_dir = args.out or default_run_dir()
+    capture = TraceCapture(out_dir / "trace") if args.trace else None
     session = Session(
-        args.out,
+        out_dir,
         command=("traindoctor", "run", str(args.script), *args.args),
         interval_s=args.interval,
         log_every_steps=args.log_every,
@@ -83,6 +97,7 @@ def run(args: argparse.Namespace) -> int:
         if args.experiments
         else None,
         max_steps=None if overrides is None else overrides.max_steps,
+        trace=capture,
     )
     session.start()
     stderr_line(f"recording to {session.out_dir}")
@@ -98,6 +113,8 @@ def run(args: argparse.Namespace) -> int:
             remove_overrides()
     try:
         report = build_report(record)
+        if capture is not None:
+            report = _with_trace(report, capture, show=not args.no_report, width=args.width)
         if not args.no_report:
             sys.stderr.write(render_text(report, width=args.width))
         if args.json_path is not None:
@@ -106,3 +123,22 @@ def run(args: argparse.Namespace) -> int:
         error_line(f"could not build the report: {exc!r} (the run record is kept)")
     stderr_line(f"run record: {session.record_path}")
     return result.exit_code
+
+
+def _with_trace(report: Report, capture: TraceCapture, *, show: bool, width: int) -> Report:
+    """Fold the captured trace's analysis into the report (its findings join, ranked)."""
+    files = capture.files()
+    if not files:
+        note = capture.error or (
+            "no profiler trace was written: the job ended before the profiler's active steps"
+        )
+        return dataclasses.replace(report, warnings=(*report.warnings, note))
+    summary = analyse_paths([capture.folder])
+    if show:
+        sys.stderr.write(render_trace(summary, width=width))
+    stderr_line(f"profiler trace: {files[0]}")
+    return dataclasses.replace(
+        report,
+        findings=tuple(rank([*report.findings, *trace_findings(summary)])),
+        warnings=(*report.warnings, *summary.warnings),
+    )

@@ -23,6 +23,7 @@ from traindoctor.collect.events import ENTER, EXIT, FWD_ENTER, FWD_EXIT, OPT_END
 from traindoctor.model import LoaderInfo, Phase
 
 if TYPE_CHECKING:
+    from traindoctor.collect.profiling import TraceCapture
     from traindoctor.collect.trigger import ExperimentTrigger, StepLimit
 
 __all__ = ["TorchPatches", "TorchSink", "batch_size_of"]
@@ -64,6 +65,8 @@ class TorchSink(Protocol):
     """Runs ``--experiments`` once after warm-up (None: no experiments)."""
     step_limit: StepLimit | None
     """Ends a tuning run after its steps (None: no limit)."""
+    trace_capture: TraceCapture | None
+    """A scheduled torch.profiler capture stepped by the optimizer (``run --trace``)."""
     model_inputs: dict[int, tuple[tuple[int, ...], str | None]]
     """``id(model) -> (shape, dtype)`` of the first tensor of its first call."""
 
@@ -184,12 +187,15 @@ class TorchPatches:
 
         trigger = sink.experiment_trigger
         limit = sink.step_limit
+        capture = sink.trace_capture
 
         def post_hook(optimizer: object, args: object, kwargs: object) -> None:
             append((clock(), OPT_END, id(optimizer), get_ident()))
             if trigger is not None and trigger.due(optimizer):
                 trigger.run()
                 append((clock(), RESET, None, get_ident()))
+            if capture is not None:
+                capture.step(optimizer)
             if limit is not None:
                 limit.check(optimizer)
 

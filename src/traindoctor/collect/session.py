@@ -29,6 +29,7 @@ from traindoctor.collect.events import ENTER, EXIT, STEP, Event
 from traindoctor.collect.gcwatch import GcWatch
 from traindoctor.collect.monitor import Monitor
 from traindoctor.collect.nvml import NvmlReader
+from traindoctor.collect.profiling import TraceCapture
 from traindoctor.collect.progress import Progress
 from traindoctor.collect.readers import PsutilReader, Reader
 from traindoctor.collect.reducer import StepReducer
@@ -98,6 +99,7 @@ class Session:
         experiment: runs an experiment once in the job's thread after its warm-up
             (``traindoctor run --experiments``).
         max_steps: end the job after this many optimizer steps (``traindoctor tune``).
+        trace: capture a short torch.profiler trace of the job's steps (``run --trace``).
 
     Raises:
         UsageError: another session is already active in this process.
@@ -120,10 +122,12 @@ class Session:
         environ: Mapping[str, str] = os.environ,
         experiment: ExperimentTrigger | None = None,
         max_steps: int | None = None,
+        trace: TraceCapture | None = None,
     ) -> None:
         self.events: deque[Event] = deque()
         self.experiment_trigger = experiment
         self.step_limit = None if max_steps is None else StepLimit(max_steps)
+        self.trace_capture = trace
         self.clock = clock
         self.models: dict[int, Any] = {}
         self.loaders: dict[int, LoaderInfo] = {}
@@ -225,6 +229,10 @@ class Session:
         )
         _ACTIVE = self
         self._install_torch()
+        if self.trace_capture is not None:
+            self.trace_capture.start()
+            if self.trace_capture.error:
+                self._monitor_notice(self.trace_capture.error)
         self._gc.install()
         self._monitor.start()
         return self
@@ -237,6 +245,10 @@ class Session:
         global _ACTIVE
         if self.record is not None:
             return self.record
+        if self.trace_capture is not None:
+            self.trace_capture.stop()
+            if self.trace_capture.error:
+                self._monitor_notice(self.trace_capture.error)
         self._patches.uninstall()
         self._gc.uninstall()
         if _ACTIVE is self:
