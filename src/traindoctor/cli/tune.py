@@ -60,7 +60,8 @@ def run(args: argparse.Namespace) -> int:
     """Run the sweep; print the table; 0 whether or not a change was recommended."""
     check_script(args.script)
     only = tuple(x.strip() for x in args.only.split(",") if x.strip())
-    out_dir = args.out or default_run_dir().with_name(f"tune-{default_run_dir().name}")
+    run_dir = default_run_dir()
+    out_dir = args.out or run_dir.with_name(f"tune-{run_dir.name}")
     result = tune(
         args.script,
         list(args.args),
