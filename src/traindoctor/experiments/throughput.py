@@ -114,8 +114,7 @@ def compute_only(
     targets = _to(targets, device)
     saved = _save(torch, model)
     sync = _synchronizer(torch, device)
-    try:
-        model.train(saved.training[model])
+    try:  # the model runs in the modes the job left it in (a frozen batch-norm stays frozen)
         for _ in range(warmup):
             _step(model, inputs, targets, loss_fn)
         sync()
