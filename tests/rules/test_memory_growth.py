@@ -47,3 +47,24 @@ def test_gpu_memory_growth_uses_five_points_of_gpu_memory() -> None:
     findings = memory_growth(RuleContext(record(s, system=samples(s), gpu=gpu)))
     (f,) = [f for f in findings if "GPU" in f.title]
     assert f.severity is Severity.CRITICAL
+
+
+def test_rss_rising_as_workers_join_the_tree_is_not_a_leak() -> None:
+    import dataclasses
+
+    s = steps(200, phases_ms={"forward": 50})
+    rss = [400 * MIB + i * 4 * MIB for i in range(100)]
+    # The same rise, but made by DataLoader workers starting one after another (the tree
+    # grows from 1 to 5 processes), then flat once they all run.
+    grown = [
+        dataclasses.replace(x, job_processes=min(5, 1 + i // 20), job_rss_bytes=rss[min(i, 80)])
+        for i, x in enumerate(samples(s, rss=rss))
+    ]
+    assert memory_growth(RuleContext(record(s, system=tuple(grown)))) == []
+    # A leak that goes on after the workers started is still found.
+    leaking = [
+        dataclasses.replace(x, job_processes=5 if i >= 10 else 1 + i // 3) for i, x in
+        enumerate(samples(s, rss=rss))
+    ]  # fmt: skip
+    (f,) = memory_growth(RuleContext(record(s, system=tuple(leaking))))
+    assert f.rule == "memory-growth"

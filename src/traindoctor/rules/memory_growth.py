@@ -1,7 +1,8 @@
 """memory-growth: the job's memory keeps rising.
 
 Detects: a steady rise of the process tree's RSS (or of GPU memory) over the run, from the
-moving average of the samples (SageMaker Debugger's GPUMemoryIncrease idea).
+moving average of the samples (SageMaker Debugger's GPUMemoryIncrease idea); RSS only since the
+tree last changed size (workers starting are not a leak).
 Evidence: start and end of the moving average, the rise, its rate per step and per minute, and
 when memory would run out at that rate.
 Fix: find what keeps references alive (losses kept with their graphs, growing lists/caches).
@@ -43,7 +44,16 @@ LATE_RISE_SHARE = 0.3
 def memory_growth(ctx: RuleContext) -> list[Finding]:
     """Flag a steady, large rise of RSS or GPU memory."""
     findings = []
-    rss = [(s.t_ns, s.job_rss_bytes) for s in ctx.system if s.job_rss_bytes is not None]
+    system = [s for s in ctx.system if s.job_rss_bytes is not None]
+    # Processes joining or leaving the job's tree (DataLoader workers starting, each
+    # importing torch) move its RSS in steps that are no leak: judge the samples since the
+    # tree last changed size.
+    changed = [
+        i for i, (a, b) in enumerate(itertools.pairwise(system), 1)
+        if a.job_processes != b.job_processes
+    ]  # fmt: skip
+    system = system[max(changed, default=0) :]
+    rss = [(s.t_ns, s.job_rss_bytes) for s in system if s.job_rss_bytes is not None]
     total = ctx.record.meta.total_memory_bytes or None
     rss_finding = _check(ctx, rss, "process RSS", total)
     if rss_finding is not None:
