@@ -20,12 +20,13 @@ from traindoctor.record.format import ITEM_TYPES, RECORD_FILENAME, REPLACING_TYP
 __all__ = ["load_run", "record_path"]
 
 
-def record_path(path: Path) -> Path:
+def record_path(path: Path | str) -> Path:
     """Return the record file for ``path``: the file itself, or ``path/run.jsonl``."""
+    path = Path(path)
     return path / RECORD_FILENAME if path.is_dir() else path
 
 
-def load_run(path: Path) -> RunRecord:
+def load_run(path: Path | str) -> RunRecord:
     """Load a run record (a ``run.jsonl`` file or the run folder holding one).
 
     A truncated last line (the job was killed mid-write) or a corrupt line further in is

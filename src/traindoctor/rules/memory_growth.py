@@ -2,7 +2,7 @@
 
 Detects: a steady rise of the process tree's RSS (or of GPU memory) over the run, from the
 moving average of the samples (SageMaker Debugger's GPUMemoryIncrease idea); RSS only since the
-tree last changed size (workers starting are not a leak).
+tree last changed size and settled (workers starting are not a leak).
 Evidence: start and end of the moving average, the rise, its rate per step and per minute, and
 when memory would run out at that rate.
 Fix: find what keeps references alive (losses kept with their graphs, growing lists/caches).
@@ -40,19 +40,27 @@ CRITICAL_RUNWAY_MIN = 60.0
 LATE_RISE_SHARE = 0.3
 
 
+#: After the tree changes size, a new (spawned) DataLoader worker imports torch and fills its
+#: caches: measured on tests/scenarios/healthy_workers.py, the tree's RSS climbs for ~2 s
+#: after the worker appears (and the main process's allocator warms up meanwhile).
+TREE_SETTLE_NS = 2_000_000_000
+
+
 @rule(id="memory-growth", title="Memory keeps growing", requires=("steps", "system"))
 def memory_growth(ctx: RuleContext) -> list[Finding]:
     """Flag a steady, large rise of RSS or GPU memory."""
     findings = []
-    system = [s for s in ctx.system if s.job_rss_bytes is not None]
     # Processes joining or leaving the job's tree (DataLoader workers starting, each
-    # importing torch) move its RSS in steps that are no leak: judge the samples since the
-    # tree last changed size.
-    changed = [
-        i for i, (a, b) in enumerate(itertools.pairwise(system), 1)
-        if a.job_processes != b.job_processes
-    ]  # fmt: skip
-    system = system[max(changed, default=0) :]
+    # importing torch) move its RSS in steps that are no leak: judge the samples from
+    # TREE_SETTLE_NS after the tree last changed size (seen over the whole run).
+    every = ctx.record.system
+    changes = [b.t_ns for a, b in itertools.pairwise(every) if a.job_processes != b.job_processes]
+    settled = changes[-1] + TREE_SETTLE_NS if changes else None
+    system = [
+        s
+        for s in ctx.system
+        if s.job_rss_bytes is not None and (settled is None or s.t_ns >= settled)
+    ]
     rss = [(s.t_ns, s.job_rss_bytes) for s in system if s.job_rss_bytes is not None]
     total = ctx.record.meta.total_memory_bytes or None
     rss_finding = _check(ctx, rss, "process RSS", total)
