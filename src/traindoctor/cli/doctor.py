@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from traindoctor.checkup import EXIT_CODES, checkup
-from traindoctor.errors import UsageError
+from traindoctor.cli._common import write_output
 from traindoctor.render import render_checkup_json, render_checkup_text
 
 __all__ = ["add_parser", "run"]
@@ -34,9 +34,6 @@ def run(args: argparse.Namespace) -> int:
     result = checkup()
     sys.stdout.write(render_checkup_text(result, width=args.width, color=sys.stdout.isatty()))
     if args.json is not None:
-        try:
-            args.json.write_text(render_checkup_json(result), encoding="utf-8")
-        except OSError as exc:
-            raise UsageError(f"cannot write {args.json}: {exc.strerror or exc}") from exc
+        write_output(args.json, render_checkup_json(result))
     worst = None if result.worst is None else result.worst.value
     return EXIT_CODES[worst]

@@ -13,8 +13,8 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from traindoctor.cli._common import write_output
 from traindoctor.collect.session import new_run_meta
-from traindoctor.errors import UsageError
 from traindoctor.model import SCHEMA_VERSION, Finding, RunRecord, TraceSummary, to_jsonable
 from traindoctor.render import findings_to_list, render_findings
 from traindoctor.rules import RuleContext, run_rules
@@ -55,10 +55,7 @@ def run(args: argparse.Namespace) -> int:
     sys.stdout.write(render_findings(findings, width=args.width))
     if args.json_path is not None:
         data = summary_to_dict(summary, findings)
-        try:
-            args.json_path.write_text(json.dumps(data, indent=2) + "\n")
-        except OSError as exc:
-            raise UsageError(f"cannot write {args.json_path}: {exc.strerror or exc}") from exc
+        write_output(args.json_path, json.dumps(data, indent=2) + "\n")
     return 0
 
 

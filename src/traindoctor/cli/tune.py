@@ -11,9 +11,10 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from traindoctor.cli._common import write_output
 from traindoctor.collect import default_run_dir
 from traindoctor.collect.runner import check_script
-from traindoctor.errors import TraindoctorError, UsageError
+from traindoctor.errors import TraindoctorError
 from traindoctor.experiments.tune import BASELINE_RUN, DIMENSIONS, tune
 from traindoctor.model import TuneResult, to_jsonable
 from traindoctor.record import load_run
@@ -82,10 +83,7 @@ def run(args: argparse.Namespace) -> int:
         sys.stdout.write(render_text(report, width=args.width))
     stderr_line(f"runs kept in {out_dir}")
     if args.json_path is not None:
-        try:
-            args.json_path.write_text(json.dumps(to_jsonable(result), indent=2) + "\n")
-        except OSError as exc:
-            raise UsageError(f"cannot write {args.json_path}: {exc.strerror or exc}") from exc
+        write_output(args.json_path, json.dumps(to_jsonable(result), indent=2) + "\n")
     return 0
 
 
