@@ -4,7 +4,8 @@
 
 - ``_BaseDataLoaderIter.__next__``: the ``data_wait`` phase, and the batch size of each batch;
 - ``DataLoader.__iter__``: the loader's configuration, once per loader;
-- ``nn.Module.__call__``: the outermost model call per thread is the ``forward`` phase;
+- ``nn.Module.__call__``: the outermost model call per thread is the ``forward`` phase; after
+  ``NARROW_AFTER_CALLS`` outermost calls only the classes seen outermost stay patched;
 - ``torch.autograd.backward`` (``Tensor.backward`` calls it): the ``backward`` phase;
 - every optimizer's ``step`` through torch's global step hooks: the ``optimizer`` phase;
 - ``torch.save``: the ``checkpoint`` phase.
@@ -41,6 +42,12 @@ SYNC_METHODS = ("item", "tolist", "cpu")
 #: (with PYTORCH_ENABLE_MPS_FALLBACK=1), from aten/src/ATen/mps/MPSFallback.mm.
 MPS_FALLBACK_WARNING = "The operator '"
 MPS_FALLBACK_MARK = "fall back to run on the CPU"
+
+#: Outermost module calls after which the ``Module.__call__`` patch is narrowed to the classes
+#: seen so far (``TorchPatches.narrow``): 64 calls are 32 steps of model + loss, past the
+#: warm-up steps the rules leave out anyway, and every inner layer then runs unpatched (the
+#: pass-through wrapper cost ~0.6 us per layer call, docs/overhead.md).
+NARROW_AFTER_CALLS = 64
 
 #: Batches whose dtypes are looked at (the first few are enough: a loader yields one dtype).
 DTYPE_CHECKS = 4
@@ -133,6 +140,10 @@ class TorchPatches:
         self._undo: list[Callable[[], None]] = []
         self._in_forward: set[int] = set()
         """Threads inside an outermost model call."""
+        self._outer_classes: set[type] = set()
+        """Module classes seen as an outermost call (kept patched by ``narrow``)."""
+        self._wrappers: set[Any] = set()
+        self._generic_call: Any = None
 
     @property
     def installed(self) -> bool:
@@ -159,7 +170,9 @@ class TorchPatches:
 
         self._patch(dl._BaseDataLoaderIter, "__next__", self._wrap_next(append, clock))
         self._patch(dl.DataLoader, "__iter__", self._wrap_iter(dl.DataLoader.__iter__))
-        self._patch(torch.nn.Module, "__call__", self._wrap_call(torch.nn.Module.__call__))
+        self._patch(
+            torch.nn.Module, "__call__", self._wrap_call(torch.nn.Module.__call__, discover=True)
+        )
         self._patch(
             torch.autograd,
             "backward",
@@ -208,6 +221,9 @@ class TorchPatches:
         """Put every original back, in reverse order."""
         while self._undo:
             self._undo.pop()()
+        self._outer_classes.clear()
+        self._wrappers.clear()
+        self._generic_call = None
 
     def _h2d_wrapper(self, torch: Any, original: Callable[..., Any], name: str) -> Any:
         """Time host-to-device copies as ``h2d``; count those made inside the model's forward
@@ -308,7 +324,43 @@ class TorchPatches:
 
         return __iter__
 
-    def _wrap_call(self, original: Callable[..., Any]) -> Any:
+    def narrow(self) -> None:
+        """Take the ``Module.__call__`` patch off every module class but the ones seen as an
+        outermost call so far (the model, the loss...): inner layers then run unpatched.
+
+        Called by the patch itself after ``NARROW_AFTER_CALLS`` outermost calls. A module class
+        first called as outermost after that is no longer timed as ``forward`` (its time lands
+        in ``other``).
+        """
+        import torch
+
+        generic = self._generic_call
+        if generic is None or torch.nn.Module.__dict__.get("__call__") is not generic:
+            return
+        original = generic.__wrapped__
+        for cls in list(self._outer_classes):
+            resolved = _own_call(cls, self._wrappers)
+            wrapper = self._wrap_call(original if resolved is None else resolved)
+            self._patch_class(cls, wrapper)
+        torch.nn.Module.__call__ = original  # the undo entry of the generic patch stays
+
+    def _patch_class(self, cls: type, wrapper: Any) -> None:
+        """Set ``cls.__call__``; on undo, put back its own or remove ours."""
+        had = "__call__" in vars(cls)
+        before = vars(cls).get("__call__")
+        type.__setattr__(cls, "__call__", wrapper)
+
+        def undo() -> None:
+            if had:
+                type.__setattr__(cls, "__call__", before)
+            elif vars(cls).get("__call__") is wrapper:
+                type.__delattr__(cls, "__call__")
+
+        self._undo.append(undo)
+
+    def _wrap_call(self, original: Callable[..., Any], *, discover: bool = False) -> Any:
+        """The forward patch. ``discover``: the generic one on ``nn.Module``, which notes
+        outermost classes and narrows itself after ``NARROW_AFTER_CALLS`` outermost calls."""
         sink = self._sink
         append = sink.events.append
         clock = sink.clock
@@ -317,6 +369,8 @@ class TorchPatches:
         get_ident = threading.get_ident
         inputs = sink.model_inputs
         trigger = sink.experiment_trigger
+        classes = self._outer_classes
+        outermost = [0]
         import torch
 
         grad_enabled = torch.is_grad_enabled
@@ -339,7 +393,32 @@ class TorchPatches:
                 append((clock(), FWD_EXIT, key, tid))
                 busy.discard(tid)
 
-        return __call__
+        def discovering(module: Any, *args: Any, **kwargs: Any) -> Any:
+            if get_ident() not in busy:
+                classes.add(type(module))
+                outermost[0] += 1
+                if outermost[0] == NARROW_AFTER_CALLS:
+                    self.narrow()
+            return __call__(module, *args, **kwargs)
+
+        wrapper = discovering if discover else __call__
+        _dressed(wrapper, original)
+        self._wrappers.add(wrapper)
+        if discover:
+            self._generic_call = wrapper
+        return wrapper
+
+
+def _own_call(cls: type, ours: set[Any]) -> Any:
+    """The ``__call__`` a module class has of its own, below ``nn.Module`` (None: Module's),
+    skipping traindoctor's wrappers."""
+    for klass in cls.__mro__:
+        if klass.__module__ == "torch.nn.modules.module" and klass.__name__ == "Module":
+            return None
+        call = vars(klass).get("__call__")
+        if call is not None and call not in ours:
+            return call
+    return None
 
 
 def _sync_wrapper(
