@@ -334,15 +334,15 @@ class TorchPatches:
         """
         import torch
 
-        generic = self._generic_call
-        if generic is None or torch.nn.Module.__dict__.get("__call__") is not generic:
+        generic: Any = self._generic_call
+        if generic is None or vars(torch.nn.Module).get("__call__") is not generic:
             return
         original = generic.__wrapped__
         for cls in list(self._outer_classes):
             resolved = _own_call(cls, self._wrappers)
             wrapper = self._wrap_call(original if resolved is None else resolved)
             self._patch_class(cls, wrapper)
-        torch.nn.Module.__call__ = original  # the undo entry of the generic patch stays
+        setattr(torch.nn.Module, "__call__", original)  # noqa: B010 (the generic undo stays)
 
     def _patch_class(self, cls: type, wrapper: Any) -> None:
         """Set ``cls.__call__``; on undo, put back its own or remove ours."""

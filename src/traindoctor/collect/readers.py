@@ -76,7 +76,7 @@ class PsutilReader:
     def read(self, t_ns: int) -> list[SystemSample | GpuSample]:
         """Take one sample."""
         per_core = tuple(psutil.cpu_percent(percpu=True))
-        job_cpu, children_cpu, rss, threads, procs = self._tree(t_ns)
+        job_cpu, children_cpu, rss, main_rss, threads, procs = self._tree(t_ns)
         other = max(0.0, sum(per_core) - job_cpu)
         disk_r = disk_w = net_s = net_r = None
         if self._last_io is None or t_ns - self._last_io >= self._io_every:
@@ -98,6 +98,7 @@ class PsutilReader:
                 job_cpu_pct=job_cpu,
                 children_cpu_pct=children_cpu,
                 job_rss_bytes=rss,
+                main_rss_bytes=main_rss,
                 job_threads=threads,
                 job_processes=procs,
                 other_cpu_pct=other,
@@ -109,26 +110,30 @@ class PsutilReader:
             )
         ]
 
-    def _tree(self, t_ns: int) -> tuple[float, float, int, int, int]:
+    def _tree(self, t_ns: int) -> tuple[float, float, int, int | None, int, int]:
         if self._last_children is None or t_ns - self._last_children >= self._children_every:
             self._last_children = t_ns
             self._find_children()
         cpu = children_cpu = 0.0
         rss = threads = 0
+        main_rss: int | None = None
         for pid, proc in list(self._procs.items()):
             try:
                 with proc.oneshot():
                     pct = proc.cpu_percent()
-                    rss += proc.memory_info().rss
+                    own = proc.memory_info().rss
                     threads += proc.num_threads()
             except psutil.Error:
                 if proc is not self._root:
                     del self._procs[pid]  # a worker that ended between scans
                 continue
+            rss += own
             cpu += pct
-            if proc is not self._root:
+            if proc is self._root:
+                main_rss = own
+            else:
                 children_cpu += pct
-        return cpu, children_cpu, rss, threads, len(self._procs)
+        return cpu, children_cpu, rss, main_rss, threads, len(self._procs)
 
     def _find_children(self) -> None:
         try:

@@ -96,6 +96,9 @@ class SystemSample:
     children_cpu_pct: float | None = None
     """CPU of the job's child processes alone (DataLoader workers)."""
     job_rss_bytes: int | None = None
+    """RSS of the whole tree (the job's process and its children)."""
+    main_rss_bytes: int | None = None
+    """RSS of the job's own process alone."""
     job_threads: int | None = None
     job_processes: int | None = None
     other_cpu_pct: float | None = None
