@@ -5,7 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from traindoctor.collect.readers import PsutilReader
+from traindoctor.collect.readers import HeapReader, PsutilReader
 from traindoctor.model import SystemSample
 
 SECOND = 1_000_000_000
@@ -32,3 +32,32 @@ def test_children_are_found_at_the_next_scan_and_dropped_when_they_end() -> None
         child.wait()
     # A child that ended is dropped at once, without waiting for the next scan.
     assert _tree_size(reader, SECOND + 2) == 1
+
+
+def test_heap_in_use_follows_what_the_process_keeps_allocated() -> None:
+    heap = HeapReader()
+    assert heap.available  # glibc >= 2.33 on the reference machine
+    before = heap.read()
+    kept = [bytearray(1 << 20) for _ in range(64)]  # 64 MiB kept alive
+    during = heap.read()
+    del kept
+    after = heap.read()
+    assert before is not None and during is not None and after is not None
+    assert during - before >= 60 << 20
+    assert during - after >= 60 << 20
+
+
+def test_heap_is_not_read_under_another_malloc_or_outside_the_process() -> None:
+    preloaded = HeapReader(maps="7f00-7f10 r-xp 0 08:01 1 /usr/lib/libjemalloc.so.2\n")
+    assert not preloaded.available and preloaded.read() is None
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(5)"])
+    try:
+        (outside,) = PsutilReader(child.pid).read(0)
+    finally:
+        child.kill()
+        child.wait()
+    (inside,) = PsutilReader().read(0)
+    assert isinstance(outside, SystemSample) and isinstance(inside, SystemSample)
+    assert outside.main_heap_bytes is None
+    assert inside.main_heap_bytes is not None and inside.main_heap_bytes > 0
+    assert inside.main_rss_bytes == inside.job_rss_bytes  # no children here

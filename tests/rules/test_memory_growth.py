@@ -1,5 +1,8 @@
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Callable
+
 from tests.builders import record, samples, steps
 from traindoctor.model import GpuSample, Severity
 from traindoctor.rules import RuleContext
@@ -68,3 +71,69 @@ def test_rss_rising_as_workers_join_the_tree_is_not_a_leak() -> None:
     ]  # fmt: skip
     (f,) = memory_growth(RuleContext(record(s, system=tuple(leaking))))
     assert f.rule == "memory-growth"
+
+
+def split(s: list, main: Callable[[int], int], workers: Callable[[int], int]) -> tuple:
+    """Samples over steps ``s`` with the main process's and the workers' RSS apart; the
+    worker starts at 0.3 s."""
+    return tuple(
+        dataclasses.replace(
+            x,
+            job_processes=1 if i < 3 else 2,
+            main_rss_bytes=main(i),
+            job_rss_bytes=main(i) + (workers(i) if i >= 3 else 0),
+        )
+        for i, x in enumerate(samples(s))
+    )
+
+
+def test_main_process_is_judged_apart_from_its_workers() -> None:
+    short = steps(120, phases_ms={"forward": 50})  # 6 s, like tests/scenarios/healthy_workers
+    long = steps(300, phases_ms={"forward": 50})  # 15 s
+
+    def flat(i: int) -> int:
+        return 600 * MIB
+
+    def importing(i: int) -> int:  # a spawned worker still importing torch on a slow machine
+        return 100 * MIB + i * 4 * MIB
+
+    def leaking(i: int) -> int:
+        return 400 * MIB + i * 3 * MIB
+
+    # The worker climbs through the whole short run: start-up, not a leak (the main process
+    # is flat; workers are judged only from 10 s after the tree last changed size).
+    assert memory_growth(RuleContext(record(short, system=split(short, flat, importing)))) == []
+    # Judged as one tree (the old way), the same samples looked like a leak.
+    tree_only = [dataclasses.replace(x, main_rss_bytes=None) for x in split(short, flat, importing)]
+    assert memory_growth(RuleContext(record(short, system=tree_only)))
+    # The main process leaking is found whatever its workers do.
+    (f,) = memory_growth(RuleContext(record(short, system=split(short, leaking, importing))))
+    assert f.title.startswith("process RSS")
+    # Workers that keep growing long after they started are a leak of their own.
+    (w,) = memory_growth(RuleContext(record(long, system=split(long, flat, leaking))))
+    assert w.title.startswith("DataLoader workers' RSS")
+
+
+def test_rss_rise_without_heap_rise_is_the_allocator_not_a_leak() -> None:
+    s = steps(120, phases_ms={"forward": 50})
+
+    def rss(i: int) -> int:
+        return 390 * MIB + i * 2 * MIB
+
+    def with_heap(heap: Callable[[int], int]) -> tuple:
+        # The heap is read once a second, with the disk and network counters.
+        return tuple(
+            dataclasses.replace(x, main_rss_bytes=rss(i), job_rss_bytes=rss(i), main_heap_bytes=(
+                heap(i) if i % 10 == 0 else None))
+            for i, x in enumerate(samples(s))
+        )  # fmt: skip
+
+    # healthy_workers.py: RSS +~100 MiB while the heap in use stays at ~180 MiB.
+    (f,) = memory_growth(RuleContext(record(s, system=with_heap(lambda i: 180 * MIB + i % 3))))
+    assert f.severity is Severity.INFO and "not the memory in use" in f.title
+    ev = {e.metric: e.value for e in f.evidence}
+    assert ev["malloc heap in use, rise over the same time"] == 0.0
+    # memory_growth.py: the heap rises with RSS: a leak, with the heap as evidence.
+    (leak,) = memory_growth(RuleContext(record(s, system=with_heap(lambda i: 190 * MIB + i * MIB))))
+    assert leak.severity is not Severity.INFO
+    assert any(e.source == "mallinfo2" for e in leak.evidence)

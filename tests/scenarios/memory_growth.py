@@ -1,4 +1,5 @@
-"""Fault: the loss tensors are kept, each with its autograd graph (a classic leak)."""
+"""Fault: per-step data kept alive: the loss tensors with their autograd graphs (a classic leak)
+and, every 4th step, a copy of the first layer's weights (a "history" nobody reads)."""
 
 from _zoo import mlp, tensors, train
 from torch.utils.data import DataLoader
@@ -7,8 +8,11 @@ if __name__ == "__main__":
     loader = DataLoader(tensors(), batch_size=64, shuffle=True)
     kept: list[object] = []
     model = mlp(width=2048, depth=2)
+    first = model[0]
 
     def after_step(step: int, loss: object) -> None:
         kept.append(loss * 1.0)  # keeps the graph: should be loss.item()
+        if step % 4 == 0:
+            kept.append(first.weight.detach().clone())  # 2 MiB each
 
     print("steps:", train(loader, model, after_step=after_step))

@@ -144,6 +144,8 @@ class TorchPatches:
         """Module classes seen as an outermost call (kept patched by ``narrow``)."""
         self._wrappers: set[Any] = set()
         self._generic_call: Any = None
+        self._module_call: Any = None
+        """``nn.Module.__call__`` as it was before ``install``."""
 
     @property
     def installed(self) -> bool:
@@ -170,9 +172,8 @@ class TorchPatches:
 
         self._patch(dl._BaseDataLoaderIter, "__next__", self._wrap_next(append, clock))
         self._patch(dl.DataLoader, "__iter__", self._wrap_iter(dl.DataLoader.__iter__))
-        self._patch(
-            torch.nn.Module, "__call__", self._wrap_call(torch.nn.Module.__call__, discover=True)
-        )
+        self._module_call = torch.nn.Module.__call__
+        self._patch(torch.nn.Module, "__call__", self._wrap_call(self._module_call, discover=True))
         self._patch(
             torch.autograd,
             "backward",
@@ -334,10 +335,10 @@ class TorchPatches:
         """
         import torch
 
-        generic: Any = self._generic_call
-        if generic is None or vars(torch.nn.Module).get("__call__") is not generic:
+        generic = self._generic_call
+        if generic is None or vars(torch.nn.Module)["__call__"] is not generic:
             return
-        original = generic.__wrapped__
+        original = self._module_call
         for cls in list(self._outer_classes):
             resolved = _own_call(cls, self._wrappers)
             wrapper = self._wrap_call(original if resolved is None else resolved)

@@ -99,6 +99,10 @@ class SystemSample:
     """RSS of the whole tree (the job's process and its children)."""
     main_rss_bytes: int | None = None
     """RSS of the job's own process alone."""
+    main_heap_bytes: int | None = None
+    """Bytes the job's own process holds allocated from glibc's malloc (``mallinfo2``: in
+    use, not what the allocator keeps cached); None where unreadable (other libc, another
+    malloc preloaded) or not read at this sample."""
     job_threads: int | None = None
     job_processes: int | None = None
     other_cpu_pct: float | None = None
