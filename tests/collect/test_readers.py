@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
+from types import SimpleNamespace
 
 from traindoctor.collect.readers import HeapReader, PsutilReader
 from traindoctor.model import SystemSample
@@ -19,7 +21,7 @@ def _tree_size(reader: PsutilReader, t_ns: int) -> int:
 
 
 def test_children_are_found_at_the_next_scan_and_dropped_when_they_end() -> None:
-    reader = PsutilReader(children_every_ns=SECOND)
+    reader = PsutilReader(scan_every_ns=SECOND)
     assert _tree_size(reader, 0) == 1
     child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
     try:
@@ -61,3 +63,40 @@ def test_heap_is_not_read_under_another_malloc_or_outside_the_process() -> None:
     assert outside.main_heap_bytes is None
     assert inside.main_heap_bytes is not None and inside.main_heap_bytes > 0
     assert inside.main_rss_bytes == inside.job_rss_bytes  # no children here
+
+
+class _Proc:
+    """What psutil.process_iter yields: ``pid`` and the ``info`` asked for."""
+
+    def __init__(self, pid: int, ppid: int, name: str, cpu_s: float) -> None:
+        self.pid = pid
+        self.info = {
+            "pid": pid,
+            "ppid": ppid,
+            "name": name,
+            "cpu_times": SimpleNamespace(user=cpu_s * 0.75, system=cpu_s * 0.25),
+        }
+
+
+def test_one_walk_finds_children_and_the_busiest_other_processes() -> None:
+    me = os.getpid()
+    walks = iter(
+        [
+            [_Proc(me, 1, "python", 1.0), _Proc(900001, 1, "spinner", 10.0)],
+            [
+                _Proc(me, 1, "python", 3.0),
+                _Proc(900001, 1, "spinner", 11.5),  # 1.5 s of CPU in 2 s: 75% of a core
+                _Proc(900002, 1, "idle", 0.0),
+                _Proc(900003, 1, "newcomer", 50.0),  # no earlier reading: not judged yet
+            ],
+        ]
+    )
+    reader = PsutilReader(scan_every_ns=2 * SECOND, process_iter=lambda attrs: next(walks))
+    (first,) = reader.read(0)
+    (between,) = reader.read(SECOND)  # no walk between scans
+    (second,) = reader.read(2 * SECOND)
+    assert isinstance(first, SystemSample) and isinstance(second, SystemSample)
+    assert isinstance(between, SystemSample) and between.top_others == ()
+    assert first.top_others == ()  # the first walk only primes the counters
+    assert [(u.name, u.cpu_pct) for u in second.top_others] == [("spinner", 75.0)]
+    assert second.job_processes == 1  # none of them is a child of this process

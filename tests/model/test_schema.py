@@ -52,3 +52,33 @@ def test_unknown_keys_are_ignored_missing_required_ones_fail() -> None:
 def test_wrong_types_are_named() -> None:
     with pytest.raises(SchemaError, match=r"RunMeta.cpu_count: expected int"):
         from_jsonable(type(meta()), {**to_jsonable(meta()), "cpu_count": "four"})
+
+
+def test_json_default_writes_what_to_jsonable_writes() -> None:
+    import json
+    from types import MappingProxyType
+
+    from traindoctor.model import ProcessUsage, SystemSample, json_default
+
+    f = Finding(
+        rule="r",
+        severity=Severity.CRITICAL,
+        title="t <b>",
+        explanation="e",
+        evidence=(),
+        speedup=Speedup(factor=1.5, method="m"),
+        fix=Fix(summary="s"),
+    )
+    sample = SystemSample(
+        t_ns=5,
+        cpu_pct_per_core=(1.0, 2.5),
+        top_others=(ProcessUsage(pid=3, name="x", cpu_pct=7.0),),
+        main_heap_bytes=1 << 40,
+    )
+    odd = MappingProxyType({"a": 1, 2: (3, 4)})
+    values = [*steps(3, phases_ms={"forward": 1, "data_wait": 2}), f, sample, odd, Severity.INFO]
+    for value in values:
+        fast = json.dumps(value, default=json_default, sort_keys=True)
+        assert fast == json.dumps(to_jsonable(value), sort_keys=True), value
+    with pytest.raises(TypeError):
+        json.dumps(object(), default=json_default)

@@ -33,7 +33,13 @@ from traindoctor.model.run import (
     StepTiming,
     SystemSample,
 )
-from traindoctor.model.schema import SCHEMA_VERSION, SchemaError, from_jsonable, to_jsonable
+from traindoctor.model.schema import (
+    SCHEMA_VERSION,
+    SchemaError,
+    from_jsonable,
+    json_default,
+    to_jsonable,
+)
 from traindoctor.model.traces import (
     KernelStat,
     LaunchStats,
@@ -83,5 +89,6 @@ __all__ = [
     "TuneResult",
     "TuneTrial",
     "from_jsonable",
+    "json_default",
     "to_jsonable",
 ]

@@ -17,7 +17,7 @@ from enum import Enum
 from functools import cache
 from typing import Any, TypeVar, Union, get_args, get_origin
 
-__all__ = ["SCHEMA_VERSION", "SchemaError", "from_jsonable", "to_jsonable"]
+__all__ = ["SCHEMA_VERSION", "SchemaError", "from_jsonable", "json_default", "to_jsonable"]
 
 SCHEMA_VERSION = 1
 
@@ -58,6 +58,22 @@ def to_jsonable(value: Any) -> Any:
             for k, v in value.items()
         }
     return value
+
+
+def json_default(value: Any) -> Any:
+    """``json.dumps(obj, default=json_default)`` writes what ``json.dumps(to_jsonable(obj))``
+    does, with the recursion left to json's C encoder: it is asked only about model
+    dataclasses, non-str enums and mappings that are not dicts (the record writer's fast
+    path: steps are written at every flush, docs/overhead.md)."""
+    getter = _fields_getter(type(value))
+    if getter is not None:
+        names, get = getter
+        return dict(zip(names, get(value), strict=True))
+    if isinstance(value, Enum):
+        return value.value
+    if isinstance(value, Mapping):
+        return {k if type(k) is str else str(k): v for k, v in value.items()}
+    raise TypeError(f"{type(value).__name__} is not a model type")
 
 
 def from_jsonable(cls: type[T], data: Any) -> T:

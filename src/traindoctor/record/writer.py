@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import IO, Any
 
-from traindoctor.model import SCHEMA_VERSION, RunEnd, RunMeta, to_jsonable
+from traindoctor.model import SCHEMA_VERSION, RunEnd, RunMeta, json_default, to_jsonable
 from traindoctor.record.format import ITEM_TYPES, RECORD_FILENAME
 
 __all__ = ["RecordWriter"]
@@ -46,7 +46,7 @@ class RecordWriter:
         if line_type not in ITEM_TYPES:
             raise ValueError(f"unknown record line type {line_type!r}")
         if items:
-            self._write_line({"type": line_type, "items": [to_jsonable(i) for i in items]})
+            self._write_line({"type": line_type, "items": items})
 
     def write_end(self, end: RunEnd) -> None:
         """Append the end line."""
@@ -71,7 +71,8 @@ class RecordWriter:
         return self._file is None
 
     def _write_line(self, obj: dict[str, Any]) -> None:
-        text = json.dumps(obj, separators=(",", ":"), allow_nan=False) + "\n"
+        text = json.dumps(obj, separators=(",", ":"), allow_nan=False, default=json_default)
+        text += "\n"
         with self._lock:
             if self._file is not None:
                 self._file.write(text)
