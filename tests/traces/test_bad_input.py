@@ -82,5 +82,11 @@ def test_cli_one_line_error_and_json_shape(
         "idle_pct", "compute_pct", "non_compute_pct",
     }  # fmt: skip
     assert rank["rank"] == 0 and rank["comm_comp_overlap_pct"] == 14.31
+    # HTA's kernel-type table for this trace (shared/traces/README.md), zero rows left out.
+    assert [(k["kernel_type"], k["sum_us"]) for k in data["kernel_type_breakdown"]] == [
+        ("COMPUTATION", 71696), ("COMMUNICATION", 20621),
+        ("COMPUTATION overlapping COMMUNICATION", 3473), ("MEMORY", 831),
+        ("COMMUNICATION overlapping MEMORY", 184),
+    ]  # fmt: skip
     assert [f["rule"] for f in data["findings"]] == ["gpu-idle"]  # idle 77.78%
     assert data["findings"][0]["estimated_speedup"] > 1

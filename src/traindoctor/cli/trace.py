@@ -68,8 +68,8 @@ def trace_findings(summary: TraceSummary) -> list[Finding]:
 
 def summary_to_dict(summary: TraceSummary, findings: list[Finding] | None = None) -> dict[str, Any]:
     """The analysis as JSON: ``ranks`` (with ``temporal_breakdown`` and
-    ``comm_comp_overlap_pct``), ``warnings`` and ``findings`` (ranked, shaped as in a run's
-    report)."""
+    ``comm_comp_overlap_pct``), ``kernel_type_breakdown`` (all ranks), ``warnings`` and
+    ``findings`` (ranked, shaped as in a run's report)."""
     ranks = []
     for r in summary.ranks:
         data = to_jsonable(r)
@@ -78,6 +78,10 @@ def summary_to_dict(summary: TraceSummary, findings: list[Finding] | None = None
     return {
         "schema_version": SCHEMA_VERSION,
         "ranks": ranks,
+        "kernel_type_breakdown": [
+            {"kernel_type": label, "sum_us": us, "percentage": pct}
+            for label, us, pct in summary.kernel_type_table()
+        ],
         "warnings": list(summary.warnings),
         "findings": findings_to_list(findings or []),
     }
@@ -105,10 +109,21 @@ def render_trace(summary: TraceSummary, *, width: int = 100) -> str:
             "-" if r.launch is None else f"{r.launch.launches:,}",
         )
     console.print(table)
+    types = Table(
+        title="GPU time by kernel type, all ranks (µs; overlaps apart)",
+        title_justify="left",
+        box=None,
+    )
+    for column in ("kernel types running", "µs", "share"):
+        types.add_column(column, justify="left" if column.startswith("kernel") else "right")
+    for label, us, pct in summary.kernel_type_table():
+        types.add_row(label, f"{us:,}", f"{pct:.1f}%")
+    if types.row_count:
+        console.print(types)
     for r in summary.ranks:
         top = Table(title=f"rank {r.rank}: top kernels", title_justify="left", box=None)
         top.add_column("kernel", overflow="ellipsis", no_wrap=True, max_width=width - 30)
-        top.add_column("type")
+        top.add_column("type", no_wrap=True, min_width=len("COMMUNICATION"))
         top.add_column("µs", justify="right")
         top.add_column("share", justify="right")
         for k in r.kernels[:_TOP]:

@@ -86,6 +86,9 @@ class RankTrace:
     launch: LaunchStats | None = None
     type_us: tuple[tuple[str, int], ...] = ()
     """Summed µs per kernel type (COMPUTATION, COMMUNICATION, MEMORY)."""
+    type_overlap_us: tuple[tuple[str, int], ...] = ()
+    """HTA's kernel-type table for this rank: µs during which exactly these types run
+    (``"COMPUTATION overlapping COMMUNICATION"``...), largest first, zero rows left out."""
     sync_host_us: int = 0
     """Host time inside cudaDeviceSynchronize / cudaStreamSynchronize / cudaEventSynchronize
     calls (window applied)."""
@@ -101,3 +104,14 @@ class TraceSummary:
 
     ranks: tuple[RankTrace, ...]
     warnings: tuple[str, ...] = ()
+
+    def kernel_type_table(self) -> list[tuple[str, int, float]]:
+        """HTA's kernel-type breakdown over all ranks: ``(types, µs, % of the total)``,
+        largest first (percentages rounded to 0.1 as HTA does)."""
+        sums: dict[str, int] = {}
+        for rank in self.ranks:
+            for label, us in rank.type_overlap_us:
+                sums[label] = sums.get(label, 0) + us
+        total = sum(sums.values())
+        rows = sorted(sums.items(), key=lambda kv: (-kv[1], kv[0]))
+        return [(k, v, round(100 * v / total, 1) if total else 0.0) for k, v in rows]

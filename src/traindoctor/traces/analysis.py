@@ -101,6 +101,7 @@ def _rank(events: RankEvents, rank: int, filtered: bool) -> RankTrace:
         idle_by_stream=_idle(gpu, launches),
         launch=_launch_stats(pairs),
         type_us=_type_sums(typed),
+        type_overlap_us=_type_overlap(typed),
         sync_host_us=sum(x.dur for x in launches.values() if "Synchronize" in x.name),
         launch_cpu_us=sum(launch.dur for launch, _ in pairs),
         launch_gpu_us=sum(e.dur for _, e in pairs),
@@ -219,6 +220,32 @@ def _type_sums(typed: list[tuple[GpuEvent, str]]) -> tuple[tuple[str, int], ...]
         if t != OTHER:
             sums[t] += e.dur
     return tuple(sorted(sums.items(), key=lambda kv: -kv[1]))
+
+
+#: HTA's order of the kernel types in an overlap label ("COMPUTATION overlapping MEMORY").
+_OVERLAP_TYPES = (COMPUTATION, COMMUNICATION, MEMORY)
+
+
+def _type_overlap(typed: list[tuple[GpuEvent, str]]) -> tuple[tuple[str, int], ...]:
+    """µs during which each combination of kernel types runs: each type's intervals are
+    merged (touching ones too), then swept together; zero-length states (ties) left out."""
+    edges: list[tuple[int, int]] = []
+    for bit, kind in enumerate(_OVERLAP_TYPES):
+        for start, end in _union((e.ts, e.ts + e.dur) for e, t in typed if t == kind):
+            edges.append((start, 1 << bit))
+            edges.append((end, -(1 << bit)))
+    edges.sort(key=lambda edge: edge[0])
+    sums: dict[int, int] = defaultdict(int)
+    running = 0
+    for (t, delta), (following, _) in itertools.pairwise(edges):
+        running += delta
+        if running > 0 and following > t:
+            sums[running] += following - t
+    labels = {
+        state: " overlapping ".join(k for b, k in enumerate(_OVERLAP_TYPES) if state >> b & 1)
+        for state in sums
+    }
+    return tuple(sorted(((labels[s], v) for s, v in sums.items()), key=lambda kv: -kv[1]))
 
 
 def _idle(gpu: list[GpuEvent], launches: dict[int, Launch]) -> tuple[StreamIdle, ...]:
