@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import gc
+import os
 import sys
 import threading
 from collections.abc import Iterator
 
 import pytest
+from hypothesis import settings
 
 
 def _torch_state() -> tuple[object, ...]:
@@ -25,17 +27,28 @@ def _torch_state() -> tuple[object, ...]:
     )
 
 
+# CI draws the same examples every run (derandomize): a red CI is a regression, not luck.
+settings.register_profile("ci", max_examples=300, derandomize=True)
+settings.register_profile("hunt", max_examples=10_000)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+
+
+def _our_callbacks() -> list[object]:
+    """traindoctor's GC callbacks (hypothesis adds one of its own for good, on first use)."""
+    return [c for c in gc.callbacks if getattr(c, "__module__", "").startswith("traindoctor")]
+
+
 @pytest.fixture(autouse=True)
 def no_leaks() -> Iterator[None]:
     """Fail a test that leaves a traindoctor thread, GC callback, session or patch behind."""
     from traindoctor.collect import current_session
 
-    callbacks = list(gc.callbacks)
+    callbacks = _our_callbacks()
     torch_before = _torch_state()
     yield
     leaked = [t.name for t in threading.enumerate() if t.name.startswith("traindoctor")]
     assert not leaked, f"threads left running: {leaked}"
-    assert list(gc.callbacks) == callbacks, "gc.callbacks changed"
+    assert _our_callbacks() == callbacks, "gc.callbacks changed"
     assert current_session() is None, "a session is still active"
     if torch_before:
         assert _torch_state() == torch_before, "torch patches left installed"

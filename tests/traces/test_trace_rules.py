@@ -84,3 +84,37 @@ def test_launch_bound_and_hot_kernel_on_built_analyses() -> None:
 def test_no_trace_means_the_trace_rules_are_skipped() -> None:
     findings, skipped = run_rules(RuleContext(RunRecord(meta=meta())), scopes=("trace",))
     assert findings == [] and {s.reason for s in skipped} == {"no profiler trace with GPU events"}
+
+
+def test_rank_list_is_compact() -> None:
+    from traindoctor.rules._traces import rank_list
+
+    assert rank_list([5, 0, 1, 2, 3, 7, 8]) == "0-3, 5, 7, 8"
+    assert rank_list([4]) == "4"
+
+
+@shared
+def test_findings_of_many_ranks_come_once_per_rule_and_severity() -> None:
+    findings = trace_findings(analyse_paths([TRACES / "param_dlrm_v100_8rank"]))
+    keys = [(f.rule, f.severity) for f in findings]
+    assert len(keys) == len(set(keys))  # no rule repeats at one severity
+    idle = [f for f in findings if f.rule == "gpu-idle"]
+    covered = sorted(r for f in idle for r in f.ranks)
+    assert covered == sorted(set(covered)) and len(covered) >= 2
+    grouped = next(f for f in idle if len(f.ranks) > 1)
+    assert grouped.title.startswith("Ranks ")
+    assert "(worst: " in grouped.title
+    assert any(e.metric == "ranks affected" and e.value == len(grouped.ranks)
+               for e in grouped.evidence)  # fmt: skip
+    # The worst rank's numbers stand for the group: one finding per rank before grouping.
+    from traindoctor.rules.gpu_idle import gpu_idle
+
+    trace = analyse_paths([TRACES / "param_dlrm_v100_8rank"])
+    per_rank = [f for f in gpu_idle(RuleContext(_record(), trace=trace))
+                if f.severity == grouped.severity]  # fmt: skip
+    assert sorted(r for f in per_rank for (r,) in [f.ranks]) == list(grouped.ranks)
+    assert grouped.speedup.factor == max(f.speedup.factor for f in per_rank)
+
+
+def _record() -> RunRecord:
+    return RunRecord(meta=meta())

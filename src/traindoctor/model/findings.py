@@ -84,6 +84,8 @@ class Finding:
     speedup: Speedup
     fix: Fix
     measurement: Measurement | None = None
+    ranks: tuple[int, ...] = ()
+    """The trace ranks the finding is about (trace rules); empty for a run's own findings."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

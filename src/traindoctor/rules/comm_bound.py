@@ -36,6 +36,7 @@ def comm_bound(ctx: RuleContext) -> list[Finding]:
         findings.append(
             Finding(
                 rule="comm-bound",
+                ranks=(r.rank,),
                 severity=Severity.WARNING,
                 title=f"Rank {r.rank}: communication is {share:.0%} of GPU time, "
                 f"{overlap:.0f}% hidden",

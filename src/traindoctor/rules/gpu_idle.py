@@ -55,6 +55,7 @@ def _rank(r: RankTrace) -> Finding | None:
     share = t.idle_pct / 100
     return Finding(
         rule="gpu-idle",
+        ranks=(r.rank,),
         severity=Severity.CRITICAL if share >= CRITICAL_IDLE else Severity.WARNING,
         title=f"Rank {r.rank}: the GPU is idle {t.idle_pct:.0f}% of the time",
         explanation=(

@@ -34,6 +34,7 @@ def h2d_bound(ctx: RuleContext) -> list[Finding]:
         findings.append(
             Finding(
                 rule="h2d-bound",
+                ranks=(r.rank,),
                 severity=Severity.CRITICAL if share >= CRITICAL_SHARE else Severity.WARNING,
                 title=f"Rank {r.rank}: copies take {share:.0%} of GPU time",
                 explanation=(

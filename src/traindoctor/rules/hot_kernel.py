@@ -32,6 +32,7 @@ def hot_kernel(ctx: RuleContext) -> list[Finding]:
         findings.append(
             Finding(
                 rule="hot-kernel",
+                ranks=(r.rank,),
                 severity=Severity.WARNING if top.share_pct >= WARNING_SHARE else Severity.INFO,
                 title=f"Rank {r.rank}: one kernel takes {top.share_pct:.0f}% of GPU time",
                 explanation=(

@@ -40,6 +40,7 @@ def launch_bound(ctx: RuleContext) -> list[Finding]:
         findings.append(
             Finding(
                 rule="launch-bound",
+                ranks=(r.rank,),
                 severity=Severity.WARNING,
                 title=f"Rank {r.rank}: {short:.0%} of kernels are shorter than their launch",
                 explanation=(

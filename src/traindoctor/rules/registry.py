@@ -7,6 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from traindoctor.model import Finding, SkippedRule
+from traindoctor.rules._traces import group_ranks
 from traindoctor.rules.context import RuleContext
 
 __all__ = ["RULES", "SCOPES", "Rule", "rule", "run_rules"]
@@ -102,7 +103,8 @@ def run_rules(
         if reason is not None:
             skipped.append(SkippedRule(rule=r.id, reason=reason))
             continue
-        findings.extend(r.func(ctx))
+        found = r.func(ctx)
+        findings.extend(group_ranks(found) if r.scope == "trace" else found)
     return rank(findings), skipped
 
 

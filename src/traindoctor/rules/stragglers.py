@@ -42,8 +42,9 @@ def stragglers(ctx: RuleContext) -> list[Finding]:
         findings.append(
             Finding(
                 rule="stragglers",
+                ranks=(r.rank,),
                 severity=Severity.WARNING,
-                title=f"Rank {r.rank} lags the others",
+                title=f"Rank {r.rank}: behind the median rank",
                 explanation=(
                     f"Rank {r.rank}'s GPU time is {slower:.2f}x the median rank's and its idle "
                     f"share {t.idle_pct:.1f}% (median {median_idle:.1f}%): the other ranks wait "

@@ -32,6 +32,7 @@ def sync_bound(ctx: RuleContext) -> list[Finding]:
         findings.append(
             Finding(
                 rule="sync-bound",
+                ranks=(r.rank,),
                 severity=Severity.CRITICAL if share >= CRITICAL_SHARE else Severity.WARNING,
                 title=f"Rank {r.rank}: the host waits in synchronisations {share:.0%} of the time",
                 explanation=(

@@ -184,8 +184,8 @@ def _temporal(typed: list[tuple[GpuEvent, str]]) -> TemporalBreakdown | None:
 
 def _overlap(typed: list[tuple[GpuEvent, str]]) -> float | None:
     comm = _union((e.ts, e.ts + e.dur) for e, t in typed if t == COMMUNICATION)
-    if not comm:
-        return None
+    if not _length(comm):
+        return None  # HTA: NaN (no NCCL kernel, or only zero-length ones)
     comp = _union((e.ts, e.ts + e.dur) for e, t in typed if t == COMPUTATION)
     return round(100 * _intersection(comm, comp) / _length(comm), 2)
 

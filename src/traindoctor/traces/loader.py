@@ -14,7 +14,7 @@ import sys
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, TypeGuard
 
 from traindoctor.errors import TraceError
 
@@ -63,6 +63,8 @@ class RankEvents:
     steps: list[tuple[str, int]] = field(default_factory=list)
     """``(ProfilerStep#N, start µs)``."""
     warnings: list[str] = field(default_factory=list)
+    odd_events: int = 0
+    """Entries of ``traceEvents`` that are not objects (skipped)."""
 
 
 def load_events(path: Path) -> RankEvents:
@@ -96,6 +98,8 @@ def load_events(path: Path) -> RankEvents:
             raise _bad(path, f, f"not UTF-8 text: {exc.reason}", out) from exc
     if out.events == 0:
         raise TraceError(f"{path}: no traceEvents (not a PyTorch profiler / Chrome trace?)")
+    if out.odd_events:
+        out.warnings.append(f"{out.odd_events:,} trace events are not JSON objects (skipped)")
     return out
 
 
@@ -113,6 +117,7 @@ def _bad(path: Path, f: IO[bytes], what: str, out: RankEvents) -> TraceError:
     except (OSError, ValueError):
         offset = None
     where = f" near byte {offset:,}" if offset is not None else ""
+    what = " ".join(what.split())  # parsers' messages span lines: one line each
     return TraceError(f"{path}: {what}{where} (after {out.events:,} events)")
 
 
@@ -131,16 +136,23 @@ def _read_header(ijson: Any, f: IO[bytes], out: RankEvents) -> None:
         return
 
 
-def _take(event: dict[str, Any], out: RankEvents) -> None:
+def _take(event: Any, out: RankEvents) -> None:
+    if not isinstance(event, dict):
+        out.odd_events += 1
+        return
     if event.get("ph") != "X":
         return
     category = event.get("cat")
-    args = event.get("args") or {}
+    if not isinstance(category, str):
+        category = None
+    args = event.get("args")
+    if not isinstance(args, dict):
+        args = {}
     if category in _GPU_CATEGORIES:
         stream = args.get("stream")
         if stream is None:
             stream = event.get("tid") if category != "cuda_sync" else None
-        if stream is None or not isinstance(stream, (int, float)):
+        if not _finite(stream):
             return  # a sync with no stream is not on the GPU timeline
         ts, dur = _times(event)
         if ts is None:
@@ -151,14 +163,14 @@ def _take(event: dict[str, Any], out: RankEvents) -> None:
                 ts=ts,
                 dur=dur,
                 stream=int(stream),
-                correlation=int(correlation) if isinstance(correlation, (int, float)) else None,
+                correlation=int(correlation) if _finite(correlation) else None,
                 name=_name(event),
                 category=sys.intern(str(category)),
             )
         )
     elif category in _LAUNCH_CATEGORIES:
         correlation = args.get("correlation")
-        if isinstance(correlation, (int, float)):
+        if _finite(correlation):
             ts, dur = _times(event)
             if ts is not None:
                 out.launches[int(correlation)] = Launch(ts=ts, dur=dur, name=_name(event))
@@ -170,6 +182,15 @@ def _take(event: dict[str, Any], out: RankEvents) -> None:
                 out.steps.append((name, ts))
 
 
+def _finite(value: object) -> TypeGuard[int | float]:
+    """A JSON number usable as an integer (not a bool, NaN or infinity)."""
+    if isinstance(value, bool):
+        return False
+    if isinstance(value, int):
+        return True
+    return isinstance(value, float) and math.isfinite(value)
+
+
 def _name(event: dict[str, Any]) -> str:
     """The event's name, interned: a trace repeats a few thousand kernel names millions of
     times, and one copy of each keeps a gigabyte trace's analysis in bounded memory."""
@@ -179,7 +200,7 @@ def _name(event: dict[str, Any]) -> str:
 def _times(event: dict[str, Any]) -> tuple[int | None, int]:
     """HTA's rule for ns-resolution traces: ts = ceil(ts), end = floor(ts + dur)."""
     ts, dur = event.get("ts"), event.get("dur", 0)
-    if not isinstance(ts, (int, float)) or not isinstance(dur, (int, float)):
+    if not _finite(ts) or not _finite(dur):
         return None, 0
     if isinstance(ts, float) or isinstance(dur, float):
         start = math.ceil(ts)
