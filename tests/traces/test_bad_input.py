@@ -11,6 +11,7 @@ import pytest
 
 from tests.traces.test_oracle import TRACES
 from traindoctor.cli import main
+from traindoctor.cli.trace import trace_findings
 from traindoctor.errors import TraceError
 from traindoctor.traces import analyse_paths, load_events
 
@@ -90,3 +91,44 @@ def test_cli_one_line_error_and_json_shape(
     ]  # fmt: skip
     assert [f["rule"] for f in data["findings"]] == ["gpu-idle"]  # idle 77.78%
     assert data["findings"][0]["estimated_speedup"] > 1
+
+
+def test_files_of_different_jobs_are_named_and_not_compared(tmp_path: Path) -> None:
+    def rank_file(name: str, rank: int, world: int, start: int) -> None:
+        events = []
+        for i in range(20):
+            ts = start + i * 100
+            events.append(
+                {
+                    "ph": "X",
+                    "cat": "cuda_runtime",
+                    "name": "cudaLaunchKernel",
+                    "ts": ts,
+                    "dur": 5,
+                    "args": {"correlation": i},
+                }
+            )
+            events.append({"ph": "X", "cat": "kernel", "name": "volta_sgemm",
+                           "ts": ts + 10, "dur": 20 * (1 + 3 * rank),
+                           "args": {"stream": 7, "correlation": i}})  # fmt: skip
+        doc = {"distributedInfo": {"rank": rank, "world_size": world}, "traceEvents": events}
+        (tmp_path / name).write_text(json.dumps(doc))
+
+    # Two ranks of one 2-rank job, profiled together: rank 1 is 4x slower, a straggler.
+    rank_file("a0.json", 0, 2, 1_700_000_000_000_000)
+    rank_file("a1.json", 1, 2, 1_700_000_000_000_050)
+    one_job = analyse_paths([tmp_path / "a0.json", tmp_path / "a1.json"])
+    assert not one_job.mixed_jobs and not one_job.warnings
+    assert "stragglers" in {f.rule for f in trace_findings(one_job)}
+    # The same files beside a rank of a job profiled 90 s later: said, and not compared.
+    rank_file("b1.json", 2, 2, 1_700_000_000_000_000 + 90_000_000)
+    mixed = analyse_paths([tmp_path / "a0.json", tmp_path / "a1.json", tmp_path / "b1.json"])
+    assert mixed.mixed_jobs
+    assert any("do not overlap in time" in w and "ranks 0, 1 / ranks 2" in w
+               for w in mixed.warnings)  # fmt: skip
+    assert any("3 files for a job of world_size 2" in w for w in mixed.warnings)
+    assert "stragglers" not in {f.rule for f in trace_findings(mixed)}
+    # World sizes that differ are another job, whatever the times say.
+    rank_file("c1.json", 1, 8, 1_700_000_000_000_050)
+    sizes = analyse_paths([tmp_path / "a0.json", tmp_path / "c1.json"])
+    assert sizes.mixed_jobs and any("world_size 2, 8" in w for w in sizes.warnings)

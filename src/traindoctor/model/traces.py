@@ -104,6 +104,9 @@ class TraceSummary:
 
     ranks: tuple[RankTrace, ...]
     warnings: tuple[str, ...] = ()
+    mixed_jobs: bool = False
+    """The files look like more than one job (world sizes differ, or ranks that do not
+    overlap in time): ranks are not compared with each other."""
 
     def kernel_type_table(self) -> list[tuple[str, int, float]]:
         """HTA's kernel-type breakdown over all ranks: ``(types, µs, % of the total)``,

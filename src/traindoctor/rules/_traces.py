@@ -24,7 +24,7 @@ def share_of_kernel_time(rank: RankTrace, us: int) -> float:
 
 def rank_list(ranks: list[int]) -> str:
     """``[0, 1, 2, 3, 5, 6]`` -> ``"0-3, 5, 6"``."""
-    parts = []
+    parts: list[str] = []
     for _, run in itertools.groupby(enumerate(sorted(ranks)), lambda ir: ir[1] - ir[0]):
         values = [v for _, v in run]
         if len(values) < 3:

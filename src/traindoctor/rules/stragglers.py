@@ -27,8 +27,8 @@ IDLE_POINTS = 10.0
 def stragglers(ctx: RuleContext) -> list[Finding]:
     """Flag ranks well above the median rank's GPU time or idle share."""
     ranks = traced_ranks(ctx)
-    if len(ranks) < 2:
-        return []
+    if len(ranks) < 2 or (ctx.trace is not None and ctx.trace.mixed_jobs):
+        return []  # ranks of different jobs are not comparable
     times = [r.temporal.kernel_time_us for r in ranks if r.temporal]
     idles = [r.temporal.idle_pct for r in ranks if r.temporal]
     median_time, median_idle = statistics.median(times), statistics.median(idles)

@@ -80,7 +80,58 @@ def analyse(ranks: Sequence[RankEvents], *, include_last_step: bool = False) -> 
         if r.rank in seen:
             warnings.append(f"{r.path} and {seen[r.rank]} are both rank {r.rank}")
         seen[r.rank] = r.path
-    return TraceSummary(ranks=tuple(sorted(out, key=lambda r: r.rank)), warnings=tuple(warnings))
+    mixed = _mixed_jobs(ranks, [r.rank for r in out])
+    warnings += mixed
+    return TraceSummary(
+        ranks=tuple(sorted(out, key=lambda r: r.rank)),
+        warnings=tuple(warnings),
+        mixed_jobs=bool(mixed),
+    )
+
+
+#: Ranks of one job are profiled at the same time; hosts' clocks may differ by up to a second
+#: (NTP), so spans closer than this still count as overlapping.
+CLOCK_SLACK_US = 1_000_000
+
+
+def _mixed_jobs(ranks: Sequence[RankEvents], numbers: list[int]) -> list[str]:
+    """Why the files look like more than one job ([] when they do not)."""
+    if len(ranks) < 2:
+        return []
+    why = []
+    sizes = {r.world_size for r in ranks if r.world_size is not None}
+    if len(sizes) > 1:
+        why.append(
+            "the files come from jobs of different sizes (world_size "
+            + ", ".join(str(s) for s in sorted(sizes))
+            + "): ranks are not compared"
+        )
+    elif sizes and len(ranks) > min(sizes):
+        why.append(f"{len(ranks)} files for a job of world_size {min(sizes)}")
+    spans = []
+    for events, number in zip(ranks, numbers, strict=True):
+        times = [e.ts for e in events.gpu] + [e.ts + e.dur for e in events.gpu]
+        times += [x.ts for x in events.launches.values()]
+        if times:
+            spans.append((min(times), max(times), number))
+    spans.sort()
+    groups: list[list[tuple[int, int, int]]] = []
+    for span in spans:
+        if groups and span[0] <= max(s[1] for s in groups[-1]) + CLOCK_SLACK_US:
+            groups[-1].append(span)
+        else:
+            groups.append([span])
+    if len(groups) > 1:
+        parts = [
+            f"ranks {', '.join(str(n) for _, _, n in sorted(g, key=lambda s: s[2]))}"
+            for g in groups
+        ]
+        why.append(
+            "the files do not overlap in time (different jobs or profiling windows?): "
+            + " / ".join(parts)
+            + "; ranks are not compared"
+        )
+    return why
 
 
 def _rank(events: RankEvents, rank: int, filtered: bool) -> RankTrace:

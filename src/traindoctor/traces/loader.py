@@ -56,6 +56,7 @@ class RankEvents:
 
     path: str
     rank: int | None = None
+    world_size: int | None = None
     device: str | None = None
     events: int = 0
     gpu: list[GpuEvent] = field(default_factory=list)
@@ -122,14 +123,16 @@ def _bad(path: Path, f: IO[bytes], what: str, out: RankEvents) -> TraceError:
 
 
 def _read_header(ijson: Any, f: IO[bytes], out: RankEvents) -> None:
-    """distributedInfo.rank and the first device's name, from the keys before traceEvents
-    (Kineto writes them first; a file that puts them after is read without them)."""
+    """distributedInfo.rank / world_size and the first device's name, from the keys before
+    traceEvents (Kineto writes them first; a file that puts them after is read without them)."""
     try:
         for prefix, event, value in ijson.parse(f):
             if prefix == "traceEvents" and event == "start_array":
                 return
             if prefix == "distributedInfo.rank" and event == "number":
                 out.rank = int(value)
+            elif prefix == "distributedInfo.world_size" and event == "number":
+                out.world_size = int(value)
             elif prefix == "deviceProperties.item.name" and out.device is None:
                 out.device = str(value)
     except Exception:  # the main pass reports what is wrong with the file
