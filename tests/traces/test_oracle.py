@@ -35,9 +35,6 @@ ORACLE: list[dict[str, Any]] = (
     else []
 )
 CASES = [c["case"] for c in ORACLE]
-#: Idle-time breakdowns that differ from HTA by a few µs between kernel_wait and host_wait /
-#: other on one stream (HTA's exact tie rule is not known yet): listed, not hidden.
-IDLE_KNOWN_DIFF = {"hta_a100_80gb_r0of16", "hta_trace_diff_v100_r1of2", "param_dlrm_v100_8rank"}
 
 pytestmark = pytest.mark.skipif(not ORACLE, reason="shared/traces is not available here")
 
@@ -142,18 +139,7 @@ def test_launch_statistics(case: str) -> None:
         )
 
 
-@pytest.mark.parametrize(
-    "case",
-    [
-        pytest.param(
-            c,
-            marks=pytest.mark.xfail(strict=True, reason="a few µs kernel_wait vs host_wait"),
-        )
-        if c in IDLE_KNOWN_DIFF
-        else c
-        for c in CASES
-    ],
-)
+@pytest.mark.parametrize("case", CASES)
 def test_idle_time_breakdown_per_stream(case: str) -> None:
     ranks = {r.rank: r for r in _summary(case).ranks}
     expected: dict[tuple[int, int], dict[str, int]] = {}

@@ -149,7 +149,7 @@ def _rank(events: RankEvents, rank: int, filtered: bool) -> RankTrace:
         temporal=temporal,
         comm_comp_overlap_pct=_overlap(typed),
         kernels=_kernels(typed),
-        idle_by_stream=_idle(gpu, launches),
+        idle_by_stream=_idle(gpu, launches, events.first_ts),
         launch=_launch_stats(pairs),
         type_us=_type_sums(typed),
         type_overlap_us=_type_overlap(typed),
@@ -299,7 +299,12 @@ def _type_overlap(typed: list[tuple[GpuEvent, str]]) -> tuple[tuple[str, int], .
     return tuple(sorted(((labels[s], v) for s, v in sums.items()), key=lambda kv: -kv[1]))
 
 
-def _idle(gpu: list[GpuEvent], launches: dict[int, Launch]) -> tuple[StreamIdle, ...]:
+def _idle(
+    gpu: list[GpuEvent], launches: dict[int, Launch], first_ts: int | None
+) -> tuple[StreamIdle, ...]:
+    """HTA's idle time per stream. A GPU event whose launch is not in the file (launched
+    before profiling began) is compared, as HTA's join on row 0 does, with the start of the
+    file's first event."""
     by_stream: dict[int, list[GpuEvent]] = defaultdict(list)
     for e in gpu:
         if e.category in _STREAM_KINDS:
@@ -310,11 +315,12 @@ def _idle(gpu: list[GpuEvent], launches: dict[int, Launch]) -> tuple[StreamIdle,
         host = kernel = other = 0
         for prev, cur in itertools.pairwise(events):
             prev_end = prev.ts + prev.dur
-            gap = cur.ts - prev_end
-            if gap <= 0:
-                continue
-            launch = launches.get(cur.correlation) if cur.correlation is not None else None
-            if launch is not None and launch.ts > prev_end:
+            gap = cur.ts - prev_end  # negative where events overlap: HTA sums those too
+            launched: int | None = None
+            if cur.correlation is not None:
+                launch = launches.get(cur.correlation)
+                launched = launch.ts if launch is not None else first_ts
+            if launched is not None and launched > prev_end:
                 host += gap
             elif gap < KERNEL_WAIT_US:
                 kernel += gap

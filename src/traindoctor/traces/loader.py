@@ -71,6 +71,9 @@ class RankEvents:
     warnings: list[str] = field(default_factory=list)
     odd_events: int = 0
     """Entries of ``traceEvents`` that are not objects (skipped)."""
+    first_ts: int | None = None
+    """Start of the file's first event with a duration and a category (HTA's row 0, which
+    stands in for the launch of a GPU event whose launch is not in the file)."""
 
 
 def load_events(path: Path) -> RankEvents:
@@ -148,6 +151,10 @@ def _take(event: Any, out: RankEvents) -> None:
     if not isinstance(event, dict):
         out.odd_events += 1
         return
+    if out.first_ts is None and event.get("dur") is not None:
+        cat = event.get("cat")
+        if cat is not None and cat != "Trace":
+            out.first_ts = _times(event)[0]
     if event.get("ph") != "X":
         return
     category = event.get("cat")
