@@ -6,8 +6,10 @@ import argparse
 import sys
 from pathlib import Path
 
+from traindoctor.cli._common import write_output
 from traindoctor.record import load_run
 from traindoctor.render import render_json, render_text
+from traindoctor.render.perfetto import render_perfetto
 from traindoctor.report import build_report
 
 __all__ = ["add_parser", "run"]
@@ -21,16 +23,29 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         description="Load a run record (its folder or run.jsonl) and diagnose it.",
     )
     p.add_argument("run_path", type=Path, metavar="RUN", help="run folder or run.jsonl")
-    p.add_argument("--format", choices=("text", "json"), default="text")
+    p.add_argument(
+        "--format",
+        choices=("text", "json", "perfetto"),
+        default="text",
+        help="perfetto: the run's timeline as a Chrome/Perfetto trace (ui.perfetto.dev)",
+    )
+    p.add_argument("-o", "--output", type=Path, metavar="FILE", help="write here, not stdout")
     p.add_argument("--width", type=int, default=100, help="width of the text report")
     p.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    """Print the report to stdout."""
-    report = build_report(load_run(args.run_path))
-    if args.format == "json":
-        sys.stdout.write(render_json(report))
+    """Print the report (or write it to ``--output``)."""
+    record = load_run(args.run_path)
+    if args.format == "perfetto":
+        text = render_perfetto(record)
+    elif args.format == "json":
+        text = render_json(build_report(record))
     else:
-        sys.stdout.write(render_text(report, width=args.width))
+        text = render_text(build_report(record), width=args.width)
+    if args.output is None:
+        sys.stdout.write(text)
+    else:
+        write_output(args.output, text)
+        print(f"traindoctor: wrote {args.output}", file=sys.stderr)
     return 0
