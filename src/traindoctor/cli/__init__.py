@@ -7,14 +7,14 @@ import sys
 from collections.abc import Sequence
 
 from traindoctor._version import __version__
-from traindoctor.cli import doctor, report, run, trace, tune
+from traindoctor.cli import compare, doctor, report, run, trace, tune
 from traindoctor.cli._common import EXIT_ERROR, EXIT_USAGE, error_line
 from traindoctor.errors import ScriptNotFoundError, TraindoctorError, UsageError
 
 __all__ = ["COMMANDS", "entry_point", "main"]
 
 #: Every command, in the order ``--help`` lists them.
-COMMANDS = (run, report, doctor, tune, trace)
+COMMANDS = (run, report, compare, doctor, tune, trace)
 
 
 def build_parser() -> argparse.ArgumentParser:
