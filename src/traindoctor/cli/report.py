@@ -9,6 +9,7 @@ from pathlib import Path
 from traindoctor.cli._common import write_output
 from traindoctor.record import load_run
 from traindoctor.render import render_json, render_text
+from traindoctor.render.html import render_html
 from traindoctor.render.perfetto import render_perfetto
 from traindoctor.report import build_report
 
@@ -25,9 +26,10 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     p.add_argument("run_path", type=Path, metavar="RUN", help="run folder or run.jsonl")
     p.add_argument(
         "--format",
-        choices=("text", "json", "perfetto"),
+        choices=("text", "json", "html", "perfetto"),
         default="text",
-        help="perfetto: the run's timeline as a Chrome/Perfetto trace (ui.perfetto.dev)",
+        help="html: one self-contained page with plots; perfetto: the run's timeline as a "
+        "Chrome/Perfetto trace (ui.perfetto.dev)",
     )
     p.add_argument("-o", "--output", type=Path, metavar="FILE", help="write here, not stdout")
     p.add_argument("--width", type=int, default=100, help="width of the text report")
@@ -39,6 +41,8 @@ def run(args: argparse.Namespace) -> int:
     record = load_run(args.run_path)
     if args.format == "perfetto":
         text = render_perfetto(record)
+    elif args.format == "html":
+        text = render_html(record, build_report(record))
     elif args.format == "json":
         text = render_json(build_report(record))
     else:

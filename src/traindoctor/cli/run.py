@@ -18,6 +18,7 @@ from traindoctor.experiments import DEFAULT_BUDGET_S, make_run_experiment
 from traindoctor.experiments.overrides import Overrides, apply_overrides
 from traindoctor.model import Report
 from traindoctor.render import render_json, render_text
+from traindoctor.render.html import render_html
 from traindoctor.report import build_report
 from traindoctor.rules import rank
 from traindoctor.traces import analyse_paths
@@ -39,6 +40,13 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         help="folder for the run record (default: ./traindoctor-runs/<timestamp>-<pid>)",
     )
     p.add_argument("--json", type=Path, dest="json_path", help="also write the report as JSON")
+    p.add_argument(
+        "--html",
+        type=Path,
+        dest="html_path",
+        metavar="FILE",
+        help="also write the report as one self-contained HTML page with plots",
+    )
     p.add_argument(
         "--log-every",
         type=int,
@@ -119,6 +127,9 @@ def run(args: argparse.Namespace) -> int:
             sys.stderr.write(render_text(report, width=args.width))
         if args.json_path is not None:
             args.json_path.write_text(render_json(report), encoding="utf-8")
+        if args.html_path is not None:
+            args.html_path.write_text(render_html(record, report), encoding="utf-8")
+            stderr_line(f"HTML report: {args.html_path}")
     except Exception as exc:  # the job's exit code wins over a reporting failure
         error_line(f"could not build the report: {exc!r} (the run record is kept)")
     stderr_line(f"run record: {session.record_path}")

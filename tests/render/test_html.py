@@ -1,0 +1,99 @@
+"""The HTML report as data (what the page is handed), its escaping of hostile strings, its
+size on a one-hour run, and a snapshot of the terminal report at a fixed width."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+
+from tests.builders import env, meta, record, samples, steps
+from traindoctor.model import ModelInfo, ProcessUsage
+from traindoctor.render import render_text
+from traindoctor.render.html import html_context, render_html
+from traindoctor.report import build_report
+from traindoctor.timeline import MAX_POINTS
+
+HOSTILE = "<script>alert(1)</script>"
+QUOTED = '/data/it\'s "here"/train.py'
+
+
+def _hostile_record():  # type: ignore[no-untyped-def]
+    s = steps(300, phases_ms={"data_wait": 2, "forward": 10, "backward": 20},
+              every={97: {"forward": 400}})  # fmt: skip
+    # Another process burns 3 of the 4 cores under a hostile name: competing-processes names it.
+    system = tuple(
+        dataclasses.replace(x, other_cpu_pct=300.0, cpu_pct_per_core=(100.0,) * 4,
+                            top_others=(ProcessUsage(pid=7, name=HOSTILE, cpu_pct=300.0),))
+        for x in samples(s)
+    )  # fmt: skip
+    model = ModelInfo(model_id=1, class_name=f"Net{HOSTILE}", param_count=10, param_bytes=40)
+    rec = record(s, system=system, facts=env(torch__version=HOSTILE), models=(model,))
+    return dataclasses.replace(
+        rec, meta=dataclasses.replace(meta(), command=(QUOTED, "--tag", HOSTILE))
+    )
+
+
+def test_page_data_has_verdict_plots_and_facts() -> None:
+    rec = _hostile_record()
+    report = build_report(rec)
+    ctx = html_context(rec, report)
+    assert [f["rule"] for f in ctx["findings"]] == [f.rule for f in report.findings]
+    assert ctx["findings"][0]["estimated_speedup"] >= ctx["findings"][-1]["estimated_speedup"]
+    steps_plot = ctx["plots"]["steps"]
+    assert steps_plot["bucket"] == 1 and len(steps_plot["x"]) == 300
+    assert {p["name"] for p in steps_plot["phases"]} == {"data wait (ETL)", "forward",
+                                                         "backward"}  # fmt: skip
+    # The planted slow steps (every 97th: 432 ms against 32) are the outliers.
+    assert [o["x"] for o in steps_plot["outliers"]] == [96, 193, 290]
+    assert ctx["plots"]["system"]["other processes CPU"][0] == 300.0
+    assert ctx["facts"] == [{"key": "torch.version", "value": HOSTILE, "source": ""}]
+    assert json.dumps(ctx)  # plain JSON values
+
+
+def test_hostile_strings_are_escaped() -> None:
+    rec = _hostile_record()
+    page = render_html(rec, build_report(rec))
+    assert "competing-processes" in page  # the finding that names the process is there
+    assert HOSTILE not in page  # nowhere as markup...
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page  # ...but shown, escaped
+    assert "it&#x27;s &quot;here&quot;" in page
+    # The plot data cannot close its script element.
+    data = re.search(r'<script type="application/json" id="td-data">(.*?)</script>', page, re.S)
+    assert data is not None and "<" not in data.group(1)
+    assert page.count("<script") == 3  # Chart.js, the data, the page's own script
+
+
+def test_one_hour_run_stays_small_and_keeps_outliers() -> None:
+    n = 100_000  # ~36 ms a step: one hour
+    s = steps(n, phases_ms={"data_wait": 1, "forward": 12, "backward": 23},
+              every={33_333: {"backward": 900}})  # fmt: skip
+    rec = record(s, system=samples(s, every_ms=100))  # 36,000 samples
+    page = render_html(rec, build_report(rec))
+    assert len(page.encode()) < 5 * 2**20
+    ctx = html_context(rec, build_report(rec))
+    plot = ctx["plots"]["steps"]
+    assert plot["bucket"] > 1 and len(plot["x"]) <= MAX_POINTS
+    assert max(plot["max"]) == 936.0  # a single slow step survives bucketing
+    assert len(ctx["plots"]["system"]["t"]) <= MAX_POINTS
+    assert "Each point is a bucket of" in page  # the page says it is downsampled
+
+
+def test_terminal_report_snapshot_at_fixed_width() -> None:
+    s = steps(120, phases_ms={"data_wait": 12, "forward": 10, "backward": 20})
+    rec = record(s, system=samples(s))
+    text = render_text(build_report(rec), width=80)
+    expected = (_snapshot_path()).read_text()
+    assert text == expected, "terminal report changed: review, then UPDATE_SNAPSHOTS=1"
+
+
+def _snapshot_path():  # type: ignore[no-untyped-def]
+    import os
+    from pathlib import Path
+
+    path = Path(__file__).parent / "snapshots" / "report_width80.txt"
+    if os.environ.get("UPDATE_SNAPSHOTS"):
+        s = steps(120, phases_ms={"data_wait": 12, "forward": 10, "backward": 20})
+        path.parent.mkdir(exist_ok=True)
+        path.write_text(render_text(build_report(record(s, system=samples(s))), width=80))
+    return path

@@ -1,0 +1,91 @@
+"""The HTML report in a real browser (Debian's Chromium, driven by Playwright): no console
+errors, every plot drawn (its canvas has ink), hostile strings never run, and a screenshot
+kept in test-artifacts/ for a person to look at."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tests.render.test_html import _hostile_record
+from tests.test_compare import _real_run
+from traindoctor.record import load_run
+from traindoctor.render.html import render_html
+from traindoctor.report import build_report
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+#: Flags for a headless Chromium as root on a machine with no outside network (the machine
+#: notes: without the background-networking flags it keeps trying to reach Google's hosts).
+FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+         "--disable-background-networking", "--disable-component-update",
+         "--disable-sync"]  # fmt: skip
+ARTIFACTS = Path(
+    os.environ.get("TRAINDOCTOR_ARTIFACTS", Path(__file__).parents[2] / "test-artifacts")
+)
+
+pytestmark = pytest.mark.skipif(
+    CHROMIUM is None, reason="chromium is not installed (make browser installs Debian's package)"
+)
+
+#: Share of a canvas's pixels that must be drawn for a plot to count as rendered.
+INK = 0.01
+_INK_JS = """() => window.tdCharts.map(c => {
+  const canvas = c.canvas, ctx = canvas.getContext("2d");
+  const data = ctx.getImageData(0, 0, canvas.width, canvas.height).data;
+  let ink = 0;
+  for (let i = 3; i < data.length; i += 4) if (data[i] > 0) ink++;
+  const points = c.data.datasets.reduce((n, d) => n + d.data.filter(p => p.y != null).length, 0);
+  return {id: canvas.id, ink: ink / (canvas.width * canvas.height), points: points};
+})"""
+
+
+def _open(
+    page_path: Path, screenshot: Path
+) -> tuple[list[str], list[dict[str, object]], list[str]]:
+    from playwright.sync_api import sync_playwright
+
+    problems: list[str] = []
+    dialogs: list[str] = []
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
+        try:
+            page = browser.new_page(viewport={"width": 1280, "height": 900})
+            page.on("console", lambda m: problems.append(f"{m.type}: {m.text}")
+                    if m.type in ("error", "warning") else None)  # fmt: skip
+            page.on("pageerror", lambda e: problems.append(f"page error: {e}"))
+            page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+            page.goto(page_path.as_uri())
+            page.wait_for_function("window.tdReady === true", timeout=15_000)
+            ink = page.evaluate(_INK_JS)
+            screenshot.parent.mkdir(parents=True, exist_ok=True)
+            page.screenshot(path=str(screenshot), full_page=True)
+        finally:
+            browser.close()
+    return problems, ink, dialogs
+
+
+def test_report_of_a_real_run_renders_in_chromium(tmp_path: Path) -> None:
+    rec = load_run(_real_run(tmp_path, "run", 0.001))  # a DataLoader loop, 128 steps
+    page = tmp_path / "report.html"
+    page.write_text(render_html(rec, build_report(rec)))
+    problems, ink, dialogs = _open(page, ARTIFACTS / "html-report-real-run.png")
+    assert problems == [] and dialogs == []
+    ids = {c["id"] for c in ink}
+    assert {"steps", "throughput", "cpu", "memory", "io"} <= ids
+    thin = [c for c in ink if c["ink"] < INK or not c["points"]]
+    assert not thin, f"plots with (almost) nothing drawn: {thin}"
+    assert (ARTIFACTS / "html-report-real-run.png").stat().st_size > 10_000
+
+
+def test_hostile_strings_do_not_run_in_the_browser(tmp_path: Path) -> None:
+    rec = _hostile_record()
+    page = tmp_path / "hostile.html"
+    page.write_text(render_html(rec, build_report(rec)))
+    problems, ink, dialogs = _open(page, ARTIFACTS / "html-report-hostile.png")
+    assert dialogs == []  # alert(1) never ran
+    assert problems == []
+    assert all(c["ink"] >= INK and c["points"] for c in ink)
+    assert "io" not in {c["id"] for c in ink}  # no disk/network readings: no empty plot
