@@ -72,6 +72,8 @@ class Timelines:
     steps: StepSeries | None
     system: SystemSeries | None
     gpu: dict[int, SystemSeries]
+    origin_ns: int = 0
+    """Where the plots' time axis starts (record clock)."""
 
 
 def _chunks(items: Sequence[T], max_points: int) -> tuple[int, list[Sequence[T]]]:
@@ -88,6 +90,7 @@ def timelines(record: RunRecord, warmup_steps: int, *, max_points: int = MAX_POI
         steps=_steps(record.steps, warmup_steps, max_points, origin) if record.steps else None,
         system=_system(record.system, origin, max_points) if record.system else None,
         gpu=_gpus(record.gpu, origin, max_points),
+        origin_ns=origin,
     )
 
 

@@ -90,8 +90,22 @@ def test_patch_narrows_to_outermost_classes_and_keeps_timing_them() -> None:
     assert not hasattr(Called.__call__, "__wrapped__")
 
 
+class Meeting(nn.Module):
+    """Waits in its forward until two threads are inside it at once."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.linear = nn.Linear(4, 4)
+        self.barrier: threading.Barrier | None = None
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.barrier is not None:
+            self.barrier.wait(timeout=10)
+        return self.linear(x)
+
+
 def test_narrowed_patch_still_sees_concurrent_forwards_per_thread() -> None:
-    model = Net()
+    model = Meeting()
     x = torch.randn(2, 4)
     patches = TorchPatches(sink := Sink())
     patches.install(accelerator=False)
@@ -100,6 +114,7 @@ def test_narrowed_patch_still_sees_concurrent_forwards_per_thread() -> None:
             model(x)
         assert nn.Module.__call__ is getattr(nn.Module.__call__, "__wrapped__", nn.Module.__call__)
         sink.events.clear()
+        model.barrier = threading.Barrier(2)  # both threads are inside forward together
         threads = [threading.Thread(target=model, args=(x,)) for _ in range(2)]
         for t in threads:
             t.start()

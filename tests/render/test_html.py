@@ -47,6 +47,12 @@ def test_page_data_has_verdict_plots_and_facts() -> None:
     # The planted slow steps (every 97th: 432 ms against 32) are the outliers.
     assert [o["x"] for o in steps_plot["outliers"]] == [96, 193, 290]
     assert ctx["plots"]["system"]["other processes CPU"][0] == 300.0
+    # The competing processes ran the whole time: the finding's band covers the samples the
+    # rules judge, from the end of the warm-up (30 steps of 32 ms) to the last.
+    (mark,) = [m for m in ctx["plots"]["marks"] if m["rule"] == "competing-processes"]
+    warmup_s = ctx["summary"]["warmup_steps"] * 0.032
+    assert warmup_s <= mark["start"] <= warmup_s + 0.1
+    assert mark["end"] == ctx["plots"]["system"]["t"][-1]
     assert ctx["facts"] == [{"key": "torch.version", "value": HOSTILE, "source": ""}]
     assert json.dumps(ctx)  # plain JSON values
 

@@ -18,6 +18,7 @@ def test_steady_rss_rise_fires_with_rate_per_step() -> None:
     ev = {e.metric: e.value for e in f.evidence}
     assert ev["rise"] > 300
     assert ev["rate per step"] > 1000
+    assert f.span_ns is not None and f.span_ns[1] > f.span_ns[0]  # marked on the timelines
     # ~400 MiB of 16 GiB is 2.4 points, not 5, but at ~2.4 GiB/min memory ends within the hour
     assert f.severity is Severity.CRITICAL
 

@@ -86,6 +86,9 @@ class Finding:
     measurement: Measurement | None = None
     ranks: tuple[int, ...] = ()
     """The trace ranks the finding is about (trace rules); empty for a run's own findings."""
+    span_ns: tuple[int, int] | None = None
+    """The part of the run the finding is about (record clock), where it is narrower than the
+    whole run: marked on the report's timelines."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

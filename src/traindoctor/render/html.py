@@ -31,6 +31,16 @@ def html_context(
     """What the page shows, as JSON values."""
     s = report.summary
     lines = timelines(record, s.warmup_steps, max_points=max_points)
+    marks = [
+        {
+            "rule": f.rule,
+            "label": f"{i}. {f.rule}",
+            "start": round((f.span_ns[0] - lines.origin_ns) / 1e9, 3),
+            "end": round((f.span_ns[1] - lines.origin_ns) / 1e9, 3),
+        }
+        for i, f in enumerate(report.findings, 1)
+        if f.span_ns is not None
+    ]
     return {
         "title": " ".join(record.meta.command) or record.meta.run_id,
         "run_id": record.meta.run_id,
@@ -39,7 +49,7 @@ def html_context(
         "end_status": report.end_status,
         "summary": to_jsonable(s),
         "findings": [_finding(f) for f in report.findings],
-        "plots": _plots(lines),
+        "plots": {**_plots(lines), "marks": marks},
         "facts": [
             {"key": f.key, "value": f.value, "source": f.source}
             for f in {f.key: f for f in record.env}.values()  # probed twice: the last stands
@@ -270,6 +280,7 @@ td,th{{border-bottom:1px solid #ddd;padding:.2em .8em;text-align:left;vertical-a
 _SCRIPT = r"""
 "use strict";
 const D = JSON.parse(document.getElementById("td-data").textContent);
+D.marks = D.marks || [];
 const COLORS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2",
                 "#7f7f7f", "#bcbd22", "#17becf"];
 const shade = {
@@ -284,7 +295,24 @@ const shade = {
     c.restore();
   },
 };
-Chart.register(shade);
+const marks = {
+  id: "marks",
+  afterDatasetsDraw(chart, args, opts) {
+    if (!opts || !opts.spans || !opts.spans.length) return;
+    const a = chart.chartArea, x = chart.scales.x, c = chart.ctx;
+    c.save();
+    for (const m of opts.spans) {
+      const x0 = Math.max(a.left, x.getPixelForValue(m.start));
+      const x1 = Math.min(a.right, x.getPixelForValue(m.end));
+      if (!(x1 > x0)) continue;
+      c.fillStyle = "rgba(198,40,40,0.08)"; c.fillRect(x0, a.top, x1 - x0, a.bottom - a.top);
+      c.strokeStyle = "rgba(198,40,40,0.6)"; c.strokeRect(x0, a.top, x1 - x0, a.bottom - a.top);
+      c.fillStyle = "#c62828"; c.font = "11px sans-serif"; c.fillText(m.label, x0 + 3, a.top + 12);
+    }
+    c.restore();
+  },
+};
+Chart.register(shade, marks);
 function pts(xs, ys) {
   return xs.map((x, i) => ({x: x, y: ys[i]}));
 }
@@ -302,7 +330,8 @@ function chart(id, datasets, xTitle, yTitle, stacked, warmup) {
         x: {type: "linear", title: {display: true, text: xTitle}},
         y: {beginAtZero: true, stacked: !!stacked, title: {display: true, text: yTitle}},
       },
-      plugins: {legend: {position: "bottom"}, shade: {until: warmup}},
+      plugins: {legend: {position: "bottom"}, shade: {until: warmup},
+                marks: {spans: xTitle === "seconds" ? D.marks : []}},
     },
   });
 }
@@ -342,7 +371,8 @@ if (D.system) {
   const y = D.system;
   document.getElementById("system-note").textContent =
     (y.bucket > 1 ? "Each point is a bucket of " + y.bucket + " samples (mean; max dashed). "
-     : "") + "CPU in % of one core (" + y.cores + " cores: " + 100 * y.cores + "% is all).";
+     : "") + "CPU in % of one core (" + y.cores + " cores: " + 100 * y.cores + "% is all)." +
+    (D.marks.length ? " Red bands: the time a finding is about (numbered as above)." : "");
   window.tdCharts.push(chart("cpu", [
     line("this job", y.t, y["job CPU"], 0), line("its workers", y.t, y["workers CPU"], 1),
     line("other processes", y.t, y["other processes CPU"], 3),

@@ -68,10 +68,16 @@ def _cpu(ctx: RuleContext) -> Finding | None:
         return None
     top = _top(ctx)
     names = ", ".join(f"{p.name} (pid {p.pid}, {p.cpu_pct:.0f}%)" for p in top) or "unknown"
+    busy = [
+        s.t_ns
+        for s in ctx.system
+        if s.other_cpu_pct is not None and s.other_cpu_pct / capacity >= WARNING_SHARE
+    ]
     usable = min(capacity, job + other)
     factor = usable / job if job > 0 else 1.0
     return Finding(
         rule="competing-processes",
+        span_ns=(busy[0], busy[-1]) if busy else None,
         severity=Severity.CRITICAL if share >= CRITICAL_SHARE else Severity.WARNING,
         title=f"Other processes use {share:.0%} of the CPUs",
         explanation=(

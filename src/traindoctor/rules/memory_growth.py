@@ -251,6 +251,7 @@ def _check(
             runway = f" At this rate memory runs out in about {runway_min:.0f} minutes."
     return Finding(
         rule="memory-growth",
+        span_ns=(points[0][0], points[-1][0]),
         severity=Severity.CRITICAL if critical else Severity.WARNING,
         title=f"{what} keeps growing ({per_min / 2**20:.0f} MiB/min)",
         explanation=(
