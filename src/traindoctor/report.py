@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 
+from traindoctor.errors import TraceError
 from traindoctor.model import (
     SCHEMA_VERSION,
     BoundVerdict,
@@ -13,11 +15,13 @@ from traindoctor.model import (
     RunRecord,
     Severity,
     Summary,
+    TraceSummary,
     TuneResult,
 )
 from traindoctor.rules import RuleContext, rank, run_rules
+from traindoctor.traces import analyse_paths
 
-__all__ = ["attach_measurements", "attach_tune", "build_report"]
+__all__ = ["attach_measurements", "attach_tune", "build_report", "fold_trace", "trace_of_run"]
 
 #: Which tuning changes measure which finding.
 _TUNE_EVIDENCE = {
@@ -140,3 +144,31 @@ def attach_tune(report: Report, result: TuneResult) -> Report:
                 )
             )
     return dataclasses.replace(report, findings=tuple(rank(out)))
+
+
+def fold_trace(report: Report, trace: TraceSummary) -> Report:
+    """Add a profiler trace's findings (ranked with the run's) and warnings to the report."""
+    ctx = RuleContext(RunRecord(meta=report.meta), trace=trace)
+    found, _ = run_rules(ctx, scopes=("trace",))
+    return dataclasses.replace(
+        report,
+        findings=tuple(rank([*report.findings, *found])),
+        warnings=(*report.warnings, *trace.warnings),
+    )
+
+
+#: Where ``traindoctor run --trace`` writes the profiler trace, inside the run folder.
+TRACE_FOLDER = "trace"
+
+
+def trace_of_run(run_path: Path) -> tuple[TraceSummary | None, str | None]:
+    """The analysis of the profiler trace a run captured (``run --trace``), if it has one:
+    ``(summary, None)``, ``(None, None)`` without a trace, ``(None, why)`` when it cannot be
+    read."""
+    folder = (run_path if run_path.is_dir() else run_path.parent) / TRACE_FOLDER
+    if not folder.is_dir() or not any(folder.iterdir()):
+        return None, None
+    try:
+        return analyse_paths([folder]), None
+    except TraceError as exc:
+        return None, f"the run's profiler trace could not be read: {exc}"

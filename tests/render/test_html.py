@@ -6,6 +6,10 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
+import shutil
+from pathlib import Path
+
+import pytest
 
 from tests.builders import env, meta, record, samples, steps
 from traindoctor.model import ModelInfo, ProcessUsage
@@ -103,3 +107,28 @@ def _snapshot_path():  # type: ignore[no-untyped-def]
         path.parent.mkdir(exist_ok=True)
         path.write_text(render_text(build_report(record(s, system=samples(s))), width=80))
     return path
+
+
+def test_saved_run_with_a_profiler_trace_shows_its_tables(tmp_path: Path) -> None:
+    from tests.cli.test_cli import _run
+    from tests.traces.test_oracle import TRACES
+    from traindoctor.cli import main
+
+    source = TRACES / "hta_nccl_a100_r0of2"
+    if not source.exists():
+        pytest.skip("shared/traces is not available here")
+    assert _run(tmp_path).returncode == 0
+    trace_dir = tmp_path / "run" / "trace"
+    trace_dir.mkdir()
+    for f in source.iterdir():
+        shutil.copy(f, trace_dir / f.name)
+    out = tmp_path / "report.html"
+    assert main(["report", str(tmp_path / "run"), "--format", "html", "-o", str(out)]) == 0
+    page = out.read_text()
+    assert "Profiler trace: GPU time per rank" in page
+    assert "14.31%" in page  # the trace's comm/comp overlap (HTA's number)
+    assert 'data-rule="gpu-idle"' in page  # the trace's finding joined the run's
+    assert main(["report", str(tmp_path / "run"), "--format", "json", "-o",
+                 str(tmp_path / "r.json")]) == 0  # fmt: skip
+    rules = {f["rule"] for f in json.loads((tmp_path / "r.json").read_text())["findings"]}
+    assert "gpu-idle" in rules

@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 from pathlib import Path
 
 from traindoctor.cli._common import write_output
+from traindoctor.cli.trace import render_trace
 from traindoctor.record import load_run
 from traindoctor.render import render_json, render_text
 from traindoctor.render.html import render_html
 from traindoctor.render.perfetto import render_perfetto
-from traindoctor.report import build_report
+from traindoctor.report import build_report, fold_trace, trace_of_run
 
 __all__ = ["add_parser", "run"]
 
@@ -37,16 +39,25 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 
 
 def run(args: argparse.Namespace) -> int:
-    """Print the report (or write it to ``--output``)."""
+    """Print the report (or write it to ``--output``); a profiler trace the run captured
+    (``run --trace``) is analysed and folded in."""
     record = load_run(args.run_path)
+    report = build_report(record)
+    trace, problem = trace_of_run(Path(args.run_path))
+    if trace is not None:
+        report = fold_trace(report, trace)
+    elif problem is not None:
+        report = dataclasses.replace(report, warnings=(*report.warnings, problem))
     if args.format == "perfetto":
         text = render_perfetto(record)
     elif args.format == "html":
-        text = render_html(record, build_report(record))
+        text = render_html(record, report, trace)
     elif args.format == "json":
-        text = render_json(build_report(record))
+        text = render_json(report)
     else:
-        text = render_text(build_report(record), width=args.width)
+        text = render_text(report, width=args.width)
+        if trace is not None:
+            text = render_trace(trace, width=args.width) + text
     if args.output is None:
         sys.stdout.write(text)
     else:

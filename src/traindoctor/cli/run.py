@@ -9,18 +9,17 @@ import sys
 from pathlib import Path
 
 from traindoctor.cli._common import error_line
-from traindoctor.cli.trace import render_trace, trace_findings
+from traindoctor.cli.trace import render_trace
 from traindoctor.collect import Session, default_run_dir
 from traindoctor.collect.profiling import TraceCapture
 from traindoctor.collect.runner import check_script, import_torch_if_available, run_script
 from traindoctor.collect.trigger import ExperimentTrigger
 from traindoctor.experiments import DEFAULT_BUDGET_S, make_run_experiment
 from traindoctor.experiments.overrides import Overrides, apply_overrides
-from traindoctor.model import Report
+from traindoctor.model import Report, TraceSummary
 from traindoctor.render import render_json, render_text
 from traindoctor.render.html import render_html
-from traindoctor.report import build_report
-from traindoctor.rules import rank
+from traindoctor.report import build_report, fold_trace
 from traindoctor.traces import analyse_paths
 from traindoctor.watching import stderr_line
 
@@ -121,14 +120,15 @@ def run(args: argparse.Namespace) -> int:
             remove_overrides()
     try:
         report = build_report(record)
+        trace = None
         if capture is not None:
-            report = _with_trace(report, capture, show=not args.no_report, width=args.width)
+            report, trace = _with_trace(report, capture, show=not args.no_report, width=args.width)
         if not args.no_report:
             sys.stderr.write(render_text(report, width=args.width))
         if args.json_path is not None:
             args.json_path.write_text(render_json(report), encoding="utf-8")
         if args.html_path is not None:
-            args.html_path.write_text(render_html(record, report), encoding="utf-8")
+            args.html_path.write_text(render_html(record, report, trace), encoding="utf-8")
             stderr_line(f"HTML report: {args.html_path}")
     except Exception as exc:  # the job's exit code wins over a reporting failure
         error_line(f"could not build the report: {exc!r} (the run record is kept)")
@@ -136,20 +136,18 @@ def run(args: argparse.Namespace) -> int:
     return result.exit_code
 
 
-def _with_trace(report: Report, capture: TraceCapture, *, show: bool, width: int) -> Report:
+def _with_trace(
+    report: Report, capture: TraceCapture, *, show: bool, width: int
+) -> tuple[Report, TraceSummary | None]:
     """Fold the captured trace's analysis into the report (its findings join, ranked)."""
     files = capture.files()
     if not files:
         note = capture.error or (
             "no profiler trace was written: the job ended before the profiler's active steps"
         )
-        return dataclasses.replace(report, warnings=(*report.warnings, note))
+        return dataclasses.replace(report, warnings=(*report.warnings, note)), None
     summary = analyse_paths([capture.folder])
     if show:
         sys.stderr.write(render_trace(summary, width=width))
     stderr_line(f"profiler trace: {files[0]}")
-    return dataclasses.replace(
-        report,
-        findings=tuple(rank([*report.findings, *trace_findings(summary)])),
-        warnings=(*report.warnings, *summary.warnings),
-    )
+    return fold_trace(report, summary), summary

@@ -18,7 +18,7 @@ import json
 from importlib import resources
 from typing import Any
 
-from traindoctor.model import Report, RunRecord, Severity, to_jsonable
+from traindoctor.model import Report, RunRecord, Severity, TraceSummary, to_jsonable
 from traindoctor.render.names import SEVERITY_LABELS, phase_label
 from traindoctor.timeline import MAX_POINTS, Timelines, timelines
 
@@ -179,8 +179,53 @@ def _summary_html(ctx: dict[str, Any]) -> str:
     return f'<div class="summary">{cells}</div>'
 
 
-def render_html(record: RunRecord, report: Report, *, max_points: int = MAX_POINTS) -> str:
-    """Return the page."""
+#: Kernels listed per rank in the profiler-trace section.
+TOP_KERNELS = 10
+
+
+def _trace_html(trace: TraceSummary | None) -> str:
+    """The profiler trace's breakdowns (``run --trace``), as tables."""
+    if trace is None:
+        return ""
+    rows = []
+    for r in trace.ranks:
+        t = r.temporal
+        rows.append([
+            r.rank,
+            "-" if t is None else f"{t.kernel_time_us:,}",
+            "-" if t is None else f"{t.idle_us:,} ({t.idle_pct:.2f}%)",
+            "-" if t is None else f"{t.compute_us:,} ({t.compute_pct:.2f}%)",
+            "-" if t is None else f"{t.non_compute_us:,} ({t.non_compute_pct:.2f}%)",
+            "n/a" if r.comm_comp_overlap_pct is None else f"{r.comm_comp_overlap_pct:.2f}%",
+        ])  # fmt: skip
+    out = _table(
+        "Profiler trace: GPU time per rank (µs)",
+        ["rank", "kernel time", "idle", "compute", "non-compute", "comm/comp overlap"],
+        rows,
+    )
+    out += _table(
+        "Profiler trace: kernel types, all ranks (µs)",
+        ["kernel types running", "µs", "share"],
+        [[label, f"{us:,}", f"{pct:.1f}%"] for label, us, pct in trace.kernel_type_table()],
+    )
+    for r in trace.ranks:
+        out += _table(
+            f"Profiler trace: rank {r.rank}, top kernels",
+            ["kernel", "type", "µs", "share"],
+            [[k.name, k.kernel_type, f"{k.sum_us:,}", f"{k.share_pct:.2f}%"]
+             for k in r.kernels[:TOP_KERNELS]],
+        )  # fmt: skip
+    return out
+
+
+def render_html(
+    record: RunRecord,
+    report: Report,
+    trace: TraceSummary | None = None,
+    *,
+    max_points: int = MAX_POINTS,
+) -> str:
+    """Return the page (with the profiler trace's tables when ``trace`` is given)."""
     ctx = html_context(record, report, max_points=max_points)
     chart_js = (resources.files("traindoctor.render") / "assets" / "chart.umd.min.js").read_text(
         encoding="utf-8"
@@ -223,7 +268,7 @@ def render_html(record: RunRecord, report: Report, *, max_points: int = MAX_POIN
         findings=_findings_html(ctx["findings"]),
         warnings=f"<h2>Notes</h2><ul>{warnings}</ul>" if warnings else "",
         gpus=gpu_canvases,
-        tables=facts + models + loaders + experiments,
+        tables=facts + models + loaders + experiments + _trace_html(trace),
         chart_js=chart_js,
         data=_json_for_script(plots),
         script=_SCRIPT,
