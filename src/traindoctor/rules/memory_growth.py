@@ -134,7 +134,7 @@ def _weigh_heap(ctx: RuleContext, rss: list[tuple[int, int]], finding: Finding) 
 
 def _rss_series(ctx: RuleContext) -> tuple[list[tuple[int, int]], str]:
     """The RSS to judge: the job's own process's (its leaks are the common ones), or the
-    workers' from ``TREE_SETTLE_NS`` after the tree last changed size when the main process is
+    workers' from ``WORKERS_SETTLE_NS`` after the tree last changed size when the main process is
     flat; the whole tree's where the reader gave no split (older records)."""
     every = ctx.record.system
     changes = [b.t_ns for a, b in itertools.pairwise(every) if a.job_processes != b.job_processes]
