@@ -110,3 +110,20 @@ def test_version_and_module_entry_point() -> None:
         check=True,
     )
     assert out.stdout.startswith("traindoctor ")
+
+
+def test_run_writes_the_html_report(tmp_path: Path) -> None:
+    script = tmp_path / "train.py"
+    script.write_text(TRAIN.format(tail=""))
+    page = tmp_path / "report.html"
+    proc = subprocess.run(
+        [sys.executable, "-m", "traindoctor", "run", "--out", str(tmp_path / "run"),
+         "--html", str(page), "--no-report", str(script)],
+        capture_output=True, text=True, timeout=120, cwd=tmp_path,
+        env={**os.environ, "PYTHONWARNINGS": "ignore"},
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert f"HTML report: {page}" in proc.stderr
+    text = page.read_text()
+    assert text.startswith("<!DOCTYPE html>") and "window.Chart=" in text  # library inlined
+    assert "http://" not in text.split("<script>", 1)[0]  # nothing fetched by the head
