@@ -68,7 +68,9 @@ def _open(
 
 
 def test_report_of_a_real_run_renders_in_chromium(tmp_path: Path) -> None:
-    rec = load_run(_real_run(tmp_path, "run", 0.001))  # a DataLoader loop, 128 steps
+    # A DataLoader loop of 128 steps, ~3 s: disk and network are read once a second, and the
+    # I/O plot needs two readings.
+    rec = load_run(_real_run(tmp_path, "run", 0.02))
     page = tmp_path / "report.html"
     page.write_text(render_html(rec, build_report(rec)))
     problems, ink, dialogs = _open(page, ARTIFACTS / "html-report-real-run.png")
@@ -89,3 +91,13 @@ def test_hostile_strings_do_not_run_in_the_browser(tmp_path: Path) -> None:
     assert problems == []
     assert all(c["ink"] >= INK and c["points"] for c in ink)
     assert "io" not in {c["id"] for c in ink}  # no disk/network readings: no empty plot
+
+
+def test_a_run_with_no_steps_or_samples_gives_a_page_without_empty_plots(tmp_path: Path) -> None:
+    from tests.builders import record
+
+    rec = record(())
+    page = tmp_path / "empty.html"
+    page.write_text(render_html(rec, build_report(rec)))
+    problems, ink, dialogs = _open(page, ARTIFACTS / "html-report-empty.png")
+    assert problems == [] and dialogs == [] and ink == []

@@ -439,6 +439,12 @@ if (D.system) {
     line("net received", y.io_t, io["net received"], 3),
   ], "seconds", "MB/s (between readings, once a second)"));
 }
+function hide(ids, note, text) {
+  for (const id of ids) document.getElementById(id).parentElement.style.display = "none";
+  document.getElementById(note).textContent = text;
+}
+if (!D.steps) hide(["steps", "throughput"], "steps-note", "No steps were recorded.");
+if (!D.system) hide(["cpu", "memory", "io"], "system-note", "No system samples were taken.");
 for (const g of D.gpus) {
   window.tdCharts.push(chart("gpu" + g.index + "-util", [
     line("utilisation", g.t, g["utilisation"], 0),
