@@ -34,7 +34,7 @@ import json, resource, sys, time
 from pathlib import Path
 start = time.perf_counter()
 from traindoctor.traces import analyse_paths
-s = analyse_paths([Path(sys.argv[1])])
+s = analyse_paths([Path(sys.argv[1])], fast=sys.argv[2:] == ["fast"])
 [r.temporal for r in s.ranks]
 print(json.dumps({"s": time.perf_counter() - start,
                   "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
@@ -50,9 +50,9 @@ print(json.dumps({"s": time.perf_counter() - start,
 """
 
 
-def _measure(python: str, code: str, case: Path) -> dict[str, float]:
+def _measure(python: str, code: str, case: Path, *extra: str) -> dict[str, float]:
     proc = subprocess.run(
-        [python, "-c", code, str(case)], capture_output=True, text=True, check=False
+        [python, "-c", code, str(case), *extra], capture_output=True, text=True, check=False
     )
     if proc.returncode != 0:
         raise SystemExit(f"{python} failed on {case}: {proc.stderr.strip().splitlines()[-1:]}")
@@ -96,6 +96,9 @@ def main() -> None:
     parser.add_argument("--hta-python", help="python of a venv with HolisticTraceAnalysis")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--synthetic-mb", type=int, default=0)
+    parser.add_argument(
+        "--fast", action="store_true", help="traindoctor with fast=True (simdjson, whole files)"
+    )
     args = parser.parse_args()
     cases = sorted(p for p in (SHARED / "traces").iterdir() if p.is_dir())
     ratios, memory = [], []
@@ -106,8 +109,10 @@ def main() -> None:
             td_runs, hta_runs = [], []
             for r in range(args.rounds):
                 order = [("td", sys.executable, _TD), ("hta", args.hta_python, _HTA)]
+                extra = ("fast",) if args.fast else ()
                 for name, python, code in order if r % 2 == 0 else reversed(order):
-                    (td_runs if name == "td" else hta_runs).append(_measure(python, code, case))
+                    runs = td_runs if name == "td" else hta_runs
+                    runs.append(_measure(python, code, case, *(extra if name == "td" else ())))
             td_s = statistics.median(x["s"] for x in td_runs)
             hta_s = statistics.median(x["s"] for x in hta_runs)
             td_mb = max(x["rss_mb"] for x in td_runs)

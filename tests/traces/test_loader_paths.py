@@ -64,3 +64,18 @@ def test_both_ways_agree_on_plausible_traces(
     path = tmp_path_factory.mktemp("paths") / "rank0.json"
     path.write_bytes(data)
     assert _both(path)[0] == _both(path)[1]
+
+
+@pytest.mark.skipif(not CASES, reason="shared/traces is not available here")
+def test_trace_fast_flag_gives_the_same_analysis(tmp_path: Path) -> None:
+    import json
+
+    from traindoctor.cli import main
+
+    case = TRACES / "param_dlrm_v100_8rank"
+    outs = []
+    for flags in ([], ["--fast"]):
+        out = tmp_path / f"t{len(flags)}.json"
+        assert main(["trace", str(case), "--json", str(out), *flags]) == 0
+        outs.append(json.loads(out.read_text()))
+    assert outs[0] == outs[1]

@@ -30,8 +30,11 @@ def trace_files(paths: list[Path]) -> list[Path]:
     return files
 
 
-def analyse_paths(paths: list[Path], *, include_last_step: bool = False) -> TraceSummary:
-    """Load every rank's file and analyse the set."""
+def analyse_paths(
+    paths: list[Path], *, include_last_step: bool = False, fast: bool = False
+) -> TraceSummary:
+    """Load every rank's file and analyse the set (``fast``: see ``load_events``)."""
     return analyse(
-        [load_events(p) for p in trace_files(paths)], include_last_step=include_last_step
+        [load_events(p, fast=fast) for p in trace_files(paths)],
+        include_last_step=include_last_step,
     )

@@ -10,10 +10,12 @@ the wanted events (found by a regular expression) loaded the A100 trace 1.45x fa
 file broken only among the skipped events then loaded without a word, where the streaming
 parser names the byte offset (docs/traces.md).
 
-With the optional ``pysimdjson`` installed (``pip install traindoctor[fast]``), files up to
-``WHOLE_FILE_MAX_BYTES`` are parsed whole by simdjson instead (it validates the whole document
-at C speed, and only the wanted events become Python dicts): the same events, ~1.7x faster. A
-file simdjson refuses is read the streaming way, which names what is wrong and where.
+Asked for (``fast=True``, ``traindoctor trace --fast``) and with the optional ``pysimdjson``
+installed (``pip install traindoctor[fast]``), files up to ``WHOLE_FILE_MAX_BYTES`` are parsed
+whole by simdjson instead (it validates the whole document at C speed, and only the wanted
+events become Python dicts): the same events, ~1.5x faster end to end, but the whole document
+and simdjson's tape sit in memory (peak RSS ~0.5 of HTA's instead of ~0.13), so it is not the
+default. A file simdjson refuses is read the streaming way, which names what is wrong and where.
 """
 
 from __future__ import annotations
@@ -85,12 +87,12 @@ class RankEvents:
     stands in for the launch of a GPU event whose launch is not in the file)."""
 
 
-def load_events(path: Path, *, fast: bool = True) -> RankEvents:
+def load_events(path: Path, *, fast: bool = False) -> RankEvents:
     """Read one trace file.
 
     Args:
-        fast: parse with simdjson when it is installed and the file is small enough
-            (False: always stream with ijson).
+        fast: parse the file whole with simdjson when it is installed and the file is at most
+            ``WHOLE_FILE_MAX_BYTES`` (faster, more memory); by default stream with ijson.
 
     Raises:
         TraceError: the file is missing, empty, not gzip/JSON, or has no ``traceEvents``; the
