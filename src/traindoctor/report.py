@@ -12,6 +12,7 @@ from traindoctor.model import (
     Finding,
     Measurement,
     Report,
+    RunMeta,
     RunRecord,
     Severity,
     Summary,
@@ -21,7 +22,14 @@ from traindoctor.model import (
 from traindoctor.rules import RuleContext, rank, run_rules
 from traindoctor.traces import analyse_paths
 
-__all__ = ["attach_measurements", "attach_tune", "build_report", "fold_trace", "trace_of_run"]
+__all__ = [
+    "attach_measurements",
+    "attach_tune",
+    "build_report",
+    "fold_trace",
+    "trace_findings",
+    "trace_of_run",
+]
 
 #: Which tuning changes measure which finding.
 _TUNE_EVIDENCE = {
@@ -146,10 +154,15 @@ def attach_tune(report: Report, result: TuneResult) -> Report:
     return dataclasses.replace(report, findings=tuple(rank(out)))
 
 
+def trace_findings(trace: TraceSummary, meta: RunMeta) -> list[Finding]:
+    """The trace rules' findings on an analysis, ranked (``meta``: the run it belongs to)."""
+    found, _ = run_rules(RuleContext(RunRecord(meta=meta), trace=trace), scopes=("trace",))
+    return found
+
+
 def fold_trace(report: Report, trace: TraceSummary) -> Report:
     """Add a profiler trace's findings (ranked with the run's) and warnings to the report."""
-    ctx = RuleContext(RunRecord(meta=report.meta), trace=trace)
-    found, _ = run_rules(ctx, scopes=("trace",))
+    found = trace_findings(trace, report.meta)
     return dataclasses.replace(
         report,
         findings=tuple(rank([*report.findings, *found])),

@@ -15,9 +15,9 @@ from rich.table import Table
 
 from traindoctor.cli._common import write_output
 from traindoctor.collect.session import new_run_meta
-from traindoctor.model import SCHEMA_VERSION, Finding, RunRecord, TraceSummary, to_jsonable
+from traindoctor.model import SCHEMA_VERSION, Finding, TraceSummary, to_jsonable
 from traindoctor.render import findings_to_list, render_findings
-from traindoctor.rules import RuleContext, run_rules
+from traindoctor.report import trace_findings as run_trace_rules
 from traindoctor.traces import analyse_paths
 
 __all__ = ["add_parser", "run", "summary_to_dict", "trace_findings"]
@@ -68,10 +68,9 @@ def run(args: argparse.Namespace) -> int:
 
 
 def trace_findings(summary: TraceSummary) -> list[Finding]:
-    """Run the trace rules on the analysis; ranked."""
-    record = RunRecord(meta=new_run_meta(("traindoctor", "trace"), time.perf_counter_ns()))
-    findings, _ = run_rules(RuleContext(record, trace=summary), scopes=("trace",))
-    return findings
+    """Run the trace rules on the analysis of traces that belong to no run; ranked."""
+    meta = new_run_meta(("traindoctor", "trace"), time.perf_counter_ns())
+    return run_trace_rules(summary, meta)
 
 
 def summary_to_dict(summary: TraceSummary, findings: list[Finding] | None = None) -> dict[str, Any]:
