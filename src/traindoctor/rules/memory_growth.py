@@ -65,11 +65,8 @@ TREE_SETTLE_NS = 2_000_000_000
 def memory_growth(ctx: RuleContext) -> list[Finding]:
     """Flag a steady, large rise of RSS or GPU memory."""
     findings = []
-    rss, what = _rss_series(ctx)
     total = ctx.record.meta.total_memory_bytes or None
-    rss_finding = _check(ctx, rss, what, total)
-    if rss_finding is not None and what == "process RSS":
-        rss_finding = _weigh_heap(ctx, rss, rss_finding)
+    rss_finding = _rss_finding(ctx, total)
     if rss_finding is not None:
         findings.append(rss_finding)
     by_gpu: dict[int, list[tuple[int, int]]] = {}
@@ -132,15 +129,18 @@ def _weigh_heap(ctx: RuleContext, rss: list[tuple[int, int]], finding: Finding) 
     )
 
 
-def _rss_series(ctx: RuleContext) -> tuple[list[tuple[int, int]], str]:
-    """The RSS to judge: the job's own process's (its leaks are the common ones), or the
-    workers' from ``WORKERS_SETTLE_NS`` after the tree last changed size when the main process is
-    flat; the whole tree's where the reader gave no split (older records)."""
+def _rss_finding(ctx: RuleContext, total: int | None) -> Finding | None:
+    """Judge the job's own process's RSS (its leaks are the common ones), weighed against its
+    heap in use; when it is flat, the workers' from ``WORKERS_SETTLE_NS`` after the tree last
+    changed size; the whole tree's where the reader gave no split (older records)."""
     every = ctx.record.system
     changes = [b.t_ns for a, b in itertools.pairwise(every) if a.job_processes != b.job_processes]
     last_change = changes[-1] if changes else None
     main = [(s.t_ns, s.main_rss_bytes) for s in ctx.system if s.main_rss_bytes is not None]
     if main and len(main) == sum(s.job_rss_bytes is not None for s in ctx.system):
+        found = _check(ctx, main, "process RSS", total)
+        if found is not None:
+            return _weigh_heap(ctx, main, found)
         workers = [
             (s.t_ns, s.job_rss_bytes - s.main_rss_bytes)
             for s in ctx.system
@@ -149,11 +149,7 @@ def _rss_series(ctx: RuleContext) -> tuple[list[tuple[int, int]], str]:
             and (s.job_processes or 1) > 1
             and (last_change is None or s.t_ns >= last_change + WORKERS_SETTLE_NS)
         ]
-        if _check(ctx, main, "process RSS", None) is None and _check(
-            ctx, workers, "DataLoader workers' RSS", None
-        ):
-            return workers, "DataLoader workers' RSS"
-        return main, "process RSS"
+        return _check(ctx, workers, "DataLoader workers' RSS", total)
     # Processes joining or leaving the tree move its RSS in steps that are no leak.
     tree = [
         (s.t_ns, s.job_rss_bytes)
@@ -161,7 +157,8 @@ def _rss_series(ctx: RuleContext) -> tuple[list[tuple[int, int]], str]:
         if s.job_rss_bytes is not None
         and (last_change is None or s.t_ns >= last_change + TREE_SETTLE_NS)
     ]
-    return tree, "process RSS"
+    found = _check(ctx, tree, "process RSS", total)
+    return None if found is None else _weigh_heap(ctx, tree, found)
 
 
 def _window(points: Sequence[object]) -> int:
@@ -169,7 +166,17 @@ def _window(points: Sequence[object]) -> int:
 
 
 def _moving_average(values: Sequence[float], window: int) -> list[float]:
-    return [sum(values[i : i + window]) / window for i in range(len(values) - window + 1)]
+    """Means of every ``window`` consecutive values, from a running sum (linear: an hour at
+    10 Hz has 36,000 samples and a window of 3,600). The values are byte counts, whole numbers
+    far below 2**53, so the sums are exact, as a fresh sum of each window is."""
+    if len(values) < window:
+        return []
+    total = sum(values[:window])
+    out = [total / window]
+    for i in range(window, len(values)):
+        total += values[i] - values[i - window]
+        out.append(total / window)
+    return out
 
 
 def _check(
