@@ -42,22 +42,23 @@ def run(args: argparse.Namespace) -> int:
     """Print the report (or write it to ``--output``); a profiler trace the run captured
     (``run --trace``) is analysed and folded in."""
     record = load_run(args.run_path)
-    report = build_report(record)
-    trace, problem = trace_of_run(Path(args.run_path))
-    if trace is not None:
-        report = fold_trace(report, trace)
-    elif problem is not None:
-        report = dataclasses.replace(report, warnings=(*report.warnings, problem))
-    if args.format == "perfetto":
+    if args.format == "perfetto":  # the timeline alone: no diagnosis needed
         text = render_perfetto(record)
-    elif args.format == "html":
-        text = render_html(record, report, trace)
-    elif args.format == "json":
-        text = render_json(report)
     else:
-        text = render_text(report, width=args.width)
+        report = build_report(record)
+        trace, problem = trace_of_run(Path(args.run_path))
         if trace is not None:
-            text = render_trace(trace, width=args.width) + text
+            report = fold_trace(report, trace)
+        elif problem is not None:
+            report = dataclasses.replace(report, warnings=(*report.warnings, problem))
+        if args.format == "html":
+            text = render_html(record, report, trace)
+        elif args.format == "json":
+            text = render_json(report)
+        else:
+            text = render_text(report, width=args.width)
+            if trace is not None:
+                text = render_trace(trace, width=args.width) + text
     if args.output is None:
         sys.stdout.write(text)
     else:
