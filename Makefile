@@ -7,7 +7,8 @@ PIP := $(PY) -m pip --disable-pip-version-check -q
 
 venv: $(VENV)/.installed
 
-$(VENV)/.installed: pyproject.toml constraints.txt
+# The editable install compiles the hot path's C hooks: rebuild when their source changes.
+$(VENV)/.installed: pyproject.toml setup.py constraints.txt src/traindoctor/collect/_hotpath.c
 	python3 -m venv $(VENV)
 	$(PIP) install torch==2.13.0
 	$(PIP) install -c constraints.txt -e '.[dev,gpu]'
@@ -30,8 +31,9 @@ browser:
 	       || { apt-get update -q >/dev/null 2>&1 && apt-get install -y -q chromium >/dev/null 2>&1; }; } \
 	  || echo "chromium could not be installed: the HTML report's browser test will be skipped"; }
 
+# CI has a compiler, so there the C hooks must have been built (tests/collect/test_hotpath.py).
 test: lint browser
-	$(PY) -m pytest --cov --cov-report=term -q
+	TRAINDOCTOR_REQUIRE_C_HOOKS=1 $(PY) -m pytest --cov --cov-report=term -q
 
 bench: venv
 	$(PY) benchmarks/overhead.py

@@ -11,15 +11,20 @@
 - ``torch.save``: the ``checkpoint`` phase.
 
 ``uninstall()`` puts every original back. Torch is imported here, never by the core.
+
+The hooks are the C ones of ``_hotpath`` when that module was built (``native_hooks()``), else
+the Python functions below, which stay the reference: both append the same events.
 """
 
 from __future__ import annotations
 
+import os
 import threading
 from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
+from traindoctor.collect import events
 from traindoctor.collect.events import ENTER, EXIT, FWD_ENTER, FWD_EXIT, OPT_END, RESET, Event
 from traindoctor.model import LoaderInfo, Phase
 
@@ -27,7 +32,10 @@ if TYPE_CHECKING:
     from traindoctor.collect.profiling import TraceCapture
     from traindoctor.collect.trigger import ExperimentTrigger, StepLimit
 
-__all__ = ["TorchPatches", "TorchSink", "batch_size_of"]
+__all__ = ["PURE_PYTHON_ENV", "TorchPatches", "TorchSink", "batch_size_of", "native_hooks"]
+
+#: Set to 1 to run the pure-Python hooks even where the C ones are built (to compare them).
+PURE_PYTHON_ENV = "TRAINDOCTOR_PURE_PYTHON"
 
 _DATA_WAIT = Phase.DATA_WAIT.value
 _BACKWARD = Phase.BACKWARD.value
@@ -78,18 +86,37 @@ class TorchSink(Protocol):
     """``id(model) -> (shape, dtype)`` of the first tensor of its first call."""
 
 
+def native_hooks() -> Any:
+    """The ``_hotpath`` C module, or None: not built (no compiler at install), switched off
+    with ``TRAINDOCTOR_PURE_PYTHON=1``, or built from other event codes than ``events``'."""
+    if os.environ.get(PURE_PYTHON_ENV, "") not in ("", "0"):
+        return None
+    try:
+        from traindoctor.collect import _hotpath
+    except ImportError:
+        return None
+    codes = ("ENTER", "EXIT", "OPT_END", "FWD_ENTER", "FWD_EXIT")
+    if any(getattr(_hotpath, code) != getattr(events, code) for code in codes):
+        return None
+    return _hotpath
+
+
 def batch_size_of(batch: object) -> int | None:
-    """Return the leading dimension of the first tensor-like in ``batch`` (None if unknown)."""
-    for _ in range(4):
-        shape = getattr(batch, "shape", None)
-        if shape is not None:
-            return int(shape[0]) if len(shape) else None
-        if isinstance(batch, (list, tuple)) and batch:
-            batch = batch[0]
-        elif isinstance(batch, dict) and batch:
-            batch = next(iter(batch.values()))
-        else:
-            return None
+    """Return the leading dimension of the first tensor-like in ``batch`` (None if unknown,
+    or if looking raised: the job's batch is not ours to break)."""
+    try:
+        for _ in range(4):
+            shape = getattr(batch, "shape", None)
+            if shape is not None:
+                return int(shape[0]) if len(shape) else None
+            if isinstance(batch, (list, tuple)) and batch:
+                batch = batch[0]
+            elif isinstance(batch, dict) and batch:
+                batch = next(iter(batch.values()))
+            else:
+                return None
+    except Exception:
+        return None
     return None
 
 
@@ -135,8 +162,13 @@ def _loader_info(loader: Any) -> LoaderInfo:
 class TorchPatches:
     """The set of torch patches feeding one sink. Install at most once at a time."""
 
-    def __init__(self, sink: TorchSink) -> None:
+    def __init__(self, sink: TorchSink, *, native: bool | None = None) -> None:
+        """``native``: use the C hooks (True: they must be built), the Python ones (False) or
+        the C ones when built (None)."""
         self._sink = sink
+        self._c = native_hooks() if native is None or native else None
+        if native and self._c is None:
+            raise RuntimeError("traindoctor's C hooks (collect/_hotpath) are not available")
         self._undo: list[Callable[[], None]] = []
         self._in_forward: set[int] = set()
         """Threads inside an outermost model call."""
@@ -174,12 +206,17 @@ class TorchPatches:
         self._patch(dl.DataLoader, "__iter__", self._wrap_iter(dl.DataLoader.__iter__))
         self._module_call = torch.nn.Module.__call__
         self._patch(torch.nn.Module, "__call__", self._wrap_call(self._module_call, discover=True))
-        self._patch(
-            torch.autograd,
-            "backward",
-            _phase_wrapper(torch.autograd.backward, _BACKWARD, append, clock),
+        phase_wrapper = _phase_wrapper if self._c is None else self._c.phase
+        backward = _dressed(
+            phase_wrapper(torch.autograd.backward, _BACKWARD, append, clock),
+            torch.autograd.backward,
         )
-        self._patch(torch, "save", _phase_wrapper(torch.save, _CHECKPOINT, append, clock))
+        self._patch(torch.autograd, "backward", backward)
+        self._patch(
+            torch,
+            "save",
+            _dressed(phase_wrapper(torch.save, _CHECKPOINT, append, clock), torch.save),
+        )
         if accelerator is None:
             mps = getattr(torch.backends, "mps", None)
             accelerator = bool(torch.cuda.is_available()) or bool(
@@ -202,6 +239,8 @@ class TorchPatches:
         trigger = sink.experiment_trigger
         limit = sink.step_limit
         capture = sink.trace_capture
+        if self._c is not None:
+            pre_hook = self._c.mark(ENTER, _OPTIMIZER, append, clock)
 
         def post_hook(optimizer: object, args: object, kwargs: object) -> None:
             append((clock(), OPT_END, id(optimizer), get_ident()))
@@ -213,6 +252,8 @@ class TorchPatches:
             if limit is not None:
                 limit.check(optimizer)
 
+        if self._c is not None and trigger is None and capture is None and limit is None:
+            post_hook = self._c.mark_id(OPT_END, append, clock)
         pre = optim_mod.register_optimizer_step_pre_hook(pre_hook)
         post = optim_mod.register_optimizer_step_post_hook(post_hook)
         self._undo.append(pre.remove)
@@ -291,6 +332,20 @@ class TorchPatches:
         checks = [DTYPE_CHECKS]
 
         trigger = self._sink.experiment_trigger
+
+        if self._c is not None:
+
+            def after(it: Any, batch: Any) -> None:
+                if checks[0]:
+                    checks[0] -= 1
+                    dtypes.extend(_dtypes_of(batch))
+                if trigger is not None:
+                    trigger.saw_batch(it, batch)
+                elif not checks[0]:
+                    hook.after = None  # nothing left to do after a batch
+
+            hook = self._c.next(original, _DATA_WAIT, append, clock, after)
+            return _dressed(hook, original)
 
         def __next__(it: Any) -> Any:
             tid = get_ident()
@@ -376,23 +431,34 @@ class TorchPatches:
 
         grad_enabled = torch.is_grad_enabled
 
+        def first_call(module: Any, *args: Any, **kwargs: Any) -> None:
+            key = id(module)
+            models[key] = module
+            inputs[key] = _input_of(args, kwargs)
+            if trigger is not None:
+                trigger.saw_model(module)
+
         def __call__(module: Any, *args: Any, **kwargs: Any) -> Any:
             tid = get_ident()
             if tid in busy:
                 return original(module, *args, **kwargs)
             busy.add(tid)
-            key = id(module)
-            if key not in models:
-                models[key] = module
-                inputs[key] = _input_of(args, kwargs)
-                if trigger is not None:
-                    trigger.saw_model(module)
-            append((clock(), FWD_ENTER, key << 2 | grad_enabled() << 1 | module.training, tid))
             try:
-                return original(module, *args, **kwargs)
+                key = id(module)
+                if key not in models:
+                    first_call(module, *args, **kwargs)
+                append((clock(), FWD_ENTER, key << 2 | grad_enabled() << 1 | module.training, tid))
+                try:
+                    return original(module, *args, **kwargs)
+                finally:
+                    append((clock(), FWD_EXIT, key, tid))
             finally:
-                append((clock(), FWD_EXIT, key, tid))
                 busy.discard(tid)
+
+        if self._c is not None:
+            __call__ = self._c.forward(
+                original, append, clock, busy, models, first_call, grad_enabled
+            )
 
         def discovering(module: Any, *args: Any, **kwargs: Any) -> Any:
             if get_ident() not in busy:
