@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import gc
 import statistics
 import tempfile
 import time
@@ -157,6 +158,10 @@ def main() -> None:
         names = list(configs)
         for r in range(args.rounds):
             for name in names if r % 2 == 0 else reversed(names):
+                # Every round starts with no garbage pending: a torch.profiler round leaves
+                # enough objects behind that the next round ran a full collection (136-216 ms
+                # in a process with torch) and came out +25-55%, whatever it was.
+                gc.collect()
                 with configs[name]():
                     per_step.setdefault(name, []).append(loop())
     plain = per_step.pop("plain")
