@@ -5,9 +5,11 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from types import SimpleNamespace
+from pathlib import Path
 
-from traindoctor.collect.readers import HeapReader, PsutilReader
+import pytest
+
+from traindoctor.collect.readers import HeapReader, PsutilReader, walk_proc, walk_psutil
 from traindoctor.model import SystemSample
 
 SECOND = 1_000_000_000
@@ -66,33 +68,20 @@ def test_heap_is_not_read_under_another_malloc_or_outside_the_process() -> None:
     assert 0 < inside.main_rss_bytes <= inside.job_rss_bytes  # the tree holds the main process
 
 
-class _Proc:
-    """What psutil.process_iter yields: ``pid`` and the ``info`` asked for."""
-
-    def __init__(self, pid: int, ppid: int, name: str, cpu_s: float) -> None:
-        self.pid = pid
-        self.info = {
-            "pid": pid,
-            "ppid": ppid,
-            "name": name,
-            "cpu_times": SimpleNamespace(user=cpu_s * 0.75, system=cpu_s * 0.25),
-        }
-
-
 def test_one_walk_finds_children_and_the_busiest_other_processes() -> None:
     me = os.getpid()
     walks = iter(
         [
-            [_Proc(me, 1, "python", 1.0), _Proc(900001, 1, "spinner", 10.0)],
-            [
-                _Proc(me, 1, "python", 3.0),
-                _Proc(900001, 1, "spinner", 11.5),  # 1.5 s of CPU in 2 s: 75% of a core
-                _Proc(900002, 1, "idle", 0.0),
-                _Proc(900003, 1, "newcomer", 50.0),  # no earlier reading: not judged yet
-            ],
+            {me: (1, "python", 1.0), 900001: (1, "spinner", 10.0)},
+            {
+                me: (1, "python", 3.0),
+                900001: (1, "spinner", 11.5),  # 1.5 s of CPU in 2 s: 75% of a core
+                900002: (1, "idle", 0.0),
+                900003: (1, "newcomer", 50.0),  # no earlier reading: not judged yet
+            },
         ]
     )
-    reader = PsutilReader(scan_every_ns=2 * SECOND, process_iter=lambda attrs: next(walks))
+    reader = PsutilReader(scan_every_ns=2 * SECOND, walk=lambda: next(walks))
     (first,) = reader.read(0)
     (between,) = reader.read(SECOND)  # no walk between scans
     (second,) = reader.read(2 * SECOND)
@@ -101,3 +90,43 @@ def test_one_walk_finds_children_and_the_busiest_other_processes() -> None:
     assert first.top_others == ()  # the first walk only primes the counters
     assert [(u.name, u.cpu_pct) for u in second.top_others] == [("spinner", 75.0)]
     assert second.job_processes == 1  # none of them is a child of this process
+
+
+def test_walk_proc_reads_what_psutil_reads_on_this_machine() -> None:
+    through_psutil = walk_psutil()
+    raw = walk_proc()
+    both = set(raw) & set(through_psutil)
+    # processes come and go between the two walks; nearly all are in both
+    assert os.getpid() in both and len(both) >= 0.9 * len(through_psutil)
+    for pid in both:
+        ppid, name, cpu = raw[pid]
+        assert ppid == through_psutil[pid][0]
+        assert through_psutil[pid][1].startswith(name)  # psutil may find a longer name
+        assert abs(cpu - through_psutil[pid][2]) < 1.0  # CPU used between the walks
+    assert raw[os.getpid()][2] > 0
+
+
+def test_walk_proc_takes_odd_names_and_skips_what_is_not_a_process(tmp_path: Path) -> None:
+    def stat(pid: int, comm: str, ppid: int, utime: int, stime: int) -> bytes:
+        rest = ["S", str(ppid), *["0"] * 9, str(utime), str(stime), *["0"] * 30]
+        return f"{pid} ({comm}) {' '.join(rest)}\n".encode()
+
+    for pid, data in {
+        "12": stat(12, "a) (b c", 1, 100, 50),  # a name with parens and spaces
+        "13": stat(13, "worker", 12, 0, 0),
+        "14": b"14 (cut",  # truncated
+        "15": b"",
+        "17": stat(17, "odd", 1, 0, 0).replace(b" 1 ", b" x ", 1),  # not a number
+    }.items():
+        (tmp_path / pid).mkdir()
+        (tmp_path / pid / "stat").write_bytes(data)
+    (tmp_path / "16").mkdir()  # ended: no stat
+    (tmp_path / "self").mkdir()
+    (tmp_path / "meminfo").write_text("x")
+    ticks = os.sysconf("SC_CLK_TCK")
+    assert walk_proc(str(tmp_path)) == {
+        12: (1, "a) (b c", 150 / ticks),
+        13: (12, "worker", 0.0),
+    }
+    with pytest.raises(FileNotFoundError):
+        walk_proc(str(tmp_path / "missing"))

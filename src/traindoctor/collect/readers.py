@@ -17,16 +17,21 @@ import psutil
 
 from traindoctor.model import GpuSample, ProcessUsage, SystemSample
 
-__all__ = ["HeapReader", "PsutilReader", "Reader"]
+__all__ = ["HeapReader", "PsutilReader", "Reader", "Walk", "walk_proc", "walk_psutil"]
 
 #: How often the costlier parts are read. One psutil sample of CPU+memory+disk+net costs
 #: ~0.5 ms here (disk_io_counters alone 0.2 ms): disk/net are read once a second.
 IO_EVERY_NS = 1_000_000_000
-#: A walk of /proc (every process's stat: ~3-5 ms here) finds new child processes (DataLoader
-#: workers) and the CPU of the other processes in one pass, every 2 s: workers live for an
-#: epoch, and the competing-processes rule judges minutes, not seconds. (Finding children
-#: alone with /proc/<pid>/task/*/children needs CONFIG_PROC_CHILDREN, off on this machine.)
+#: A walk of /proc (every process's stat) finds new child processes (DataLoader workers) and
+#: the CPU of the other processes in one pass, every 2 s: workers live for an epoch, and the
+#: competing-processes rule judges minutes, not seconds. (Finding children alone with
+#: /proc/<pid>/task/*/children needs CONFIG_PROC_CHILDREN, off on this machine.)
 SCAN_EVERY_NS = 2_000_000_000
+#: Clock ticks per second of /proc/<pid>/stat's utime and stime.
+_CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+Walk = Callable[[], dict[int, tuple[int, str, float]]]
+"""A walk of every process: ``pid -> (ppid, name, CPU seconds)``."""
 #: The heap in use is read with the disk/net counters (once a second): mallinfo2 walks every
 #: malloc arena under its lock, 45-300 us here (a few ms during imports).
 #: Allocators that replace glibc's malloc (LD_PRELOAD): with one of them mapped, glibc's
@@ -35,6 +40,62 @@ OTHER_MALLOCS = ("jemalloc", "tcmalloc", "mimalloc", "hoard", "snmalloc")
 #: Other processes listed per sample, and the least CPU (% of one core) to be listed.
 TOP_OTHERS = 5
 TOP_OTHERS_MIN_PCT = 5.0
+
+
+def walk_proc(proc: str = "/proc") -> dict[int, tuple[int, str, float]]:
+    """Every process's parent, name and CPU seconds from ``/proc/<pid>/stat`` alone (Linux).
+
+    What ``psutil.process_iter(["ppid", "name", "cpu_times"])`` gives, read 5x cheaper
+    (measured here: 0.43 ms vs 2.3 ms for 63 processes, on the job's CPU every 2 s), as one
+    file per process instead of psutil's objects. Names are the kernel's (15 characters at
+    most, where psutil may read a longer one from the command line). A process that ends
+    during the walk is left out.
+
+    Raises:
+        OSError: ``proc`` cannot be listed (not Linux): use ``walk_psutil``.
+    """
+    found: dict[int, tuple[int, str, float]] = {}
+    with os.scandir(proc) as entries:
+        for entry in entries:
+            pid = entry.name
+            if not pid.isdigit():
+                continue
+            try:
+                with open(f"{proc}/{pid}/stat", "rb") as f:
+                    stat = f.read()
+            except OSError:
+                continue  # ended, or not ours to read
+            # "pid (comm) state ppid ... utime stime ...": comm may hold spaces and parens.
+            close = stat.rfind(b")")
+            fields = stat[close + 2 :].split()
+            if close < 0 or len(fields) < 13:
+                continue
+            try:
+                ppid, ticks = int(fields[1]), int(fields[11]) + int(fields[12])
+            except ValueError:
+                continue
+            name = stat[stat.find(b"(") + 1 : close].decode("utf-8", "replace")
+            found[int(pid)] = (ppid, name, ticks / _CLK_TCK)
+    return found
+
+
+def walk_psutil() -> dict[int, tuple[int, str, float]]:
+    """``walk_proc`` through psutil (any OS)."""
+    found: dict[int, tuple[int, str, float]] = {}
+    for proc in psutil.process_iter(["ppid", "name", "cpu_times"]):
+        info = proc.info
+        times = info.get("cpu_times")
+        cpu = times.user + times.system if times is not None else 0.0
+        found[proc.pid] = (info.get("ppid") or 0, info.get("name") or "?", cpu)
+    return found
+
+
+def _default_walk() -> Walk:
+    try:
+        walk_proc()
+    except (OSError, ValueError):
+        return walk_psutil
+    return walk_proc
 
 
 class Reader(Protocol):
@@ -107,6 +168,8 @@ class PsutilReader:
         pid: root of the job's process tree (DataLoader workers are its children).
         heap: reads the root's malloc heap in use (default: when the root is this process).
         io_every_ns / scan_every_ns: how often disk/net and the /proc walk are read.
+        walk: lists every process (default: ``walk_proc`` where /proc can be read, else
+            ``walk_psutil``).
     """
 
     name = "psutil"
@@ -117,7 +180,7 @@ class PsutilReader:
         *,
         io_every_ns: int = IO_EVERY_NS,
         scan_every_ns: int = SCAN_EVERY_NS,
-        process_iter: Callable[..., object] = psutil.process_iter,
+        walk: Walk | None = None,
         heap: HeapReader | None = None,
     ) -> None:
         self._root = psutil.Process(pid or os.getpid())
@@ -128,7 +191,7 @@ class PsutilReader:
         self._procs: dict[int, psutil.Process] = {self._root.pid: self._root}
         self._io_every = io_every_ns
         self._scan_every = scan_every_ns
-        self._process_iter = process_iter
+        self._walk = walk or _default_walk()
         self._last_io: int | None = None
         self._last_scan: int | None = None
         self._others_cpu: dict[int, tuple[float, int]] = {}
@@ -201,18 +264,10 @@ class PsutilReader:
     def _scan(self, t_ns: int, *, report: bool) -> tuple[ProcessUsage, ...]:
         """Walk /proc once: adopt new descendants of the root, drop ended ones, and return
         the other processes using the most CPU since the last walk (``report``)."""
-        parents: dict[int, int] = {}
-        others: dict[int, tuple[str, float]] = {}
-        walk = self._process_iter(["pid", "ppid", "name", "cpu_times"])
-        for proc in walk:  # type: ignore[attr-defined]
-            info = proc.info
-            times = info.get("cpu_times")
-            parents[proc.pid] = info.get("ppid") or 0
-            cpu = times.user + times.system if times is not None else 0.0
-            others[proc.pid] = (info.get("name") or "?", cpu)
+        walked = self._walk()
         tree = {self._root.pid}
         children: dict[int, list[int]] = {}
-        for pid, ppid in parents.items():
+        for pid, (ppid, _, _) in walked.items():
             children.setdefault(ppid, []).append(pid)
         todo = [self._root.pid]
         while todo:
@@ -231,7 +286,7 @@ class PsutilReader:
         usage: list[ProcessUsage] = []
         before = self._others_cpu
         self._others_cpu = {}
-        for pid, (name, cpu) in others.items():
+        for pid, (_, name, cpu) in walked.items():
             if pid in tree:
                 continue
             self._others_cpu[pid] = (cpu, t_ns)
