@@ -7,8 +7,10 @@ PIP := $(PY) -m pip --disable-pip-version-check -q
 
 venv: $(VENV)/.installed
 
-# The editable install compiles the hot path's C hooks: rebuild when their source changes.
-$(VENV)/.installed: pyproject.toml setup.py constraints.txt src/traindoctor/collect/_hotpath.c
+# The editable install compiles the C parts (hot-path hooks, trace scanner): rebuild when their
+# source changes.
+$(VENV)/.installed: pyproject.toml setup.py constraints.txt src/traindoctor/collect/_hotpath.c \
+		src/traindoctor/traces/_scan.c
 	python3 -m venv $(VENV)
 	$(PIP) install torch==2.13.0
 	$(PIP) install -c constraints.txt -e '.[dev,gpu]'

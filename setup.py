@@ -1,5 +1,6 @@
-"""The one thing pyproject.toml cannot say: the hot path's C hooks, built when a compiler is
-there (``optional``: without one the package installs and runs the pure-Python hooks)."""
+"""The one thing pyproject.toml cannot say: the C parts (the hot path's hooks, the trace
+scanner), built when a compiler is there (``optional``: without one the package installs and
+runs their pure-Python twins; see traindoctor/native.py)."""
 
 from setuptools import Extension, setup
 
@@ -9,6 +10,11 @@ setup(
             "traindoctor.collect._hotpath",
             ["src/traindoctor/collect/_hotpath.c"],
             optional=True,
-        )
+        ),
+        Extension(
+            "traindoctor.traces._scan",
+            ["src/traindoctor/traces/_scan.c"],
+            optional=True,
+        ),
     ]
 )

@@ -18,7 +18,6 @@ the Python functions below, which stay the reference: both append the same event
 
 from __future__ import annotations
 
-import os
 import threading
 from collections import deque
 from collections.abc import Callable
@@ -27,6 +26,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from traindoctor.collect import events
 from traindoctor.collect.events import ENTER, EXIT, FWD_ENTER, FWD_EXIT, OPT_END, RESET, Event
 from traindoctor.model import LoaderInfo, Phase
+from traindoctor.native import PURE_PYTHON_ENV, pure_python
 
 if TYPE_CHECKING:
     from traindoctor.collect.profiling import TraceCapture
@@ -34,8 +34,6 @@ if TYPE_CHECKING:
 
 __all__ = ["PURE_PYTHON_ENV", "TorchPatches", "TorchSink", "batch_size_of", "native_hooks"]
 
-#: Set to 1 to run the pure-Python hooks even where the C ones are built (to compare them).
-PURE_PYTHON_ENV = "TRAINDOCTOR_PURE_PYTHON"
 
 _DATA_WAIT = Phase.DATA_WAIT.value
 _BACKWARD = Phase.BACKWARD.value
@@ -89,7 +87,7 @@ class TorchSink(Protocol):
 def native_hooks() -> Any:
     """The ``_hotpath`` C module, or None: not built (no compiler at install), switched off
     with ``TRAINDOCTOR_PURE_PYTHON=1``, or built from other event codes than ``events``'."""
-    if os.environ.get(PURE_PYTHON_ENV, "") not in ("", "0"):
+    if pure_python():
         return None
     try:
         from traindoctor.collect import _hotpath

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import IO, Any, TypeGuard
 
 from traindoctor.errors import TraceError
+from traindoctor.native import pure_python
 
 __all__ = ["GpuEvent", "Launch", "RankEvents", "load_events"]
 
@@ -43,6 +44,9 @@ _WANTED = _GPU_CATEGORIES | _LAUNCH_CATEGORIES
 #: Largest file (uncompressed) parsed whole with simdjson: the text and simdjson's tape stay
 #: well under the 1 GB issue 5 allows for a 1 GB trace; larger files stream.
 WHOLE_FILE_MAX_BYTES = 256 * 2**20
+#: Bytes of (unzipped) text the C scanner is given at a time: big enough that the Python
+#: loop around it costs nothing, small enough that memory stays bounded by the kept events.
+SCAN_CHUNK_BYTES = 2**20
 
 
 @dataclass(slots=True)
@@ -111,6 +115,8 @@ def load_events(path: Path, *, fast: bool = False) -> RankEvents:
         _read_header(ijson, f, out)
     if fast and _read_whole(path, out):
         return _finished(path, out)
+    if _scan_native(ijson, path, out):
+        return _finished(path, out)
     with _open(path) as f:
         try:
             for event in ijson.items(f, "traceEvents.item", use_float=True):
@@ -131,6 +137,58 @@ def _finished(path: Path, out: RankEvents) -> RankEvents:
     if out.odd_events:
         out.warnings.append(f"{out.odd_events:,} trace events are not JSON objects (skipped)")
     return out
+
+
+def native_scanner() -> Any:
+    """The ``_scan`` C module, or None: not built (no compiler at install) or switched off
+    with ``TRAINDOCTOR_PURE_PYTHON=1``."""
+    if pure_python():
+        return None
+    try:
+        from traindoctor.traces import _scan
+    except ImportError:
+        return None
+    return _scan
+
+
+def _scan_native(ijson: Any, path: Path, out: RankEvents) -> bool:
+    """Read the file with the C scanner into ``out`` (False, ``out`` untouched: the scanner is
+    not built, or it found the file invalid, or unzipping failed: the streaming way then says
+    what is wrong, and where)."""
+    scan = native_scanner()
+    if scan is None:
+        return False
+    found = RankEvents(path=out.path)
+
+    def take(raw: bytes) -> None:
+        """An event of an unusual shape: parsed by ijson, kept by ``_take``."""
+        found.first_ts = scanner.first_ts
+        _take(next(ijson.items(raw, "", use_float=True)), found)
+        scanner.first_ts = found.first_ts
+
+    scanner = scan.Scanner(GpuEvent, Launch, take)
+    found.gpu, found.launches, found.steps = scanner.gpu, scanner.launches, scanner.steps
+    size = SCAN_CHUNK_BYTES
+    try:
+        with _open(path) as f:
+            rest = b""
+            while True:
+                chunk = f.read(size)
+                final = not chunk
+                buffer = rest + chunk if rest else chunk
+                used = scanner.feed(buffer, final)
+                rest = buffer[used:]
+                if final:
+                    break
+                if used == 0:
+                    size *= 2  # a unit larger than a chunk: read more before scanning again
+    except (scan.InvalidError, EOFError, zlib.error, OSError):
+        return False
+    if scanner.events == 0 and not scanner.odd_events:
+        return False  # nothing to analyse: the streaming way says what the file is instead
+    out.events, out.odd_events, out.first_ts = scanner.events, scanner.odd_events, scanner.first_ts
+    out.gpu, out.launches, out.steps = found.gpu, found.launches, found.steps
+    return True
 
 
 def _read_whole(path: Path, out: RankEvents) -> bool:

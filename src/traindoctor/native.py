@@ -1,0 +1,19 @@
+"""Which C parts are used: the optional extensions ``collect/_hotpath`` (the hot path's hooks)
+and ``traces/_scan`` (the trace scanner), built by setuptools where a C compiler is there.
+
+Each has a pure-Python twin that is the reference and the fallback; set
+``TRAINDOCTOR_PURE_PYTHON=1`` to run the twins even where the C parts are built.
+"""
+
+from __future__ import annotations
+
+import os
+
+__all__ = ["PURE_PYTHON_ENV", "pure_python"]
+
+PURE_PYTHON_ENV = "TRAINDOCTOR_PURE_PYTHON"
+
+
+def pure_python() -> bool:
+    """Whether the pure-Python twins were asked for."""
+    return os.environ.get(PURE_PYTHON_ENV, "") not in ("", "0")
