@@ -3,7 +3,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip --disable-pip-version-check -q
 
-.PHONY: venv browser demo test lint bench clean
+.PHONY: venv browser demo test lint bench asan clean
 
 venv: $(VENV)/.installed
 
@@ -36,6 +36,26 @@ browser:
 # CI has a compiler, so there the C hooks must have been built (tests/collect/test_hotpath.py).
 test: lint browser
 	TRAINDOCTOR_REQUIRE_C_HOOKS=1 $(PY) -m pytest --cov --cov-report=term -q
+
+# The C parts built with AddressSanitizer and UBSan, then the tests that drive them (the
+# normal build is put back afterwards).
+ASAN_LIBS = $(shell gcc -print-file-name=libasan.so) $(shell gcc -print-file-name=libubsan.so)
+asan: venv
+	@set -e; inc=$$($(PY) -c "import sysconfig; print(sysconfig.get_paths()['include'])"); \
+	suffix=$$($(PY) -c "import sysconfig; print(sysconfig.get_config_var('EXT_SUFFIX'))"); \
+	for m in collect/_hotpath traces/_scan; do \
+	  cp src/traindoctor/$$m$$suffix src/traindoctor/$$m$$suffix.keep; \
+	  gcc -g -O1 -fno-omit-frame-pointer -fsanitize=address,undefined \
+	    -fno-sanitize-recover=undefined -fPIC -shared -I$$inc src/traindoctor/$$m.c \
+	    -o src/traindoctor/$$m$$suffix; \
+	done; \
+	status=0; LD_PRELOAD="$(ASAN_LIBS)" ASAN_OPTIONS=detect_leaks=0 TRAINDOCTOR_REQUIRE_C_HOOKS=1 \
+	  $(PY) -m pytest -q -p no:cacheprovider tests/traces/test_loader_paths.py \
+	  tests/traces/test_fuzz.py tests/collect/test_hotpath.py tests/collect/test_forward_patch.py \
+	  || status=$$?; \
+	for m in collect/_hotpath traces/_scan; do \
+	  mv src/traindoctor/$$m$$suffix.keep src/traindoctor/$$m$$suffix; \
+	done; exit $$status
 
 bench: venv
 	$(PY) benchmarks/overhead.py

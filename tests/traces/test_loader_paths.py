@@ -196,3 +196,17 @@ def test_trace_fast_flag_gives_the_same_analysis(tmp_path: Path) -> None:
         assert main(["trace", str(case), "--json", str(out), *flags]) == 0
         outs.append(json.loads(out.read_text()))
     assert outs[0] == outs[1]
+
+
+@pytest.mark.skipif(not CASES, reason="shared/traces is not available here")
+@pytest.mark.parametrize("chunk", [1, 7, 4096])
+def test_the_c_scanner_gives_the_same_events_whatever_the_chunks(
+    chunk: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Chunk boundaries fall inside every kind of token; units cut by one start again."""
+    if native_scanner() is None and not REQUIRED:
+        pytest.skip("the C scanner was not built")
+    (path,) = trace_files([TRACES / "hta_amd_mi250_tiny"])
+    whole = load(path, "native")
+    monkeypatch.setattr("traindoctor.traces.loader.SCAN_CHUNK_BYTES", chunk)
+    assert load(path, "native") == whole == load(path, "stream")
