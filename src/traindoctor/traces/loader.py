@@ -1,21 +1,28 @@
 """Stream a Kineto / Chrome-trace JSON file (``.json`` or ``.json.gz``) into compact columns.
 
-Events are read one at a time with ijson's C parser and only what the analyses need is kept:
-GPU events (kernels, memcpy, memset, stream syncs), the runtime calls that launched them (by
-correlation id) and the ``ProfilerStep#N`` spans. Memory is bounded by the GPU events, not by
-the file: a CPU-op-heavy trace of a gigabyte streams through.
+Only what the analyses need is kept: GPU events (kernels, memcpy, memset, stream syncs), the
+runtime calls that launched them (by correlation id) and the ``ProfilerStep#N`` spans. Memory
+is bounded by those, not by the file: a CPU-op-heavy trace of a gigabyte streams through.
+
+Three ways to read, giving the same events (tests/traces/test_loader_paths.py):
+
+- the C scanner (``_scan.c``, built at install where a compiler is there; the default): the
+  file in 1 MB chunks, the whole document validated, ``_take``'s rules applied in C, Python
+  objects made only of what is kept; an unusual event is handed to ``_take``, an invalid
+  document to the ijson stream for the error message;
+- the ijson stream (the reference; where nothing was compiled, or with
+  ``TRAINDOCTOR_PURE_PYTHON=1``): every event parsed into a dict by ijson's C parser and
+  given to ``_take``;
+- simdjson (``fast=True`` where the C scanner is not built, with the optional ``pysimdjson``:
+  ``pip install traindoctor[fast]``): files up to ``WHOLE_FILE_MAX_BYTES`` parsed whole, only
+  the wanted events made dicts: ~1.5x the ijson stream, but the document and simdjson's tape
+  sit in memory. The C scanner is twice as fast again in a fifth of the memory, so where it is
+  built ``fast`` changes nothing.
 
 Every event is parsed, even the CPU ops no analysis uses: reading a file whole and parsing only
 the wanted events (found by a regular expression) loaded the A100 trace 1.45x faster, but a
-file broken only among the skipped events then loaded without a word, where the streaming
-parser names the byte offset (docs/traces.md).
-
-Asked for (``fast=True``, ``traindoctor trace --fast``) and with the optional ``pysimdjson``
-installed (``pip install traindoctor[fast]``), files up to ``WHOLE_FILE_MAX_BYTES`` are parsed
-whole by simdjson instead (it validates the whole document at C speed, and only the wanted
-events become Python dicts): the same events, ~1.5x faster end to end, but the whole document
-and simdjson's tape sit in memory (peak RSS ~0.5 of HTA's instead of ~0.13), so it is not the
-default. A file simdjson refuses is read the streaming way, which names what is wrong and where.
+file broken only among the skipped events then loaded without a word, where the issue wants
+the byte offset named (docs/traces.md).
 """
 
 from __future__ import annotations
@@ -95,8 +102,9 @@ def load_events(path: Path, *, fast: bool = False) -> RankEvents:
     """Read one trace file.
 
     Args:
-        fast: parse the file whole with simdjson when it is installed and the file is at most
-            ``WHOLE_FILE_MAX_BYTES`` (faster, more memory); by default stream with ijson.
+        fast: where the C scanner is not built, parse the file whole with simdjson when it
+            is installed and the file is at most ``WHOLE_FILE_MAX_BYTES`` (faster than the
+            ijson stream, more memory).
 
     Raises:
         TraceError: the file is missing, empty, not gzip/JSON, or has no ``traceEvents``; the
@@ -113,9 +121,9 @@ def load_events(path: Path, *, fast: bool = False) -> RankEvents:
         raise TraceError(f"{path}: the file is empty (0 bytes)")
     with _open(path) as f:
         _read_header(ijson, f, out)
-    if fast and _read_whole(path, out):
-        return _finished(path, out)
     if _scan_native(ijson, path, out):
+        return _finished(path, out)
+    if fast and native_scanner() is None and _read_whole(path, out):
         return _finished(path, out)
     with _open(path) as f:
         try:
