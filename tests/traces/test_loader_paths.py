@@ -139,6 +139,7 @@ def test_every_way_agrees_on_plausible_traces(
         assert load(path, way) == streamed
 
 
+STEP = b'{"ph": "X", "name": "ProfilerStep#1", "ts": 1, "dur": 1}'
 ODD_DOCUMENTS = [
     b'{"traceEvents": [{"ph": "X", "cat": "kernel", "name": "k\\u0041", "ts": 1, "dur": 2,'
     b' "args": {"stream": 7, "correlation": 3}}]}',  # an escaped name: the Python way
@@ -171,6 +172,14 @@ ODD_DOCUMENTS = [
     b'{"traceEvents": [{"ph": "X", "name": "ProfilerStep#1", "ts": 1}]} trailing',
     b'{"traceEvents": [{"ph": "X", "name": "ProfilerStep#1", "ts": 1}]}  \n',
     b'{"traceEvents": [' + b"[" * 600 + b"]" * 600 + b"]}",  # deeper than the scanner goes
+    # the header: repeated keys, a container as a name, numbers as ijson gives them
+    b'{"distributedInfo": {"rank": 1, "rank": "x", "world_size": 2.0}, "deviceProperties":'
+    b' [{"id": 0}, {"name": {"a": 1}}, {"name": "B"}], "traceEvents": [' + STEP + b"]}",
+    b'{"distributedInfo": {"rank": true, "world_size": 8}, "deviceProperties": [{"name":'
+    b' 1.50}], "deviceProperties": [{"name": "later"}], "traceEvents": [' + STEP + b"]}",
+    b'{"deviceProperties": [{"name": "A\\u0042"}], "traceEvents": [' + STEP + b"]}",
+    b'{"traceEvents": [' + STEP + b'], "distributedInfo": {"rank": 3}}',  # after: not read
+    b'{"distributedInfo": [{"rank": 3}], "traceEvents": [' + STEP + b"]}",
 ]
 
 

@@ -15,6 +15,9 @@
  * - a document it finds invalid raises ``InvalidError``: the loader then reads the file again
  *   with ijson, which says what is wrong and where, in the words the loader always used.
  *
+ * The top-level ``distributedInfo`` and ``deviceProperties`` before the first ``traceEvents``
+ * are passed as their bytes to ``header(key, bytes)`` (the rank, world size and device).
+ *
  * Feeding: ``Scanner.feed(buffer, final)`` parses the complete units in ``buffer`` (a
  * top-level member, or one item of ``traceEvents``) and returns how many bytes it used; the
  * caller keeps the rest and feeds it again with the next chunk of the (decompressed) file.
@@ -73,6 +76,8 @@ typedef struct {
     PyObject *gpu_type;
     PyObject *launch_type;
     PyObject *take;      /* take(bytes): the Python way, for unusual events */
+    PyObject *header;    /* header(key, bytes) for distributedInfo/deviceProperties, or None */
+    int seen_events;     /* a traceEvents array has begun */
 } Scanner;
 
 /* ---- lexing ------------------------------------------------------------------------ */
@@ -894,11 +899,27 @@ scan(Scanner *self, const char *buf, Py_ssize_t n, int final)
                 else if (*c.p == '[') {
                     c.p++;
                     self->state = S_ARR_FIRST;
+                    self->seen_events = 1;
                     break;
+                }
+                else {
+                    r = fail(&c); /* not an array: the streaming way says what the file is */
                 }
             }
             if (r == 0) {
+                skip_ws(&c);
+                const char *value = c.p;
                 r = skip_value(&c, 1);
+                if (r == 0 && !self->seen_events && self->header != Py_None
+                    && (key_is(s, len, "distributedInfo") || key_is(s, len, "deviceProperties"))) {
+                    /* the keys before traceEvents the loader reads, as its header pass did */
+                    PyObject *res = PyObject_CallFunction(self->header, "s#y#", s, len, value,
+                                                          (Py_ssize_t)(c.p - value));
+                    if (res == NULL) {
+                        return -2;
+                    }
+                    Py_DECREF(res);
+                }
                 if (r == 0) {
                     self->state = S_OBJ_NEXT;
                 }
@@ -986,12 +1007,18 @@ scanner_feed(Scanner *self, PyObject *args)
 static int
 scanner_init(Scanner *self, PyObject *args, PyObject *kwds)
 {
-    static char *kwlist[] = {"gpu_type", "launch_type", "take", NULL};
-    PyObject *gpu_type, *launch_type, *take;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOO:Scanner", kwlist, &gpu_type, &launch_type,
-                                     &take)) {
+    static char *kwlist[] = {"gpu_type", "launch_type", "take", "header", NULL};
+    PyObject *gpu_type, *launch_type, *take, *header = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOO|O:Scanner", kwlist, &gpu_type,
+                                     &launch_type, &take, &header)) {
         return -1;
     }
+    if (header != Py_None && !PyCallable_Check(header)) {
+        PyErr_SetString(PyExc_TypeError, "header must be callable or None");
+        return -1;
+    }
+    self->seen_events = 0;
+    Py_XSETREF(self->header, Py_NewRef(header));
     if (!PyCallable_Check(gpu_type) || !PyCallable_Check(launch_type) || !PyCallable_Check(take)) {
         PyErr_SetString(PyExc_TypeError, "gpu_type, launch_type and take must be callable");
         return -1;
@@ -1023,6 +1050,7 @@ scanner_traverse(Scanner *self, visitproc visit, void *arg)
     Py_VISIT(self->gpu_type);
     Py_VISIT(self->launch_type);
     Py_VISIT(self->take);
+    Py_VISIT(self->header);
     return 0;
 }
 
@@ -1036,6 +1064,7 @@ scanner_clear(Scanner *self)
     Py_CLEAR(self->gpu_type);
     Py_CLEAR(self->launch_type);
     Py_CLEAR(self->take);
+    Py_CLEAR(self->header);
     return 0;
 }
 
@@ -1094,7 +1123,8 @@ static PyGetSetDef scanner_getset[] = {
 static PyTypeObject ScannerType = {
     PyVarObject_HEAD_INIT(NULL, 0)
     .tp_name = "traindoctor.traces._scan.Scanner",
-    .tp_doc = "Scanner(gpu_type, launch_type, take): a trace document fed in chunks.",
+    .tp_doc = "Scanner(gpu_type, launch_type, take, header=None): a trace document fed in "
+              "chunks.",
     .tp_basicsize = sizeof(Scanner),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
     .tp_new = PyType_GenericNew,
