@@ -65,10 +65,24 @@ lookup_attr(PyObject *obj, PyObject *name, PyObject **result)
 #endif
 }
 
+/* The last thread's id as an int, kept (under the GIL) so that a step's ten events make one
+ * int object for it, not ten: the training loop's thread calls almost every hook. */
+static unsigned long cached_ident;
+static PyObject *cached_tid;
+
 static PyObject *
 thread_id(void)
 {
-    return PyLong_FromUnsignedLong(PyThread_get_thread_ident());
+    unsigned long ident = PyThread_get_thread_ident();
+    if (cached_tid == NULL || ident != cached_ident) {
+        PyObject *tid = PyLong_FromUnsignedLong(ident);
+        if (tid == NULL) {
+            return NULL;
+        }
+        Py_XSETREF(cached_tid, tid);
+        cached_ident = ident;
+    }
+    return Py_NewRef(cached_tid);
 }
 
 /* Append (clock(), code, arg, tid). Steals nothing; returns -1 with an exception set. */
