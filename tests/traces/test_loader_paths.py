@@ -219,3 +219,28 @@ def test_the_c_scanner_gives_the_same_events_whatever_the_chunks(
     whole = load(path, "native")
     monkeypatch.setattr("traindoctor.traces.loader.SCAN_CHUNK_BYTES", chunk)
     assert load(path, "native") == whole == load(path, "stream")
+
+
+def test_an_event_ijson_refuses_sends_the_file_to_the_stream(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Should ijson ever refuse an event the scanner took, the stream reads the file and has
+    the last word (here it takes the file, so its events come back, not a traceback)."""
+    if native_scanner() is None and not REQUIRED:
+        pytest.skip("the C scanner was not built")
+    import ijson
+
+    path = tmp_path / "rank0.json"
+    path.write_bytes(ODD_DOCUMENTS[0])  # an escaped name: handed to ijson by the scanner
+    items = ijson.items
+    handed: list[bytes] = []
+
+    def refusing(source: object, prefix: str, **kwargs: object) -> object:
+        if isinstance(source, bytes):
+            handed.append(source)
+            raise ijson.JSONError("refused")
+        return items(source, prefix, **kwargs)
+
+    monkeypatch.setattr(ijson, "items", refusing)
+    assert load(path, "native") == load(path, "stream")
+    assert handed  # the scanner did hand the event over

@@ -175,8 +175,12 @@ def _scan_native(path: Path, out: RankEvents) -> bool:
         """An event of an unusual shape: parsed by ijson, kept by ``_take``."""
         import ijson
 
+        try:
+            event = next(ijson.items(raw, "", use_float=True))
+        except (ijson.JSONError, StopIteration) as exc:  # the stream will say where
+            raise ValueError(f"ijson refused an event the scanner took: {exc}") from exc
         found.first_ts = scanner.first_ts
-        _take(next(ijson.items(raw, "", use_float=True)), found)
+        _take(event, found)
         scanner.first_ts = found.first_ts
 
     def header(key: str, raw: bytes) -> None:
@@ -201,7 +205,9 @@ def _scan_native(path: Path, out: RankEvents) -> bool:
                     break
                 if used == 0:
                     size *= 2  # a unit larger than a chunk: read more before scanning again
-    except (scan.InvalidError, EOFError, zlib.error, OSError):
+    except (ValueError, EOFError, zlib.error, OSError):
+        # InvalidError (a ValueError), a refused event or header, a broken gzip: the
+        # streaming way reads the file again and says what is wrong, and where
         return False
     if scanner.events == 0 and not scanner.odd_events:
         return False  # nothing to analyse: the streaming way says what the file is instead
