@@ -164,6 +164,55 @@ is_hex(char ch)
     return (ch >= '0' && ch <= '9') || (ch >= 'a' && ch <= 'f') || (ch >= 'A' && ch <= 'F');
 }
 
+static unsigned int
+hex4(const char *p)
+{
+    unsigned int value = 0;
+    for (int k = 0; k < 4; k++) {
+        char ch = p[k];
+        value = value * 16 + (unsigned int)(ch <= '9' ? ch - '0' : (ch | 0x20) - 'a' + 10);
+    }
+    return value;
+}
+
+/* The bytes a valid \uXXXX escape at p (6 bytes, hex checked) takes, as ijson's yajl decodes
+ * it: a high surrogate followed by another \u escape takes both (12 bytes, whatever the
+ * second is), a high surrogate alone becomes '?'; a low surrogate alone is encoded as invalid
+ * UTF-8, which ijson then refuses: invalid here too. -1 for fail/need_more (set in c). */
+static int
+surrogate_escape(Cursor *c, const char *p, const char *end)
+{
+    unsigned int code = hex4(p + 2);
+    if (code >= 0xDC00 && code <= 0xDFFF) {
+        return fail(c);
+    }
+    if (code < 0xD800 || code > 0xDBFF) {
+        return 6;
+    }
+    const char *q = p + 6;
+    if (q < end && *q != '\\') {
+        return 6;
+    }
+    if (end - q < 2) {
+        return need_more(c);
+    }
+    if (q[1] != 'u') {
+        return 6;
+    }
+    if (end - q < 6) {
+        for (const char *k = q + 2; k < end; k++) {
+            if (!is_hex(*k)) {
+                return fail(c);
+            }
+        }
+        return need_more(c);
+    }
+    if (!is_hex(q[2]) || !is_hex(q[3]) || !is_hex(q[4]) || !is_hex(q[5])) {
+        return fail(c);
+    }
+    return 12;
+}
+
 /* A string at c->p (which is '"'). On success: *s and *len the raw bytes, *escaped whether it
  * holds a backslash. */
 static int
@@ -210,7 +259,11 @@ lex_string(Cursor *c, const char **s, Py_ssize_t *len, int *escaped)
                 if (!is_hex(p[2]) || !is_hex(p[3]) || !is_hex(p[4]) || !is_hex(p[5])) {
                     return fail(c);
                 }
-                p += 6;
+                int r = surrogate_escape(c, p, end);
+                if (r < 0) {
+                    return r;
+                }
+                p += r;
             }
             else if (e == '"' || e == '\\' || e == '/' || e == 'b' || e == 'f' || e == 'n'
                      || e == 'r' || e == 't') {
