@@ -170,6 +170,8 @@ ODD_DOCUMENTS = [
     b'{"traceEvents": [{"ph": "X", "cat": "kernel", "name": "k\\udbff\\udfff", "ts": 1,'
     b' "dur": 2, "tid": 7}]}',
     b'\xef\xbb\xbf{"traceEvents": []}',  # a byte-order mark
+    b'{"traceEvents":\x0b[' + STEP + b"]}",  # yajl takes \v and \f as whitespace: the
+    b'{"traceEvents":\x0c[' + STEP + b"]}",  # scanner hands such files to the stream
     b'{"trace\\u0045vents": [{"ph": "X", "name": "ProfilerStep#1", "ts": 1, "dur": 1}]}',
     b'{"traceEvents": [{"ph": "X", "name": "ProfilerStep#1", "ts": 1}], "traceEvents":'
     b' [{"ph": "X", "name": "ProfilerStep#2", "ts": 2}]}',  # two arrays: both read
