@@ -41,15 +41,23 @@ class Sink:
         self.trace_capture = None
 
 
-def test_cpu_machines_get_no_sync_patches() -> None:
+@pytest.mark.parametrize("cuda", [False, True])
+def test_only_accelerator_machines_get_sync_patches(
+    cuda: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Auto-detection, whatever this machine has (it failed as written for a CPU machine when
+    the suite ran on a GPU machine)."""
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: cuda)
+    monkeypatch.setattr(torch.backends.mps, "is_available", lambda: False)
     sink = Sink()
     patches = TorchPatches(sink)
     original = torch.Tensor.item
-    patches.install()  # auto: no CUDA, no MPS here
+    patches.install()  # auto
     try:
-        assert torch.Tensor.item is original
+        assert (torch.Tensor.item is not original) == cuda
     finally:
         patches.uninstall()
+    assert torch.Tensor.item is original
 
 
 def test_device_reads_are_timed_as_sync_and_cpu_reads_are_not() -> None:
