@@ -33,9 +33,10 @@ browser:
 	       || { apt-get update -q >/dev/null 2>&1 && apt-get install -y -q chromium >/dev/null 2>&1; }; } \
 	  || echo "chromium could not be installed: the HTML report's browser test will be skipped"; }
 
-# CI has a compiler, so there the C hooks must have been built (tests/collect/test_hotpath.py).
+# CI has a compiler, so there the C parts must have been built (tests/collect/test_hotpath.py,
+# tests/traces/test_loader_paths.py).
 test: lint browser
-	TRAINDOCTOR_REQUIRE_C_HOOKS=1 $(PY) -m pytest --cov --cov-report=term -q
+	TRAINDOCTOR_REQUIRE_C_PARTS=1 $(PY) -m pytest --cov --cov-report=term -q
 
 # The C parts built with AddressSanitizer and UBSan, then the tests that drive them (the
 # normal build is put back afterwards).
@@ -49,7 +50,7 @@ asan: venv
 	    -fno-sanitize-recover=undefined -fPIC -shared -I$$inc src/traindoctor/$$m.c \
 	    -o src/traindoctor/$$m$$suffix; \
 	done; \
-	status=0; LD_PRELOAD="$(ASAN_LIBS)" ASAN_OPTIONS=detect_leaks=0 TRAINDOCTOR_REQUIRE_C_HOOKS=1 \
+	status=0; LD_PRELOAD="$(ASAN_LIBS)" ASAN_OPTIONS=detect_leaks=0 TRAINDOCTOR_REQUIRE_C_PARTS=1 \
 	  $(PY) -m pytest -q -p no:cacheprovider tests/traces/test_loader_paths.py \
 	  tests/traces/test_fuzz.py tests/collect/test_hotpath.py tests/collect/test_forward_patch.py \
 	  || status=$$?; \

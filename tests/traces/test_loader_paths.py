@@ -3,7 +3,7 @@ fuzzed files: streaming with ijson (the reference, and the only way with no C pa
 scanner (``traces/_scan.c``, the default where it was built) and simdjson parsing the file
 whole (``fast=True``, when pysimdjson is installed).
 
-``make test`` sets ``TRAINDOCTOR_REQUIRE_C_HOOKS=1``: there the C scanner must have been built.
+``make test`` sets ``TRAINDOCTOR_REQUIRE_C_PARTS=1``: there the C scanner must have been built.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ try:
 except ImportError:
     simdjson = None
 
-REQUIRED = os.environ.get("TRAINDOCTOR_REQUIRE_C_HOOKS", "") == "1"
+REQUIRED = os.environ.get("TRAINDOCTOR_REQUIRE_C_PARTS", "") == "1"
 WAYS = [
     pytest.param(
         "native",
