@@ -107,20 +107,24 @@ def _mismatch_allowed(way: str, streamed: object) -> bool:
     return way == "fast" and isinstance(streamed, str) and "integer overflow" in streamed
 
 
+def _agrees_with_the_stream(factory: pytest.TempPathFactory, data: bytes, way: str) -> None:
+    if (way == "native" and native_scanner() is None and not REQUIRED) or (
+        way == "fast" and simdjson is None
+    ):
+        return
+    path = factory.mktemp("paths") / "rank0.json"
+    path.write_bytes(data)
+    streamed = load(path, "stream")
+    if not _mismatch_allowed(way, streamed):
+        assert load(path, way) == streamed
+
+
 @settings(deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=mangled(), way=st.sampled_from([p.values[0] for p in WAYS]))
 def test_every_way_agrees_on_fuzzed_files(
     tmp_path_factory: pytest.TempPathFactory, data: bytes, way: str
 ) -> None:
-    if (way == "native" and native_scanner() is None and not REQUIRED) or (
-        way == "fast" and simdjson is None
-    ):
-        return
-    path = tmp_path_factory.mktemp("paths") / "rank0.json"
-    path.write_bytes(data)
-    streamed = load(path, "stream")
-    if not _mismatch_allowed(way, streamed):
-        assert load(path, way) == streamed
+    _agrees_with_the_stream(tmp_path_factory, data, way)
 
 
 @settings(deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -128,15 +132,7 @@ def test_every_way_agrees_on_fuzzed_files(
 def test_every_way_agrees_on_plausible_traces(
     tmp_path_factory: pytest.TempPathFactory, data: bytes, way: str
 ) -> None:
-    if (way == "native" and native_scanner() is None and not REQUIRED) or (
-        way == "fast" and simdjson is None
-    ):
-        return
-    path = tmp_path_factory.mktemp("paths") / "rank0.json"
-    path.write_bytes(data)
-    streamed = load(path, "stream")
-    if not _mismatch_allowed(way, streamed):
-        assert load(path, way) == streamed
+    _agrees_with_the_stream(tmp_path_factory, data, way)
 
 
 STEP = b'{"ph": "X", "name": "ProfilerStep#1", "ts": 1, "dur": 1}'

@@ -195,15 +195,22 @@ batch_size_of(PyObject *batch)
     return result == NULL ? Py_NewRef(Py_None) : result;
 }
 
+/* ENTER self->arg on this thread; returns the thread's id (NULL with an exception set). */
+static PyObject *
+enter_phase(Hook *self)
+{
+    PyObject *tid = thread_id();
+    if (tid != NULL && emit(self, ENTER, self->arg, tid) < 0) {
+        Py_CLEAR(tid);
+    }
+    return tid;
+}
+
 static PyObject *
 call_phase(Hook *self, PyObject *const *args, size_t nargsf, PyObject *kwnames)
 {
-    PyObject *tid = thread_id();
+    PyObject *tid = enter_phase(self);
     if (tid == NULL) {
-        return NULL;
-    }
-    if (emit(self, ENTER, self->arg, tid) < 0) {
-        Py_DECREF(tid);
         return NULL;
     }
     PyObject *result = PyObject_Vectorcall(self->original, args, nargsf, kwnames);
@@ -215,12 +222,8 @@ call_phase(Hook *self, PyObject *const *args, size_t nargsf, PyObject *kwnames)
 static PyObject *
 call_next(Hook *self, PyObject *const *args, size_t nargsf, PyObject *kwnames)
 {
-    PyObject *tid = thread_id();
+    PyObject *tid = enter_phase(self);
     if (tid == NULL) {
-        return NULL;
-    }
-    if (emit(self, ENTER, self->arg, tid) < 0) {
-        Py_DECREF(tid);
         return NULL;
     }
     PyObject *batch = PyObject_Vectorcall(self->original, args, nargsf, kwnames);

@@ -91,11 +91,8 @@ def walk_psutil() -> dict[int, tuple[int, str, float]]:
 
 
 def _default_walk() -> Walk:
-    try:
-        walk_proc()
-    except (OSError, ValueError):
-        return walk_psutil
-    return walk_proc
+    """``walk_proc`` where this process can read its own ``/proc`` entry, else psutil's."""
+    return walk_proc if os.access("/proc/self/stat", os.R_OK) else walk_psutil
 
 
 class Reader(Protocol):

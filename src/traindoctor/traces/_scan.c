@@ -409,6 +409,50 @@ lex_literal(Cursor *c, const char *word, Py_ssize_t n)
 
 static int skip_value(Cursor *c, int depth);
 
+/* A member's key and its ':' (whitespace before each allowed). */
+static int
+lex_key(Cursor *c, const char **s, Py_ssize_t *len, int *escaped)
+{
+    skip_ws(c);
+    if (c->p >= c->end) {
+        return need_more(c);
+    }
+    if (*c->p != '"') {
+        return fail(c);
+    }
+    if (lex_string(c, s, len, escaped) < 0) {
+        return -1;
+    }
+    skip_ws(c);
+    if (c->p >= c->end) {
+        return need_more(c);
+    }
+    if (*c->p != ':') {
+        return fail(c);
+    }
+    c->p++;
+    return 0;
+}
+
+/* After a member or an item: ',' (1: another follows) or ``close`` (0: the container ends). */
+static int
+lex_after_member(Cursor *c, char close)
+{
+    skip_ws(c);
+    if (c->p >= c->end) {
+        return need_more(c);
+    }
+    if (*c->p == ',') {
+        c->p++;
+        return 1;
+    }
+    if (*c->p == close) {
+        c->p++;
+        return 0;
+    }
+    return fail(c);
+}
+
 /* A value, kept in *v when it is a scalar (containers are skipped and marked K_OTHER). */
 static int
 lex_value(Cursor *c, Value *v, int depth)
@@ -474,42 +518,18 @@ skip_value(Cursor *c, int depth)
             const char *s;
             Py_ssize_t len;
             int escaped;
-            skip_ws(c);
-            if (c->p >= c->end) {
-                return need_more(c);
-            }
-            if (*c->p != '"') {
-                return fail(c);
-            }
-            if (lex_string(c, &s, &len, &escaped) < 0) {
+            if (lex_key(c, &s, &len, &escaped) < 0) {
                 return -1;
             }
-            skip_ws(c);
-            if (c->p >= c->end) {
-                return need_more(c);
-            }
-            if (*c->p != ':') {
-                return fail(c);
-            }
-            c->p++;
         }
         int r = skip_value(c, depth + 1);
         if (r < 0) {
             return r;
         }
-        skip_ws(c);
-        if (c->p >= c->end) {
-            return need_more(c);
+        r = lex_after_member(c, close);
+        if (r <= 0) {
+            return r;
         }
-        if (*c->p == ',') {
-            c->p++;
-            continue;
-        }
-        if (*c->p == close) {
-            c->p++;
-            return 0;
-        }
-        return fail(c);
     }
 }
 
@@ -545,24 +565,9 @@ lex_object(Cursor *c, Event *ev, int top)
         const char *s;
         Py_ssize_t len;
         int escaped;
-        skip_ws(c);
-        if (c->p >= c->end) {
-            return need_more(c);
-        }
-        if (*c->p != '"') {
-            return fail(c);
-        }
-        if (lex_string(c, &s, &len, &escaped) < 0) {
+        if (lex_key(c, &s, &len, &escaped) < 0) {
             return -1;
         }
-        skip_ws(c);
-        if (c->p >= c->end) {
-            return need_more(c);
-        }
-        if (*c->p != ':') {
-            return fail(c);
-        }
-        c->p++;
         int field = -1;
         if (escaped) {
             ev->unusual = 1; /* a key written with escapes may be one we want */
@@ -614,19 +619,10 @@ lex_object(Cursor *c, Event *ev, int top)
         if (r < 0) {
             return r;
         }
-        skip_ws(c);
-        if (c->p >= c->end) {
-            return need_more(c);
+        r = lex_after_member(c, '}');
+        if (r <= 0) {
+            return r;
         }
-        if (*c->p == ',') {
-            c->p++;
-            continue;
-        }
-        if (*c->p == '}') {
-            c->p++;
-            return 0;
-        }
-        return fail(c);
     }
 }
 
@@ -879,20 +875,6 @@ scan_item(Scanner *self, Cursor *c)
 
 /* ---- the document ------------------------------------------------------------------- */
 
-static int
-expect_char(Cursor *c, char ch)
-{
-    skip_ws(c);
-    if (c->p >= c->end) {
-        return need_more(c);
-    }
-    if (*c->p != ch) {
-        return fail(c);
-    }
-    c->p++;
-    return 0;
-}
-
 /* Parse complete units; returns the bytes used, -1 (invalid: InvalidError set) or -2. */
 static Py_ssize_t
 scan(Scanner *self, const char *buf, Py_ssize_t n, int final)
@@ -937,12 +919,9 @@ scan(Scanner *self, const char *buf, Py_ssize_t n, int final)
             const char *s;
             Py_ssize_t len;
             int escaped;
-            r = lex_string(&c, &s, &len, &escaped);
+            r = lex_key(&c, &s, &len, &escaped);
             if (r == 0 && escaped) {
                 r = fail(&c); /* a top-level key with escapes: the streaming parser reads it */
-            }
-            if (r == 0) {
-                r = expect_char(&c, ':');
             }
             if (r == 0 && key_is(s, len, "traceEvents")) {
                 skip_ws(&c);
