@@ -5,11 +5,12 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from pathlib import Path
 
+import psutil
 import pytest
 
-from traindoctor.collect.readers import HeapReader, PsutilReader, walk_proc, walk_psutil
+from traindoctor.collect.procfs import ProcStat
+from traindoctor.collect.readers import HeapReader, PsutilReader
 from traindoctor.model import SystemSample
 
 SECOND = 1_000_000_000
@@ -92,41 +93,88 @@ def test_one_walk_finds_children_and_the_busiest_other_processes() -> None:
     assert second.job_processes == 1  # none of them is a child of this process
 
 
-def test_walk_proc_reads_what_psutil_reads_on_this_machine() -> None:
-    through_psutil = walk_psutil()
-    raw = walk_proc()
-    both = set(raw) & set(through_psutil)
-    # processes come and go between the two walks; nearly all are in both
-    assert os.getpid() in both and len(both) >= 0.9 * len(through_psutil)
-    for pid in both:
-        ppid, name, cpu = raw[pid]
-        assert ppid == through_psutil[pid][0]
-        assert through_psutil[pid][1].startswith(name)  # psutil may find a longer name
-        assert abs(cpu - through_psutil[pid][2]) < 1.0  # CPU used between the walks
-    assert raw[os.getpid()][2] > 0
+class _Counters:
+    """Counters a test scripts: each ``cores()``/``process()`` call takes the next reading."""
+
+    def __init__(
+        self,
+        cores: list[list[tuple[float, float]]],
+        processes: dict[int, list[ProcStat | None]],
+    ) -> None:
+        self._cores = iter(cores)
+        self._processes = {pid: iter(stats) for pid, stats in processes.items()}
+
+    def cores(self) -> list[tuple[float, float]]:
+        return next(self._cores)
+
+    def process(self, pid: int) -> ProcStat | None:
+        return next(self._processes[pid])
 
 
-def test_walk_proc_takes_odd_names_and_skips_what_is_not_a_process(tmp_path: Path) -> None:
-    def stat(pid: int, comm: str, ppid: int, utime: int, stime: int) -> bytes:
-        rest = ["S", str(ppid), *["0"] * 9, str(utime), str(stime), *["0"] * 30]
-        return f"{pid} ({comm}) {' '.join(rest)}\n".encode()
+def _stat(
+    cpu_s: float, *, ppid: int = 1, rss: int = 1000, threads: int = 1, start: int = 7
+) -> ProcStat:
+    return ProcStat(ppid=ppid, name="p", cpu_s=cpu_s, threads=threads, rss_bytes=rss, start=start)
 
-    for pid, data in {
-        "12": stat(12, "a) (b c", 1, 100, 50),  # a name with parens and spaces
-        "13": stat(13, "worker", 12, 0, 0),
-        "14": b"14 (cut",  # truncated
-        "15": b"",
-        "17": stat(17, "odd", 1, 0, 0).replace(b" 1 ", b" x ", 1),  # not a number
-    }.items():
-        (tmp_path / pid).mkdir()
-        (tmp_path / pid / "stat").write_bytes(data)
-    (tmp_path / "16").mkdir()  # ended: no stat
-    (tmp_path / "self").mkdir()
-    (tmp_path / "meminfo").write_text("x")
-    ticks = os.sysconf("SC_CLK_TCK")
-    assert walk_proc(str(tmp_path)) == {
-        12: (1, "a) (b c", 150 / ticks),
-        13: (12, "worker", 0.0),
-    }
-    with pytest.raises(FileNotFoundError):
-        walk_proc(str(tmp_path / "missing"))
+
+def test_cpu_shares_are_psutils_from_the_counters_between_samples() -> None:
+    me, worker = os.getpid(), 900001
+    counters = _Counters(
+        cores=[
+            [(100.0, 1000.0), (0.0, 1000.0)],
+            [(150.0, 1100.0), (0.0, 1100.0)],  # core 0: 50 of 100 busy; core 1 idle
+            [(150.0, 1100.0), (33.3, 1130.0)],  # core 0: no time passed; core 1: 111% -> 100
+        ],
+        processes={
+            me: [_stat(10.0), _stat(10.5, rss=2000, threads=3), _stat(11.0, rss=2000, threads=3)],
+            worker: [
+                _stat(3.0, ppid=me),  # read when the walk adopts it
+                _stat(3.0, ppid=me, rss=500),
+                _stat(3.25, ppid=me, rss=500, threads=2),
+            ],
+        },
+    )
+    walks = iter([{me: (1, "python", 10.0), worker: (me, "worker", 3.0)}])
+    clock = iter([0.0, 0.0, 1.0, 2.0, 2.0])  # init, scan's adoption, then one per tree read
+    reader = PsutilReader(
+        counters=counters, walk=lambda: next(walks), timer=lambda: next(clock),
+        scan_every_ns=100 * SECOND, heap=HeapReader(maps="jemalloc"),
+    )  # fmt: skip
+    (first,) = reader.read(0)  # the walk adopts the worker: its share counts from now
+    (second,) = reader.read(SECOND)
+    assert isinstance(first, SystemSample) and isinstance(second, SystemSample)
+    assert first.cpu_pct_per_core == (50.0, 0.0)
+    assert (first.job_cpu_pct, first.children_cpu_pct) == (50.0, 0.0)  # 0.5 s of CPU in 1 s
+    assert first.job_processes == 2 and first.job_threads == 4
+    assert (first.main_rss_bytes, first.job_rss_bytes) == (2000, 2500)
+    assert second.cpu_pct_per_core == (0.0, 100.0)
+    assert (second.job_cpu_pct, second.children_cpu_pct) == (75.0, 25.0)
+    assert second.other_cpu_pct == 25.0  # 100 busy in all, 75 of it the job's
+
+
+def test_a_reused_pid_or_an_ended_worker_leaves_the_tree_but_the_root_stays() -> None:
+    me, worker = os.getpid(), 900002
+    counters = _Counters(
+        cores=[[(0.0, 1.0)]] * 4,
+        processes={
+            me: [_stat(1.0), None, _stat(2.0)],  # the root unreadable once: kept, skipped
+            worker: [_stat(0.0, ppid=me), _stat(9.0, ppid=me, start=99)],  # another process
+        },
+    )
+    walks = iter([{me: (1, "python", 1.0), worker: (me, "worker", 0.0)}])
+    reader = PsutilReader(
+        counters=counters, walk=lambda: next(walks), timer=iter(range(10)).__next__,
+        scan_every_ns=100 * SECOND, heap=HeapReader(maps="jemalloc"),
+    )  # fmt: skip
+    (first,) = reader.read(0)
+    (second,) = reader.read(SECOND)
+    assert isinstance(first, SystemSample) and isinstance(second, SystemSample)
+    assert (first.job_processes, first.main_rss_bytes) == (1, None)
+    # the reused pid is not ours; the root's share spans the reading it missed
+    assert (second.job_processes, second.job_cpu_pct) == (1, 33.3)
+
+
+def test_a_root_that_does_not_exist_is_refused() -> None:
+    counters = _Counters(cores=[[(0.0, 1.0)]], processes={900003: [None]})
+    with pytest.raises(psutil.NoSuchProcess):
+        PsutilReader(900003, counters=counters)

@@ -1,4 +1,4 @@
-"""Readers the monitor thread samples: the machine and the job's process tree (psutil).
+"""Readers the monitor thread samples: the machine and the job's process tree.
 
 A reader is anything with ``name`` and ``read(t_ns) -> list[SystemSample | GpuSample]``; tests
 and users pass their own (the ``readers=`` seam of ``Session``). GPU readers live in
@@ -7,31 +7,27 @@ and users pass their own (the ``readers=`` seam of ``Session``). GPU readers liv
 
 from __future__ import annotations
 
-import contextlib
 import ctypes
 import os
+import time
 from collections.abc import Callable
 from typing import Protocol
 
 import psutil
 
+from traindoctor.collect.procfs import ProcessCounters, Walk, default_counters, default_walk
 from traindoctor.model import GpuSample, ProcessUsage, SystemSample
 
-__all__ = ["HeapReader", "PsutilReader", "Reader", "Walk", "walk_proc", "walk_psutil"]
+__all__ = ["HeapReader", "PsutilReader", "Reader"]
 
-#: How often the costlier parts are read. One psutil sample of CPU+memory+disk+net costs
-#: ~0.5 ms here (disk_io_counters alone 0.2 ms): disk/net are read once a second.
+#: How often the costlier parts are read. psutil's disk_io_counters alone costs 0.2 ms here
+#: (it looks up which block devices are partitions): disk/net are read once a second.
 IO_EVERY_NS = 1_000_000_000
 #: A walk of /proc (every process's stat) finds new child processes (DataLoader workers) and
 #: the CPU of the other processes in one pass, every 2 s: workers live for an epoch, and the
 #: competing-processes rule judges minutes, not seconds. (Finding children alone with
 #: /proc/<pid>/task/*/children needs CONFIG_PROC_CHILDREN, off on this machine.)
 SCAN_EVERY_NS = 2_000_000_000
-#: Clock ticks per second of /proc/<pid>/stat's utime and stime.
-_CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
-
-Walk = Callable[[], dict[int, tuple[int, str, float]]]
-"""A walk of every process: ``pid -> (ppid, name, CPU seconds)``."""
 #: The heap in use is read with the disk/net counters (once a second): mallinfo2 walks every
 #: malloc arena under its lock, 45-300 us here (a few ms during imports).
 #: Allocators that replace glibc's malloc (LD_PRELOAD): with one of them mapped, glibc's
@@ -40,59 +36,6 @@ OTHER_MALLOCS = ("jemalloc", "tcmalloc", "mimalloc", "hoard", "snmalloc")
 #: Other processes listed per sample, and the least CPU (% of one core) to be listed.
 TOP_OTHERS = 5
 TOP_OTHERS_MIN_PCT = 5.0
-
-
-def walk_proc(proc: str = "/proc") -> dict[int, tuple[int, str, float]]:
-    """Every process's parent, name and CPU seconds from ``/proc/<pid>/stat`` alone (Linux).
-
-    What ``psutil.process_iter(["ppid", "name", "cpu_times"])`` gives, read 5x cheaper
-    (measured here: 0.43 ms vs 2.3 ms for 63 processes, on the job's CPU every 2 s), as one
-    file per process instead of psutil's objects. Names are the kernel's (15 characters at
-    most, where psutil may read a longer one from the command line). A process that ends
-    during the walk is left out.
-
-    Raises:
-        OSError: ``proc`` cannot be listed (not Linux): use ``walk_psutil``.
-    """
-    found: dict[int, tuple[int, str, float]] = {}
-    with os.scandir(proc) as entries:
-        for entry in entries:
-            pid = entry.name
-            if not pid.isdigit():
-                continue
-            try:
-                with open(f"{proc}/{pid}/stat", "rb") as f:
-                    stat = f.read()
-            except OSError:
-                continue  # ended, or not ours to read
-            # "pid (comm) state ppid ... utime stime ...": comm may hold spaces and parens.
-            close = stat.rfind(b")")
-            fields = stat[close + 2 :].split()
-            if close < 0 or len(fields) < 13:
-                continue
-            try:
-                ppid, ticks = int(fields[1]), int(fields[11]) + int(fields[12])
-            except ValueError:
-                continue
-            name = stat[stat.find(b"(") + 1 : close].decode("utf-8", "replace")
-            found[int(pid)] = (ppid, name, ticks / _CLK_TCK)
-    return found
-
-
-def walk_psutil() -> dict[int, tuple[int, str, float]]:
-    """``walk_proc`` through psutil (any OS)."""
-    found: dict[int, tuple[int, str, float]] = {}
-    for proc in psutil.process_iter(["ppid", "name", "cpu_times"]):
-        info = proc.info
-        times = info.get("cpu_times")
-        cpu = times.user + times.system if times is not None else 0.0
-        found[proc.pid] = (info.get("ppid") or 0, info.get("name") or "?", cpu)
-    return found
-
-
-def _default_walk() -> Walk:
-    """``walk_proc`` where this process can read its own ``/proc`` entry, else psutil's."""
-    return walk_proc if os.access("/proc/self/stat", os.R_OK) else walk_psutil
 
 
 class Reader(Protocol):
@@ -161,12 +104,18 @@ class HeapReader:
 class PsutilReader:
     """Per-core CPU, the job's process tree (CPU, RSS, threads), disk/net I/O, other processes.
 
+    The CPU percentages are psutil's (``cpu_percent``: of one core, rounded to 0.1), read
+    from ``/proc`` directly on Linux (``collect/procfs.py``); disk and network through psutil.
+
     Args:
         pid: root of the job's process tree (DataLoader workers are its children).
         heap: reads the root's malloc heap in use (default: when the root is this process).
-        io_every_ns / scan_every_ns: how often disk/net and the /proc walk are read.
+        io_every_ns / scan_every_ns: how often disk/net and the process walk are read.
         walk: lists every process (default: ``walk_proc`` where /proc can be read, else
             ``walk_psutil``).
+        counters: per-core CPU and one process's counters (default: ``ProcFs`` where /proc
+            can be read, else ``PsutilCounters``).
+        timer: seconds for CPU rates (``time.monotonic``; the session clock may be a test's).
     """
 
     name = "psutil"
@@ -179,26 +128,34 @@ class PsutilReader:
         scan_every_ns: int = SCAN_EVERY_NS,
         walk: Walk | None = None,
         heap: HeapReader | None = None,
+        counters: ProcessCounters | None = None,
+        timer: Callable[[], float] = time.monotonic,
     ) -> None:
-        self._root = psutil.Process(pid or os.getpid())
+        self._root = pid or os.getpid()
         # The heap can be read only from inside the job's process (where the monitor runs).
-        if heap is None and self._root.pid == os.getpid():
+        if heap is None and self._root == os.getpid():
             heap = HeapReader()
         self._heap = heap
-        self._procs: dict[int, psutil.Process] = {self._root.pid: self._root}
+        self._counters = counters or default_counters()
+        self._timer = timer
         self._io_every = io_every_ns
         self._scan_every = scan_every_ns
-        self._walk = walk or _default_walk()
+        self._walk = walk or default_walk()
         self._last_io: int | None = None
         self._last_scan: int | None = None
         self._others_cpu: dict[int, tuple[float, int]] = {}
         """pid -> (CPU seconds, t_ns) of each other process at the last walk."""
-        psutil.cpu_percent(percpu=True)
-        self._root.cpu_percent()
+        self._cores = self._counters.cores()
+        self._tree_cpu: dict[int, tuple[float, int, float]] = {}
+        """pid -> (CPU seconds, start, timer) of each process of the job's tree when last read."""
+        first = self._counters.process(self._root)
+        if first is None:
+            raise psutil.NoSuchProcess(self._root)
+        self._tree_cpu[self._root] = (first.cpu_s, first.start, self._timer())
 
     def read(self, t_ns: int) -> list[SystemSample | GpuSample]:
         """Take one sample."""
-        per_core = tuple(psutil.cpu_percent(percpu=True))
+        per_core = self._per_core()
         top: tuple[ProcessUsage, ...] = ()
         if self._last_scan is None or t_ns - self._last_scan >= self._scan_every:
             first = self._last_scan is None
@@ -236,50 +193,60 @@ class PsutilReader:
             )
         ]
 
+    def _per_core(self) -> tuple[float, ...]:
+        """Each core's busy share since the last sample, as ``psutil.cpu_percent``."""
+        now = self._counters.cores()
+        before, self._cores = self._cores, now
+        found = []
+        for (busy, total), (busy0, total0) in zip(now, before, strict=False):
+            elapsed = total - total0
+            pct = 100.0 * (busy - busy0) / elapsed if elapsed > 0 else 0.0
+            found.append(round(min(100.0, max(0.0, pct)), 1))
+        return tuple(found)
+
     def _tree(self) -> tuple[float, float, int, int | None, int, int]:
         cpu = children_cpu = 0.0
         rss = threads = 0
         main_rss: int | None = None
-        for pid, proc in list(self._procs.items()):
-            try:
-                with proc.oneshot():
-                    pct = proc.cpu_percent()
-                    own = proc.memory_info().rss
-                    threads += proc.num_threads()
-            except psutil.Error:
-                if proc is not self._root:
-                    del self._procs[pid]  # a worker that ended between scans
+        now = self._timer()
+        for pid, (cpu_s, start, when) in list(self._tree_cpu.items()):
+            stat = self._counters.process(pid)
+            if stat is None or stat.start != start:  # ended (or its pid was reused)
+                if pid != self._root:
+                    del self._tree_cpu[pid]
                 continue
-            rss += own
+            self._tree_cpu[pid] = (stat.cpu_s, start, now)
+            pct = round(100.0 * (stat.cpu_s - cpu_s) / (now - when), 1) if now > when else 0.0
+            rss += stat.rss_bytes
+            threads += stat.threads
             cpu += pct
-            if proc is self._root:
-                main_rss = own
+            if pid == self._root:
+                main_rss = stat.rss_bytes
             else:
                 children_cpu += pct
-        return cpu, children_cpu, rss, main_rss, threads, len(self._procs)
+        return cpu, children_cpu, rss, main_rss, threads, len(self._tree_cpu)
 
     def _scan(self, t_ns: int, *, report: bool) -> tuple[ProcessUsage, ...]:
-        """Walk /proc once: adopt new descendants of the root, drop ended ones, and return
-        the other processes using the most CPU since the last walk (``report``)."""
+        """Walk every process once: adopt new descendants of the root, drop ended ones, and
+        return the other processes using the most CPU since the last walk (``report``)."""
         walked = self._walk()
-        tree = {self._root.pid}
+        tree = {self._root}
         children: dict[int, list[int]] = {}
         for pid, (ppid, _, _) in walked.items():
             children.setdefault(ppid, []).append(pid)
-        todo = [self._root.pid]
+        todo = [self._root]
         while todo:
             for child in children.get(todo.pop(), ()):
                 if child not in tree:
                     tree.add(child)
                     todo.append(child)
-        for pid in tree - set(self._procs):
-            with contextlib.suppress(psutil.Error):
-                proc = psutil.Process(pid)
-                proc.cpu_percent()
-                self._procs[pid] = proc
-        for pid in set(self._procs) - tree:
-            if pid != self._root.pid:
-                del self._procs[pid]
+        for pid in tree - set(self._tree_cpu):
+            stat = self._counters.process(pid)
+            if stat is not None:  # primed: its CPU share counts from the next sample
+                self._tree_cpu[pid] = (stat.cpu_s, stat.start, self._timer())
+        for pid in set(self._tree_cpu) - tree:
+            if pid != self._root:
+                del self._tree_cpu[pid]
         usage: list[ProcessUsage] = []
         before = self._others_cpu
         self._others_cpu = {}
