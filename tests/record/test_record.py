@@ -7,7 +7,16 @@ import pytest
 
 from tests.builders import meta, steps
 from traindoctor.errors import RecordCorruptError, RecordError
-from traindoctor.model import ConcurrencyStat, RunEnd
+from traindoctor.model import (
+    SCHEMA_VERSION,
+    ConcurrencyStat,
+    GpuSample,
+    Notice,
+    ProcessUsage,
+    RunEnd,
+    SystemSample,
+    to_jsonable,
+)
 from traindoctor.record import RecordWriter, load_run
 
 
@@ -92,3 +101,67 @@ def test_writer_refuses_unknown_line_types(tmp_path: Path) -> None:
     w.close()
     w.write_items("steps", steps(1, phases_ms={"forward": 1}))  # ignored after close
     assert len(load_run(tmp_path).steps) == 0
+
+
+def test_steps_and_samples_are_rows_and_load_as_written(tmp_path: Path) -> None:
+    written = steps(4, phases_ms={"forward": 1, "data_wait": 0.5}, gc_ms=0.2)
+    sample = SystemSample(
+        t_ns=5,
+        cpu_pct_per_core=(12.5, 0.0),
+        top_others=(ProcessUsage(pid=3, name="spinner", cpu_pct=75.0),),
+    )
+    gpu = GpuSample(t_ns=6, index=0, util_pct=50.0, mem_used_bytes=2**30)
+    w = RecordWriter(tmp_path, meta())
+    w.write_items("steps", written)
+    w.write_items("system", [sample])
+    w.write_items("gpu", [gpu])
+    w.write_items("notice", [Notice(t_ns=1, level="info", message="hi")])
+    w.close()
+    lines = [json.loads(line) for line in w.path.read_text().splitlines()]
+    assert lines[0]["schema_version"] == SCHEMA_VERSION == 2
+    first = lines[1]
+    assert set(first) == {"type", "fields", "rows"} and first["fields"][:3] == [
+        "index",
+        "start_ns",
+        "end_ns",
+    ]
+    assert first["rows"][1][:4] == [1, written[1].start_ns, written[1].end_ns, "optimizer"]
+    assert "rows" in lines[2] and "rows" in lines[3] and "items" in lines[4]
+    rec = load_run(tmp_path)
+    assert rec.steps == written
+    assert rec.system == (sample,) and rec.gpu == (gpu,)
+    assert [n.message for n in rec.notices] == ["hi"]
+
+
+def test_a_version_1_record_with_items_still_loads(tmp_path: Path) -> None:
+    written = steps(2, phases_ms={"forward": 1})
+    path = tmp_path / "run.jsonl"
+    header = {"type": "header", "schema_version": 1, "meta": to_jsonable(meta())}
+    items = {"type": "steps", "items": to_jsonable(written)}
+    path.write_text(json.dumps(header) + "\n" + json.dumps(items) + "\n")
+    rec = load_run(path)
+    assert rec.steps == written
+    assert rec.warnings == (f"{path}: no end line: the job was killed or is still running; "
+                            "the record holds what was flushed up to then",)  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        {"type": "steps", "fields": ["index", "start_ns"], "rows": [[0, 1, 2]]},  # too long
+        {"type": "steps", "fields": "index", "rows": []},
+        {"type": "steps", "fields": [1, 2], "rows": []},
+        {"type": "steps", "fields": ["index"], "rows": {"0": 1}},
+        {"type": "steps", "items": "not a list"},
+        {"type": "steps", "fields": ["index", "start_ns", "end_ns"], "rows": [[0, 1, 2]]},
+    ],
+)
+def test_malformed_rows_are_skipped_and_named(tmp_path: Path, line: object) -> None:
+    path = _write(tmp_path)
+    lines = path.read_bytes().split(b"\n")
+    offset = len(lines[0]) + 1
+    lines[1] = json.dumps(line).encode()
+    path.write_bytes(b"\n".join(lines))
+    rec = load_run(path)
+    assert len(rec.steps) == 2  # the other steps line
+    assert any(f"corrupt line 2 at byte {offset}" in w for w in rec.warnings)

@@ -31,7 +31,6 @@ from traindoctor.collect.events import (
     OPT_END,
     STEP,
     Event,
-    split_fwd_arg,
 )
 from traindoctor.model import ConcurrencyStat, Phase, StepTiming
 
@@ -120,41 +119,49 @@ class StepReducer:
     def feed(self, events: Iterable[Event]) -> None:
         """Process events (in the order they were appended).
 
-        This loop runs on the monitor thread for ~10 events a step, so the charge of elapsed
-        time to the open phase is written inline (docs/overhead.md).
+        This loop runs on the monitor thread for ~10 events a step, so the open step and the
+        time of the last event are kept in locals (written back around the rarer calls that
+        read them) and the charge of elapsed time to the open phase is inline
+        (docs/overhead.md).
         """
         owner = self.owner_thread
         stack = self._stack
+        step = self._open
+        last_t = self._last_t
         for t, code, arg, tid in events:
-            if code >= GC_START:
-                if code == GC_START:
-                    self._gc_start = t
-                elif code == GC_STOP:
-                    self._gc_stop(t, tid == owner)
-                elif self._open is not None:  # RESET: drop what the open step holds
-                    self._open = _Open(start_ns=t)
-                    self._last_t = t
-                continue
-            if code >= FWD_ENTER:  # FWD_ENTER or FWD_EXIT
+            if code >= FWD_ENTER:
+                if code >= GC_START:
+                    self._open, self._last_t = step, last_t
+                    if code == GC_START:
+                        self._gc_start = t
+                    elif code == GC_STOP:
+                        self._gc_stop(t, tid == owner)
+                    elif step is not None:  # RESET: drop what the open step holds
+                        step = _Open(start_ns=t)
+                        last_t = t
+                    continue
+                # FWD_ENTER or FWD_EXIT
                 if tid != owner:
-                    if self._open is not None:
-                        self._charge(t)
+                    if step is not None:
+                        self._open, self._last_t = step, last_t
+                        step = self._charge(t)
+                        last_t = self._last_t
                     self._foreign_forwards += 1 if code == FWD_ENTER else -1
-                self._concurrency(t, code, arg, tid)
+                if type(arg) is int:
+                    self._concurrency(t, code, arg, tid)
             if tid != owner:
                 continue
-            step = self._open
             if step is None:
-                step = self._open = _Open(start_ns=t)
-                self._last_t = t
-            elif t > self._last_t:
+                step = _Open(start_ns=t)
+                last_t = t
+            elif t > last_t:
                 phase = stack[-1] if stack else _OTHER
                 if phase == _OTHER and self._foreign_forwards > 0:
                     # The loop's thread waits while other threads run the model: model time.
                     phase = _FORWARD
                 phase_ns = step.phase_ns
-                phase_ns[phase] = phase_ns.get(phase, 0) + (t - self._last_t)
-                self._last_t = t
+                phase_ns[phase] = phase_ns.get(phase, 0) + (t - last_t)
+                last_t = t
             if code == ENTER:
                 stack.append(str(arg))
             elif code == EXIT:
@@ -164,19 +171,23 @@ class StepReducer:
                     step.batch_size = arg
             elif code == FWD_ENTER:
                 stack.append(_FORWARD)
-            elif code == FWD_EXIT:
-                if stack:
-                    stack.pop()
-                self._model_boundary(t)
-            elif code == OPT_END:
-                if stack:
-                    stack.pop()
-                self._optimizer_boundary(t, arg)
-            elif code == STEP:
-                self.mode = "explicit"
-                if isinstance(arg, int):
-                    step.batch_size = arg
-                self._close(t, "explicit")
+            elif code in (OPT_END, FWD_EXIT, STEP):
+                self._open, self._last_t = step, last_t
+                if code == OPT_END:
+                    if stack:
+                        stack.pop()
+                    self._optimizer_boundary(t, arg)
+                elif code == FWD_EXIT:
+                    if stack:
+                        stack.pop()
+                    self._model_boundary(t)
+                else:
+                    self.mode = "explicit"
+                    if isinstance(arg, int):
+                        step.batch_size = arg
+                    self._close(t, "explicit")
+                step = self._open
+        self._open, self._last_t = step, last_t
 
     def take_steps(self) -> list[StepTiming]:
         """Return the steps finished since the last call."""
@@ -303,14 +314,9 @@ class StepReducer:
         )
         self._next_index += 1
 
-    def _concurrency(self, t: int, code: int, arg: object, tid: int) -> None:
-        if type(arg) is not int:
-            return
-        grad = training = False
-        if code == FWD_ENTER:
-            model_id, grad, training = split_fwd_arg(arg)
-        else:
-            model_id = arg
+    def _concurrency(self, t: int, code: int, arg: int, tid: int) -> None:
+        # events.split_fwd_arg, inline: it runs once per model call
+        model_id = arg >> 2 if code == FWD_ENTER else arg
         calls = self._models.get(model_id)
         if calls is None:
             calls = self._models[model_id] = _ModelCalls(
@@ -323,10 +329,9 @@ class StepReducer:
                 calls.active = active = {k: (s, True) for k, (s, _) in active.items()}
             active[tid] = (t, overlapped)
             calls.calls += 1
-            calls.grad_calls += grad
-            calls.train_mode_calls += training
-            if tid not in calls.threads:
-                calls.threads.add(tid)
+            calls.grad_calls += arg >> 1 & 1
+            calls.train_mode_calls += arg & 1
+            calls.threads.add(tid)
             calls.max_concurrent = max(calls.max_concurrent, len(active))
             return
         started = active.pop(tid, None)

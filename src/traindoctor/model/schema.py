@@ -4,6 +4,9 @@
 back, tolerantly: unknown keys are ignored (a newer writer may add fields) and missing keys
 take the field's default. ``SCHEMA_VERSION`` is written in every run record and report; bump
 it when a field changes meaning or is removed, not when one is added.
+
+Versions: 1, the first; 2, run records may hold items as rows (record/format.py), which a
+reader of version 1 would have taken for empty lines.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from typing import Any, TypeVar, Union, get_args, get_origin
 
 __all__ = ["SCHEMA_VERSION", "SchemaError", "from_jsonable", "json_default", "to_jsonable"]
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 T = TypeVar("T")
 

@@ -63,7 +63,7 @@ def load_run(path: Path | str) -> RunRecord:
                 end = from_jsonable(RunEnd, obj.get("item"))
             elif line_type in ITEM_TYPES:
                 name, item_type = ITEM_TYPES[line_type]
-                items: list[Any] = [from_jsonable(item_type, i) for i in obj.get("items", [])]
+                items: list[Any] = [from_jsonable(item_type, i) for i in _items(obj)]
                 if line_type in REPLACING_TYPES:
                     fields[name] = items
                 else:
@@ -84,6 +84,26 @@ def load_run(path: Path | str) -> RunRecord:
         warnings=tuple(warnings),
         **{name: tuple(items) for name, items in fields.items()},
     )
+
+
+def _items(obj: dict[str, Any]) -> list[Any]:
+    """The items of a line as JSON objects: its ``items``, or its ``fields`` + ``rows``."""
+    if "rows" not in obj:
+        items = obj.get("items", [])
+        if not isinstance(items, list):
+            raise SchemaError("items is not a list")
+        return items
+    names, rows = obj.get("fields"), obj["rows"]
+    if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+        raise SchemaError("rows without a list of field names")
+    if not isinstance(rows, list):
+        raise SchemaError("rows is not a list")
+    found = []
+    for row in rows:
+        if not isinstance(row, list) or len(row) != len(names):
+            raise SchemaError(f"a row does not hold the {len(names)} fields")
+        found.append(dict(zip(names, row, strict=True)))
+    return found
 
 
 def _header(file: str, raw: bytes) -> tuple[RunMeta, int]:
