@@ -1,5 +1,6 @@
-"""Which C parts are used: the optional extensions ``collect/_hotpath`` (the hot path's hooks)
-and ``traces/_scan`` (the trace scanner), built by setuptools where a C compiler is there.
+"""Which C parts are used: the optional extensions ``collect/_hotpath`` (the hot path's hooks),
+``collect/_reduce`` (the step reducer) and ``traces/_scan`` (the trace scanner), built by
+setuptools where a C compiler is there.
 
 Each has a pure-Python twin that is the reference and the fallback; set
 ``TRAINDOCTOR_PURE_PYTHON=1`` to run the twins even where the C parts are built.

@@ -1,4 +1,17 @@
+"""The step reducer, both of it: ``StepReducer`` (Python, the reference) and the C one
+(``collect/_reduce.c``), run on the same tests and compared on random and real event streams.
+
+``make test`` sets ``TRAINDOCTOR_REQUIRE_C_PARTS=1``: there the C reducer must have been built.
+"""
+
 from __future__ import annotations
+
+import os
+from collections.abc import Callable
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from traindoctor.collect.events import (
     ENTER,
@@ -8,15 +21,46 @@ from traindoctor.collect.events import (
     GC_START,
     GC_STOP,
     OPT_END,
+    RESET,
     STEP,
+    Event,
     fwd_arg,
 )
-from traindoctor.collect.reducer import MODEL_MODE_AFTER_CALLS, StepReducer
+from traindoctor.collect.reducer import (
+    MODEL_MODE_AFTER_CALLS,
+    Reducer,
+    concurrency_stats,
+    native_reducer,
+    new_reducer,
+)
+from traindoctor.model import StepTiming
 
 ME, OTHER_THREAD = 1, 2
+C = native_reducer()
+REQUIRED = os.environ.get("TRAINDOCTOR_REQUIRE_C_PARTS", "") == "1"
+needs_c = pytest.mark.skipif(
+    C is None and not REQUIRED, reason="the C reducer was not built (no compiler at install)"
+)
+MakeReducer = Callable[..., Reducer]
 
 
-def train_step(t: int, opt: int = 7) -> list[tuple[int, int, object, int]]:
+def _python(owner: int, names: dict[int, str] | None = None) -> Reducer:
+    return new_reducer(owner, names, native=False)
+
+
+def _c(owner: int, names: dict[int, str] | None = None) -> Reducer:
+    return new_reducer(owner, names, native=True)
+
+
+@pytest.fixture(
+    params=[pytest.param(_python, id="python"), pytest.param(_c, id="c", marks=needs_c)]
+)
+def make(request: pytest.FixtureRequest) -> MakeReducer:
+    maker: MakeReducer = request.param
+    return maker
+
+
+def train_step(t: int, opt: int = 7) -> list[Event]:
     """One training step starting at ``t`` (ms units), 10 long."""
     return [
         (t, ENTER, "data_wait", ME),
@@ -30,8 +74,8 @@ def train_step(t: int, opt: int = 7) -> list[tuple[int, int, object, int]]:
     ]
 
 
-def test_phases_and_optimizer_boundaries() -> None:
-    r = StepReducer(ME)
+def test_phases_and_optimizer_boundaries(make: MakeReducer) -> None:
+    r = make(ME)
     r.feed(train_step(0) + train_step(10) + train_step(20))
     steps = r.take_steps()
     assert [s.boundary for s in steps] == ["optimizer"] * 3
@@ -46,8 +90,8 @@ def test_phases_and_optimizer_boundaries() -> None:
     assert steps[1].duration_ns == 10
 
 
-def test_gradient_accumulation_merges_tentative_model_steps() -> None:
-    r = StepReducer(ME)
+def test_gradient_accumulation_merges_tentative_model_steps(make: MakeReducer) -> None:
+    r = make(ME)
     events = [
         (0, FWD_ENTER, fwd_arg(99, True, True), ME),
         (3, FWD_EXIT, 99, ME),
@@ -61,13 +105,11 @@ def test_gradient_accumulation_merges_tentative_model_steps() -> None:
     assert step.phase_ns == {"forward": 6, "optimizer": 1}
 
 
-def test_inference_only_jobs_get_one_step_per_model_call() -> None:
-    r = StepReducer(ME)
-    r.feed([(i * 2, FWD_ENTER, fwd_arg(99, True, True), ME) for i in range(1)])
-    events = []
+def test_inference_only_jobs_get_one_step_per_model_call(make: MakeReducer) -> None:
+    events: list[Event] = []
     for i in range(10):
         events += [(i * 2, FWD_ENTER, fwd_arg(99, True, True), ME), (i * 2 + 1, FWD_EXIT, 99, ME)]
-    r = StepReducer(ME)
+    r = make(ME)
     r.feed(events)
     assert r.take_steps() == []  # tentative until decided
     steps = r.finish()
@@ -75,9 +117,9 @@ def test_inference_only_jobs_get_one_step_per_model_call() -> None:
     assert {s.boundary for s in steps} == {"model"}
 
 
-def test_model_mode_is_decided_after_many_calls() -> None:
-    r = StepReducer(ME)
-    events = []
+def test_model_mode_is_decided_after_many_calls(make: MakeReducer) -> None:
+    r = make(ME)
+    events: list[Event] = []
     for i in range(MODEL_MODE_AFTER_CALLS + 5):
         events += [(i * 2, FWD_ENTER, fwd_arg(99, True, True), ME), (i * 2 + 1, FWD_EXIT, 99, ME)]
     r.feed(events)
@@ -85,8 +127,8 @@ def test_model_mode_is_decided_after_many_calls() -> None:
     assert r.mode == "model"
 
 
-def test_explicit_steps_win_and_second_optimizer_is_ignored() -> None:
-    r = StepReducer(ME)
+def test_explicit_steps_win_and_second_optimizer_is_ignored(make: MakeReducer) -> None:
+    r = make(ME)
     r.feed(train_step(0, opt=7) + train_step(10, opt=8) + [(20, STEP, 32, ME)])
     r.feed(train_step(20) + [(30, STEP, 32, ME)])
     steps = r.take_steps()
@@ -94,8 +136,8 @@ def test_explicit_steps_win_and_second_optimizer_is_ignored() -> None:
     assert steps[2].batch_size == 32
 
 
-def test_gc_pauses_and_other_threads() -> None:
-    r = StepReducer(ME)
+def test_gc_pauses_and_other_threads(make: MakeReducer) -> None:
+    r = make(ME)
     r.feed(
         [
             (0, ENTER, "data_wait", ME),
@@ -111,8 +153,8 @@ def test_gc_pauses_and_other_threads() -> None:
     assert step.phase_ns == {"data_wait": 6, "other": 4}
 
 
-def test_concurrent_forward_calls_from_threads() -> None:
-    r = StepReducer(ME, {99: "Net"})
+def test_concurrent_forward_calls_from_threads(make: MakeReducer) -> None:
+    r = make(ME, {99: "Net"})
     r.feed(
         [
             (0, FWD_ENTER, fwd_arg(99, True, True), ME),
@@ -123,8 +165,87 @@ def test_concurrent_forward_calls_from_threads() -> None:
             (12, FWD_EXIT, 99, ME),
         ]
     )
-    (stat,) = r.concurrency()
+    (stat,) = concurrency_stats(r.model_calls(), r.model_names)
     assert (stat.class_name, stat.calls, stat.threads, stat.max_concurrent) == ("Net", 3, 2, 2)
     assert stat.concurrent_calls == 2
     assert stat.solo_mean_ns == 2
     assert stat.concurrent_mean_ns == 5
+
+
+@needs_c
+def test_c_reducer_is_built_and_checks_what_it_builds() -> None:
+    assert C is not None, "TRAINDOCTOR_REQUIRE_C_PARTS=1 but collect/_reduce is not built"
+    with pytest.raises(TypeError, match="StepTiming's ten fields"):
+        C.Reducer(ME, {}, dict, MODEL_MODE_AFTER_CALLS)  # it builds steps slot by slot
+    r = _c(ME)
+    with pytest.raises(ValueError, match="an event is a tuple"):
+        r.feed([(0, ENTER, "data_wait")])
+    with pytest.raises(AttributeError):
+        r.mode = "model"  # type: ignore[misc]
+
+
+def _outcome(r: Reducer, events: list[Event], cuts: list[int]) -> tuple[object, ...]:
+    """Everything a reducer gives for ``events`` fed in pieces cut at ``cuts``."""
+    steps: list[StepTiming] = []
+    start = 0
+    for cut in [*cuts, len(events)]:
+        r.feed(events[start:cut])
+        start = cut
+        steps += r.take_steps()
+    steps += r.finish()
+    # phase dicts compared with their order: the record keeps it
+    ordered = [(s, list(s.phase_ns.items()), list(s.gc_phase_ns.items())) for s in steps]
+    return ordered, r.model_calls(), r.mode
+
+
+_PHASES = st.sampled_from(["data_wait", "backward", "optimizer", "checkpoint", "other"])
+_ARGS = {
+    ENTER: _PHASES,
+    EXIT: st.sampled_from([None, 16, 3, "x", True]),
+    STEP: st.sampled_from([None, 8, 0]),
+    OPT_END: st.sampled_from([7, 8, None]),
+    FWD_ENTER: st.sampled_from([fwd_arg(99, True, True), fwd_arg(98, False, False), None]),
+    FWD_EXIT: st.sampled_from([99, 98, None]),
+    GC_START: st.just(0),
+    GC_STOP: st.just(2),
+    RESET: st.none(),
+}
+
+
+@st.composite
+def event_streams(draw: st.DrawFn) -> tuple[list[Event], list[int]]:
+    """Plausible and odd event streams: several threads, any order of codes, no optimizer at
+    all (inference) or a second one, time standing still, fed in up to three pieces."""
+    allowed = draw(st.sampled_from([list(_ARGS), [c for c in _ARGS if c not in (OPT_END, STEP)]]))
+    events: list[Event] = []
+    t = 0
+    for _ in range(draw(st.integers(0, 400))):
+        t += draw(st.sampled_from([0, 0, 1, 2, 5]))
+        code = draw(st.sampled_from(allowed))
+        tid = draw(st.sampled_from([ME, ME, ME, OTHER_THREAD, 3]))
+        events.append((t, code, draw(_ARGS[code]), tid))
+    cuts = sorted(draw(st.lists(st.integers(0, len(events)), max_size=3)))
+    return events, cuts
+
+
+@needs_c
+@given(event_streams())
+def test_c_reducer_equals_the_python_one_on_any_stream(
+    stream: tuple[list[Event], list[int]],
+) -> None:
+    events, cuts = stream
+    names = {99: "Net"}
+    assert _outcome(_c(ME, names), events, cuts) == _outcome(_python(ME, names), events, cuts)
+
+
+@needs_c
+def test_c_reducer_equals_the_python_one_on_a_real_training_loop() -> None:
+    from .test_hotpath import Job, run_loop  # a real loop: DataLoader, model, loss, SGD, save
+
+    sink = run_loop(False, Job(12))
+    events = list(sink.events)
+    owner = events[0][3]
+    assert len(events) > 50
+    python, c = _outcome(_python(owner), events, [17]), _outcome(_c(owner), events, [17])
+    assert c == python
+    assert len(python[0]) >= 4 and python[2] == "optimizer"  # type: ignore[arg-type]

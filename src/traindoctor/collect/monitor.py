@@ -20,7 +20,7 @@ from traindoctor.collect.events import Event
 from traindoctor.collect.model_lint import describe_model
 from traindoctor.collect.progress import Progress
 from traindoctor.collect.readers import Reader
-from traindoctor.collect.reducer import StepReducer
+from traindoctor.collect.reducer import Reducer, concurrency_stats
 from traindoctor.collect.trigger import (
     EXPERIMENT_AFTER_SAMPLES,
     EXPERIMENT_AFTER_STEPS,
@@ -76,7 +76,7 @@ class Monitor:
         self,
         *,
         events: deque[Event],
-        reducer: StepReducer,
+        reducer: Reducer,
         writer: RecordWriter | None,
         readers: Sequence[Reader],
         clock: Callable[[], int],
@@ -164,7 +164,7 @@ class Monitor:
             self._log_progress(steps)
         self._inspect(final=final)
         if final:
-            stats = self._reducer.concurrency()
+            stats = concurrency_stats(self._reducer.model_calls(), self._reducer.model_names)
             self.collected.concurrency = stats
             self._queue("concurrency", stats)
         self._write_pending()

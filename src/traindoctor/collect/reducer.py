@@ -20,7 +20,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Any, Protocol
 
+from traindoctor.collect import events as codes
 from traindoctor.collect.events import (
     ENTER,
     EXIT,
@@ -33,12 +35,25 @@ from traindoctor.collect.events import (
     Event,
 )
 from traindoctor.model import ConcurrencyStat, Phase, StepTiming
+from traindoctor.native import pure_python
 
-__all__ = ["MODEL_MODE_AFTER_CALLS", "StepReducer"]
+__all__ = [
+    "MODEL_MODE_AFTER_CALLS",
+    "ModelCallsRow",
+    "Reducer",
+    "StepReducer",
+    "concurrency_stats",
+    "native_reducer",
+    "new_reducer",
+]
 
 #: Model calls without an optimizer step before a job is taken as inference-only. Gradient
 #: accumulation over more than 64 micro-batches is rare; 64 tentative steps are ~10 KiB held.
 MODEL_MODE_AFTER_CALLS = 64
+
+ModelCallsRow = tuple[object, str, int, int, int, int, int, int, int, int, int]
+"""``(model_id, class_name, calls, threads, max_concurrent, concurrent_calls, solo_ns,
+solo_calls, concurrent_ns, grad_calls, train_mode_calls)``: one model's forward calls."""
 
 _OTHER = Phase.OTHER.value
 _FORWARD = Phase.FORWARD.value
@@ -206,25 +221,18 @@ class StepReducer:
 
     def concurrency(self) -> list[ConcurrencyStat]:
         """Return per-model statistics of the threads that entered its forward."""
-        stats = []
-        for model_id, calls in self._models.items():
-            solo = calls.solo_ns / calls.solo_calls if calls.solo_calls else None
-            conc = calls.concurrent_ns / calls.concurrent_calls if calls.concurrent_calls else None
-            stats.append(
-                ConcurrencyStat(
-                    model_id=model_id,
-                    class_name=self.model_names.get(model_id, calls.class_name),
-                    calls=calls.calls,
-                    threads=len(calls.threads),
-                    max_concurrent=calls.max_concurrent,
-                    concurrent_calls=calls.concurrent_calls,
-                    solo_mean_ns=solo,
-                    concurrent_mean_ns=conc,
-                    grad_calls=calls.grad_calls,
-                    train_mode_calls=calls.train_mode_calls,
-                )
+        return concurrency_stats(self.model_calls(), self.model_names)
+
+    def model_calls(self) -> list[ModelCallsRow]:
+        """Return the per-model counts (``ModelCallsRow``), in the order models were seen."""
+        return [
+            (
+                model_id, c.class_name, c.calls, len(c.threads), c.max_concurrent,
+                c.concurrent_calls, c.solo_ns, c.solo_calls, c.concurrent_ns, c.grad_calls,
+                c.train_mode_calls,
             )
-        return stats
+            for model_id, c in self._models.items()
+        ]  # fmt: skip
 
     # -- internals ---------------------------------------------------------------------
 
@@ -344,3 +352,77 @@ class StepReducer:
         else:
             calls.solo_calls += 1
             calls.solo_ns += t - start
+
+
+class Reducer(Protocol):
+    """What the monitor uses of a reducer: ``StepReducer`` or the C one (``new_reducer``)."""
+
+    @property
+    def model_names(self) -> dict[int, str]: ...
+    @property
+    def mode(self) -> str | None: ...
+    def feed(self, events: list[Event]) -> None: ...
+    def take_steps(self) -> list[StepTiming]: ...
+    def finish(self) -> list[StepTiming]: ...
+    def model_calls(self) -> list[ModelCallsRow]: ...
+
+
+def concurrency_stats(rows: list[ModelCallsRow], names: dict[int, str]) -> list[ConcurrencyStat]:
+    """Per-model statistics of the threads that entered its forward, from ``model_calls()``."""
+    stats = []
+    for (
+        model_id, class_name, calls, threads, max_concurrent, concurrent_calls, solo_ns,
+        solo_calls, concurrent_ns, grad_calls, train_mode_calls,
+    ) in rows:  # fmt: skip
+        stats.append(
+            ConcurrencyStat(
+                model_id=model_id,  # type: ignore[arg-type]
+                class_name=names.get(model_id, class_name),  # type: ignore[call-overload]
+                calls=calls,
+                threads=threads,
+                max_concurrent=max_concurrent,
+                concurrent_calls=concurrent_calls,
+                solo_mean_ns=solo_ns / solo_calls if solo_calls else None,
+                concurrent_mean_ns=concurrent_ns / concurrent_calls if concurrent_calls else None,
+                grad_calls=grad_calls,
+                train_mode_calls=train_mode_calls,
+            )
+        )
+    return stats
+
+
+def native_reducer() -> Any:
+    """The ``_reduce`` C module, or None: not built (no compiler at install), switched off
+    with ``TRAINDOCTOR_PURE_PYTHON=1``, or built from other event codes than ``events``'."""
+    if pure_python():
+        return None
+    try:
+        from traindoctor.collect import _reduce
+    except ImportError:
+        return None
+    names = ("ENTER", "EXIT", "STEP", "OPT_END", "FWD_ENTER", "FWD_EXIT", "GC_START", "GC_STOP")
+    if any(getattr(_reduce, name) != getattr(codes, name) for name in names):
+        return None
+    return _reduce
+
+
+def new_reducer(
+    owner_thread: int, model_names: dict[int, str] | None = None, *, native: bool | None = None
+) -> Reducer:
+    """A reducer for ``owner_thread``'s steps: the C one where built, else ``StepReducer``.
+
+    Args:
+        native: the C one (True: it must be built), the Python one (False), or the C one
+            when built (None).
+
+    Raises:
+        RuntimeError: ``native`` is True and the C reducer is not built.
+    """
+    module = native_reducer() if native is None or native else None
+    if module is None:
+        if native:
+            raise RuntimeError("traindoctor's C reducer (collect/_reduce) is not available")
+        return StepReducer(owner_thread, model_names)
+    names = model_names if model_names is not None else {}
+    reducer: Reducer = module.Reducer(owner_thread, names, StepTiming, MODEL_MODE_AFTER_CALLS)
+    return reducer

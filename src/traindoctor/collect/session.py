@@ -32,7 +32,7 @@ from traindoctor.collect.nvml import NvmlReader
 from traindoctor.collect.profiling import TraceCapture
 from traindoctor.collect.progress import Progress
 from traindoctor.collect.readers import PsutilReader, Reader
-from traindoctor.collect.reducer import StepReducer
+from traindoctor.collect.reducer import new_reducer
 from traindoctor.collect.trigger import ExperimentTrigger, StepLimit, StepLimitReached
 from traindoctor.errors import UsageError
 from traindoctor.model import LoaderInfo, Phase, RunEnd, RunMeta, RunRecord
@@ -216,7 +216,7 @@ class Session:
                 readers.append(self._nvml)
         self._monitor = Monitor(
             events=self.events,
-            reducer=StepReducer(threading.get_ident()),
+            reducer=new_reducer(threading.get_ident()),
             writer=self._writer,
             readers=readers,
             clock=self.clock,
