@@ -9,7 +9,7 @@ venv: $(VENV)/.installed
 
 # The editable install compiles the C parts (hot-path hooks, step reducer, trace scanner):
 # rebuild when their source changes.
-$(VENV)/.installed: pyproject.toml setup.py constraints.txt src/traindoctor/collect/_hotpath.c \
+$(VENV)/.installed: pyproject.toml hatch_build.py constraints.txt src/traindoctor/collect/_hotpath.c \
 		src/traindoctor/collect/_reduce.c src/traindoctor/traces/_scan.c
 	python3 -m venv $(VENV)
 	$(PIP) install torch==2.13.0
