@@ -20,8 +20,8 @@ demo: venv
 	$(VENV)/bin/traindoctor run examples/train_digits.py --epochs 3
 
 lint: venv
-	$(VENV)/bin/ruff check src tests benchmarks examples
-	$(VENV)/bin/ruff format --check src tests benchmarks examples
+	$(VENV)/bin/ruff check src tests benchmarks examples hatch_build.py
+	$(VENV)/bin/ruff format --check src tests benchmarks examples hatch_build.py
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports
 

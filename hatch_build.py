@@ -31,7 +31,7 @@ EXTENSIONS = (
 )
 
 
-class CPartsBuildHook(BuildHookInterface):  # type: ignore[type-arg]
+class CPartsBuildHook(BuildHookInterface):
     """Compile the C parts for the wheel and editable targets."""
 
     def initialize(self, version: str, build_data: dict[str, Any]) -> None:
