@@ -8,9 +8,12 @@ Each has a pure-Python twin that is the reference and the fallback; set
 
 from __future__ import annotations
 
+import importlib
 import os
+from collections.abc import Mapping
+from typing import Any
 
-__all__ = ["PURE_PYTHON_ENV", "pure_python"]
+__all__ = ["PURE_PYTHON_ENV", "c_part", "pure_python"]
 
 PURE_PYTHON_ENV = "TRAINDOCTOR_PURE_PYTHON"
 
@@ -18,3 +21,19 @@ PURE_PYTHON_ENV = "TRAINDOCTOR_PURE_PYTHON"
 def pure_python() -> bool:
     """Whether the pure-Python twins were asked for."""
     return os.environ.get(PURE_PYTHON_ENV, "") not in ("", "0")
+
+
+def c_part(module: str, constants: Mapping[str, int] | None = None) -> Any:
+    """The C part ``module``, or None: not built (no compiler at install), switched off with
+    ``TRAINDOCTOR_PURE_PYTHON=1``, or built with other values of ``constants`` (the event
+    codes it shares with the Python side) than these."""
+    if pure_python():
+        return None
+    try:
+        found = importlib.import_module(module)
+    except ImportError:
+        return None
+    for name, value in (constants or {}).items():
+        if getattr(found, name, None) != value:
+            return None
+    return found

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 from hypothesis import given
@@ -29,11 +30,14 @@ from traindoctor.collect.events import (
 from traindoctor.collect.reducer import (
     MODEL_MODE_AFTER_CALLS,
     Reducer,
+    StepReducer,
     concurrency_stats,
     native_reducer,
     new_reducer,
 )
+from traindoctor.collect.session import Session
 from traindoctor.model import StepTiming
+from traindoctor.native import PURE_PYTHON_ENV
 
 ME, OTHER_THREAD = 1, 2
 C = native_reducer()
@@ -249,3 +253,31 @@ def test_c_reducer_equals_the_python_one_on_a_real_training_loop() -> None:
     python, c = _outcome(_python(owner), events, [17]), _outcome(_c(owner), events, [17])
     assert c == python
     assert len(python[0]) >= 4 and python[2] == "optimizer"  # type: ignore[arg-type]
+
+
+@needs_c
+def test_pure_python_switch_and_a_reducer_built_from_other_codes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv(PURE_PYTHON_ENV, "1")
+    assert native_reducer() is None
+    assert isinstance(new_reducer(ME), StepReducer)
+    with pytest.raises(RuntimeError, match="C reducer"):
+        new_reducer(ME, native=True)
+    monkeypatch.setenv(PURE_PYTHON_ENV, "0")
+    assert C is not None and not isinstance(new_reducer(ME), StepReducer)
+    monkeypatch.setattr(C, "GC_STOP", 99)  # a module built from other event codes is not used
+    assert native_reducer() is None
+
+
+@needs_c
+def test_a_session_reduces_with_the_c_reducer(tmp_path: Path) -> None:
+    assert C is not None
+    session = Session(tmp_path / "run", instrument_torch=False, readers=[], interval_s=3600.0)
+    with session:
+        for _ in range(3):
+            session.step(batch_size=4)
+        assert isinstance(session._monitor._reducer, C.Reducer)  # type: ignore[union-attr]
+    assert session.record is not None
+    steps = session.record.steps
+    assert [(s.boundary, s.batch_size) for s in steps] == [("explicit", 4)] * 3

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from traindoctor.collect import events
 from traindoctor.collect.events import ENTER, EXIT, FWD_ENTER, FWD_EXIT, OPT_END, RESET, Event
 from traindoctor.model import LoaderInfo, Phase
-from traindoctor.native import PURE_PYTHON_ENV, pure_python
+from traindoctor.native import PURE_PYTHON_ENV, c_part
 
 if TYPE_CHECKING:
     from traindoctor.collect.profiling import TraceCapture
@@ -85,18 +85,10 @@ class TorchSink(Protocol):
 
 
 def native_hooks() -> Any:
-    """The ``_hotpath`` C module, or None: not built (no compiler at install), switched off
-    with ``TRAINDOCTOR_PURE_PYTHON=1``, or built from other event codes than ``events``'."""
-    if pure_python():
-        return None
-    try:
-        from traindoctor.collect import _hotpath
-    except ImportError:
-        return None
-    codes = ("ENTER", "EXIT", "OPT_END", "FWD_ENTER", "FWD_EXIT")
-    if any(getattr(_hotpath, code) != getattr(events, code) for code in codes):
-        return None
-    return _hotpath
+    """The ``_hotpath`` C module, or None (``native.c_part``: not built, switched off, or built
+    from other event codes than ``events``')."""
+    names = ("ENTER", "EXIT", "OPT_END", "FWD_ENTER", "FWD_EXIT")
+    return c_part("traindoctor.collect._hotpath", {name: getattr(events, name) for name in names})
 
 
 def batch_size_of(batch: object) -> int | None:

@@ -35,7 +35,7 @@ from traindoctor.collect.events import (
     Event,
 )
 from traindoctor.model import ConcurrencyStat, Phase, StepTiming
-from traindoctor.native import pure_python
+from traindoctor.native import c_part
 
 __all__ = [
     "MODEL_MODE_AFTER_CALLS",
@@ -392,18 +392,10 @@ def concurrency_stats(rows: list[ModelCallsRow], names: dict[int, str]) -> list[
 
 
 def native_reducer() -> Any:
-    """The ``_reduce`` C module, or None: not built (no compiler at install), switched off
-    with ``TRAINDOCTOR_PURE_PYTHON=1``, or built from other event codes than ``events``'."""
-    if pure_python():
-        return None
-    try:
-        from traindoctor.collect import _reduce
-    except ImportError:
-        return None
+    """The ``_reduce`` C module, or None (``native.c_part``: not built, switched off, or built
+    from other event codes than ``events``')."""
     names = ("ENTER", "EXIT", "STEP", "OPT_END", "FWD_ENTER", "FWD_EXIT", "GC_START", "GC_STOP")
-    if any(getattr(_reduce, name) != getattr(codes, name) for name in names):
-        return None
-    return _reduce
+    return c_part("traindoctor.collect._reduce", {name: getattr(codes, name) for name in names})
 
 
 def new_reducer(

@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import IO, Any, TypeGuard
 
 from traindoctor.errors import TraceError
-from traindoctor.native import pure_python
+from traindoctor.native import c_part
 
 __all__ = ["GpuEvent", "Launch", "RankEvents", "load_events"]
 
@@ -152,13 +152,7 @@ def _finished(path: Path, out: RankEvents) -> RankEvents:
 def native_scanner() -> Any:
     """The ``_scan`` C module, or None: not built (no compiler at install) or switched off
     with ``TRAINDOCTOR_PURE_PYTHON=1``."""
-    if pure_python():
-        return None
-    try:
-        from traindoctor.traces import _scan
-    except ImportError:
-        return None
-    return _scan
+    return c_part("traindoctor.traces._scan")
 
 
 def _scan_native(path: Path, out: RankEvents) -> bool:
