@@ -281,3 +281,22 @@ def test_a_session_reduces_with_the_c_reducer(tmp_path: Path) -> None:
     assert session.record is not None
     steps = session.record.steps
     assert [(s.boundary, s.batch_size) for s in steps] == [("explicit", 4)] * 3
+
+
+class _Shrinking:
+    """A phase name whose ``str()`` empties the list of events being fed."""
+
+    def __init__(self, events: list[Event]) -> None:
+        self.events = events
+
+    def __str__(self) -> str:
+        self.events.clear()
+        return "odd"
+
+
+def test_a_phase_name_that_changes_the_events_being_fed(make: MakeReducer) -> None:
+    events: list[Event] = [(0, ENTER, "data_wait", ME)]
+    events += [(1, ENTER, _Shrinking(events), ME), *train_step(2), *train_step(12)]
+    r = make(ME)
+    r.feed(events)  # the C loop reads the list afresh: no dangling item
+    assert events == []

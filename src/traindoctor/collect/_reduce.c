@@ -660,10 +660,13 @@ reducer_feed(Reducer *self, PyObject *events)
     if (seq == NULL) {
         return NULL;
     }
-    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
-    PyObject **items = PySequence_Fast_ITEMS(seq);
-    for (Py_ssize_t i = 0; i < n; i++) {
-        if (feed_one(self, items[i]) < 0) {
+    /* The size and item are read afresh each time, and the event held while it is fed: a
+     * phase name's __str__ may run Python code that changes the list. */
+    for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(seq); i++) {
+        PyObject *event = Py_NewRef(PySequence_Fast_GET_ITEM(seq, i));
+        int rc = feed_one(self, event);
+        Py_DECREF(event);
+        if (rc < 0) {
             Py_DECREF(seq);
             return NULL;
         }

@@ -143,66 +143,68 @@ class StepReducer:
         stack = self._stack
         step = self._open
         last_t = self._last_t
-        for t, code, arg, tid in events:
-            if code >= FWD_ENTER:
-                if code >= GC_START:
-                    self._open, self._last_t = step, last_t
-                    if code == GC_START:
-                        self._gc_start = t
-                    elif code == GC_STOP:
-                        self._gc_stop(t, tid == owner)
-                    elif step is not None:  # RESET: drop what the open step holds
-                        step = _Open(start_ns=t)
-                        last_t = t
-                    continue
-                # FWD_ENTER or FWD_EXIT
-                if tid != owner:
-                    if step is not None:
+        try:
+            for t, code, arg, tid in events:
+                if code >= FWD_ENTER:
+                    if code >= GC_START:
                         self._open, self._last_t = step, last_t
-                        step = self._charge(t)
-                        last_t = self._last_t
-                    self._foreign_forwards += 1 if code == FWD_ENTER else -1
-                if type(arg) is int:
-                    self._concurrency(t, code, arg, tid)
-            if tid != owner:
-                continue
-            if step is None:
-                step = _Open(start_ns=t)
-                last_t = t
-            elif t > last_t:
-                phase = stack[-1] if stack else _OTHER
-                if phase == _OTHER and self._foreign_forwards > 0:
-                    # The loop's thread waits while other threads run the model: model time.
-                    phase = _FORWARD
-                phase_ns = step.phase_ns
-                phase_ns[phase] = phase_ns.get(phase, 0) + (t - last_t)
-                last_t = t
-            if code == ENTER:
-                stack.append(str(arg))
-            elif code == EXIT:
-                if stack:
-                    stack.pop()
-                if type(arg) is int:
-                    step.batch_size = arg
-            elif code == FWD_ENTER:
-                stack.append(_FORWARD)
-            elif code in (OPT_END, FWD_EXIT, STEP):
-                self._open, self._last_t = step, last_t
-                if code == OPT_END:
+                        if code == GC_START:
+                            self._gc_start = t
+                        elif code == GC_STOP:
+                            self._gc_stop(t, tid == owner)
+                        elif step is not None:  # RESET: drop what the open step holds
+                            step = _Open(start_ns=t)
+                            last_t = t
+                        continue
+                    # FWD_ENTER or FWD_EXIT
+                    if tid != owner:
+                        if step is not None:
+                            self._open, self._last_t = step, last_t
+                            step = self._charge(t)
+                            last_t = self._last_t
+                        self._foreign_forwards += 1 if code == FWD_ENTER else -1
+                    if type(arg) is int:
+                        self._concurrency(t, code, arg, tid)
+                if tid != owner:
+                    continue
+                if step is None:
+                    step = _Open(start_ns=t)
+                    last_t = t
+                elif t > last_t:
+                    phase = stack[-1] if stack else _OTHER
+                    if phase == _OTHER and self._foreign_forwards > 0:
+                        # The loop's thread waits while other threads run the model: model time.
+                        phase = _FORWARD
+                    phase_ns = step.phase_ns
+                    phase_ns[phase] = phase_ns.get(phase, 0) + (t - last_t)
+                    last_t = t
+                if code == ENTER:
+                    stack.append(str(arg))
+                elif code == EXIT:
                     if stack:
                         stack.pop()
-                    self._optimizer_boundary(t, arg)
-                elif code == FWD_EXIT:
-                    if stack:
-                        stack.pop()
-                    self._model_boundary(t)
-                else:
-                    self.mode = "explicit"
-                    if isinstance(arg, int):
+                    if type(arg) is int:
                         step.batch_size = arg
-                    self._close(t, "explicit")
-                step = self._open
-        self._open, self._last_t = step, last_t
+                elif code == FWD_ENTER:
+                    stack.append(_FORWARD)
+                elif code in (OPT_END, FWD_EXIT, STEP):
+                    self._open, self._last_t = step, last_t
+                    if code == OPT_END:
+                        if stack:
+                            stack.pop()
+                        self._optimizer_boundary(t, arg)
+                    elif code == FWD_EXIT:
+                        if stack:
+                            stack.pop()
+                        self._model_boundary(t)
+                    else:
+                        self.mode = "explicit"
+                        if isinstance(arg, int):
+                            step.batch_size = arg
+                        self._close(t, "explicit")
+                    step = self._open
+        finally:  # an event that raised leaves the state of the ones before it
+            self._open, self._last_t = step, last_t
 
     def take_steps(self) -> list[StepTiming]:
         """Return the steps finished since the last call."""
