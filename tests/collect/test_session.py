@@ -14,6 +14,7 @@ import torch
 
 from traindoctor import build_report, watch
 from traindoctor.collect import Session
+from traindoctor.collect.monitor import MONITOR_NICE
 from traindoctor.errors import UsageError
 from traindoctor.model import GpuSample, SystemSample
 from traindoctor.record import load_run
@@ -133,6 +134,7 @@ def test_exception_in_job_is_recorded_and_propagates(tmp_path: Path) -> None:
 KILLED = """
 import sys, time
 from traindoctor.collect import Session
+from traindoctor.collect.monitor import MONITOR_NICE
 s = Session(sys.argv[1], instrument_torch=False).start()
 t0 = time.monotonic()
 i = 0
@@ -159,3 +161,21 @@ def test_sigkill_leaves_a_record_that_loads(tmp_path: Path) -> None:
     # At least what was flushed a second before the kill: steps take >= 2 ms each.
     assert len(rec.steps) >= steps_seen - 500
     assert rec.system
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="a per-thread nice is Linux's")
+def test_the_monitor_thread_runs_at_the_lowest_priority_and_the_job_keeps_its_own(
+    tmp_path: Path,
+) -> None:
+    mine = os.getpriority(os.PRIO_PROCESS, 0)  # on Linux: this thread's
+    session = Session(tmp_path / "run", instrument_torch=False, readers=[])
+    with session:
+        thread = session._monitor._thread  # type: ignore[union-attr]
+        assert thread.native_id is not None
+        for _ in range(200):  # the thread lowers itself as it starts
+            if os.getpriority(os.PRIO_PROCESS, thread.native_id) == MONITOR_NICE:
+                break
+            time.sleep(0.01)
+        assert os.getpriority(os.PRIO_PROCESS, thread.native_id) == MONITOR_NICE
+        session.step(batch_size=1)
+    assert os.getpriority(os.PRIO_PROCESS, 0) == mine

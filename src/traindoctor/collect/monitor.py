@@ -8,6 +8,8 @@ and the job carries on; a failing reader is switched off.
 from __future__ import annotations
 
 import logging
+import os
+import sys
 import threading
 import time
 from collections import deque
@@ -38,9 +40,30 @@ from traindoctor.model import (
 )
 from traindoctor.record import RecordWriter
 
-__all__ = ["Collected", "Monitor"]
+__all__ = ["MONITOR_NICE", "Collected", "Monitor", "lower_thread_priority"]
 
 logger = logging.getLogger(__name__)
+
+#: The monitor thread's nice value (Linux: a per-thread attribute). Its CPU comes from the
+#: job's cores; at the lowest priority the scheduler runs it when a job thread blocks rather
+#: than in the middle of a parallel region (docs/overhead.md). Under full load it still gets
+#: CFS's share for nice 19 (weight 15 against 1024), more than its ~1% of a core.
+MONITOR_NICE = 19
+
+
+def lower_thread_priority(nice: int = MONITOR_NICE) -> bool:
+    """Give the calling thread ``nice`` (Linux only: elsewhere the value is per process).
+
+    Returns:
+        Whether it was set (False off Linux or when the system refused).
+    """
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), nice)
+    except OSError:
+        return False
+    return True
 
 
 class Collected:
@@ -70,6 +93,7 @@ class Monitor:
         sink: what the hot path fills (models, loaders, batch dtypes, counters, the
             experiment trigger): the Session; read here.
         progress: where periodic log lines go (``None``: no lines).
+        nice: the monitor thread's nice value (``None``: left as the job's).
     """
 
     def __init__(
@@ -86,8 +110,10 @@ class Monitor:
         flush_every_ns: int,
         progress: Progress | None,
         progress_sink: Callable[[str], None] | None,
+        nice: int | None = MONITOR_NICE,
     ) -> None:
         self.collected = Collected()
+        self._nice = nice
         self._events = events
         self._reducer = reducer
         self._writer = writer
@@ -170,6 +196,8 @@ class Monitor:
         self._write_pending()
 
     def _run(self) -> None:
+        if self._nice is not None:
+            lower_thread_priority(self._nice)
         try:
             while not self._stop.wait(self._interval_s):
                 self._sample()
