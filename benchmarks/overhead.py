@@ -2,13 +2,15 @@
 
 The same ~1-3 ms/step loop (an MLP; ``--batch 64`` is ~1.2 ms here, ``--batch 192`` ~2.3 ms)
 runs plain, under a traindoctor ``Session`` (torch patches, GC callback, 10 Hz sampler, record
-on disk), under a Session that samples nothing (the monitor still reduces and writes steps),
+on disk, the monitor thread at nice 19), under the same with the monitor thread at the job's
+priority, under a Session that samples nothing (the monitor still reduces and writes steps),
 under a Session whose monitor thread stays asleep during the loop (the hot path alone) and
 under ``torch.profiler`` (CPU), interleaved in rounds with the order alternating so machine
 noise and drift hit all alike; garbage is collected before each round. Prints:
 
 - the median wall-time ratio of each against plain (of its rounds' mean steps, then of their
-  median steps), with its quartiles and extremes;
+  median steps), with its quartiles and extremes, and the µs a step added when every step of
+  every round is pooled (median and mean);
 - the CPU the monitor thread used per step (measured by the session itself: RunEnd);
 - the hot path's cost per step: a tiny 8-wide MLP at batch 1 (~0.1-0.2 ms a step, so the
   fixed per-step cost stands out), every step timed on its own, patched median minus plain
@@ -71,12 +73,19 @@ class _Watched:
     """A Session per round; remembers the monitor's CPU per step of each."""
 
     def __init__(
-        self, tmp: Path, steps: int, *, monitor_asleep: bool = False, sampling: bool = True
+        self,
+        tmp: Path,
+        steps: int,
+        *,
+        monitor_asleep: bool = False,
+        sampling: bool = True,
+        nice: bool = True,
     ) -> None:
         self._tmp = tmp
         self._steps = steps
         self._asleep = monitor_asleep
         self._sampling = sampling
+        self._nice = nice
         self._rounds = 0
         self.monitor_us_per_step: list[float] = []
 
@@ -88,6 +97,8 @@ class _Watched:
             kwargs = {"readers": [], "interval_s": 3600.0}
         elif not self._sampling:
             kwargs = {"readers": []}
+        if not self._nice:
+            kwargs["monitor_nice"] = None
         session = Session(self._tmp / f"r{self._rounds}", instrument_torch=True, **kwargs)
         with session:
             yield
@@ -169,6 +180,7 @@ def main() -> None:
         configs: dict[str, Callable[[], contextlib.AbstractContextManager[object]]] = {
             "plain": contextlib.nullcontext,
             "traindoctor": full,
+            "  monitor not niced": _Watched(Path(tmp), args.steps, nice=False),
             "  no sampling": _Watched(Path(tmp), args.steps, sampling=False),
             "  hot path only": asleep,
             "torch.profiler": _profiled,
@@ -195,7 +207,7 @@ def main() -> None:
             statistics.fmean(t) / statistics.fmean(p) for t, p in zip(rounds, plain, strict=True)
         ]
         med = statistics.median(ratios[name])
-        print(f"{name:<16} {_spread(ratios[name])}  overhead {100 * (med - 1):+.1f}%")
+        print(f"{name:<20} {_spread(ratios[name])}  overhead {100 * (med - 1):+.1f}%")
     # The median step shrugs off the machine's bursts (other processes, a collection) that
     # land on one round and not its neighbour; it leaves out the watched job's own slow
     # steps too (a flush, a sample), which the mean above keeps.
@@ -205,7 +217,18 @@ def main() -> None:
             statistics.median(t) / statistics.median(p) for t, p in zip(rounds, plain, strict=True)
         ]
         med = statistics.median(medians)
-        print(f"{name:<16} {_spread(medians)}  overhead {100 * (med - 1):+.1f}%")
+        print(f"{name:<20} {_spread(medians)}  overhead {100 * (med - 1):+.1f}%")
+    # Pooled: every step of every round of a configuration, against every plain step.
+    print("all steps of all rounds pooled (us a step added to plain's median / mean):")
+    plain_steps = [t for times in plain for t in times]
+    for name, rounds in per_step.items():
+        steps = [t for times in rounds for t in times]
+        median = (statistics.median(steps) - statistics.median(plain_steps)) / 1e3
+        mean = (statistics.fmean(steps) - statistics.fmean(plain_steps)) / 1e3
+        print(
+            f"{name:<20} median {median:+6.1f} us ({median / step_us:+.1%})  "
+            f"mean {mean:+6.1f} us ({mean / step_us:+.1%})"
+        )
     monitor = statistics.median(full.monitor_us_per_step)
     print(
         f"monitor thread CPU: {monitor:.1f} us/step "

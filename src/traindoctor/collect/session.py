@@ -27,7 +27,7 @@ from traindoctor._version import __version__
 from traindoctor.collect.autoinstrument import TorchPatches, _loader_info, batch_size_of
 from traindoctor.collect.events import ENTER, EXIT, STEP, Event
 from traindoctor.collect.gcwatch import GcWatch
-from traindoctor.collect.monitor import Monitor
+from traindoctor.collect.monitor import MONITOR_NICE, Monitor
 from traindoctor.collect.nvml import NvmlReader
 from traindoctor.collect.profiling import TraceCapture
 from traindoctor.collect.progress import Progress
@@ -100,6 +100,7 @@ class Session:
             (``traindoctor run --experiments``).
         max_steps: end the job after this many optimizer steps (``traindoctor tune``).
         trace: capture a short torch.profiler trace of the job's steps (``run --trace``).
+        monitor_nice: the monitor thread's nice value (Linux; ``None``: the job's own).
 
     Raises:
         UsageError: another session is already active in this process.
@@ -123,8 +124,10 @@ class Session:
         experiment: ExperimentTrigger | None = None,
         max_steps: int | None = None,
         trace: TraceCapture | None = None,
+        monitor_nice: int | None = MONITOR_NICE,
     ) -> None:
         self.events: deque[Event] = deque()
+        self._monitor_nice = monitor_nice
         self.experiment_trigger = experiment
         self.step_limit = None if max_steps is None else StepLimit(max_steps)
         self.trace_capture = trace
@@ -226,6 +229,7 @@ class Session:
             flush_every_ns=int(self._flush_every_s * 1e9),
             progress=self._progress,
             progress_sink=self._progress_sink,
+            nice=self._monitor_nice,
         )
         _ACTIVE = self
         self._install_torch()
