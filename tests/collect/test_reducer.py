@@ -186,6 +186,12 @@ def test_c_reducer_is_built_and_checks_what_it_builds() -> None:
         r.feed([(0, ENTER, "data_wait")])
     with pytest.raises(AttributeError):
         r.mode = "model"  # type: ignore[misc]
+    bare = C.Reducer.__new__(C.Reducer)  # never initialised: refuses, does not crash
+    for call in (lambda: bare.feed([]), bare.take_steps, bare.finish, bare.model_calls):
+        with pytest.raises(RuntimeError, match="__init__ was not called"):
+            call()
+    with pytest.raises(RuntimeError, match="initialised once"):
+        r.__init__(ME, {}, StepTiming, MODEL_MODE_AFTER_CALLS)  # type: ignore[misc]
 
 
 def _outcome(r: Reducer, events: list[Event], cuts: list[int]) -> tuple[object, ...]:

@@ -653,9 +653,23 @@ feed_one(Reducer *self, PyObject *event)
     }
 }
 
+/* Whether __init__ ran (Reducer.__new__ alone leaves nothing to work with). */
+static int
+initialised(Reducer *self)
+{
+    if (self->done == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "Reducer.__init__ was not called");
+        return 0;
+    }
+    return 1;
+}
+
 static PyObject *
 reducer_feed(Reducer *self, PyObject *events)
 {
+    if (!initialised(self)) {
+        return NULL;
+    }
     PyObject *seq = PySequence_Fast(events, "events must be iterable");
     if (seq == NULL) {
         return NULL;
@@ -678,6 +692,9 @@ reducer_feed(Reducer *self, PyObject *events)
 static PyObject *
 reducer_take_steps(Reducer *self, PyObject *Py_UNUSED(ignored))
 {
+    if (!initialised(self)) {
+        return NULL;
+    }
     PyObject *fresh = PyList_New(0);
     if (fresh == NULL) {
         return NULL;
@@ -690,6 +707,9 @@ reducer_take_steps(Reducer *self, PyObject *Py_UNUSED(ignored))
 static PyObject *
 reducer_finish(Reducer *self, PyObject *Py_UNUSED(ignored))
 {
+    if (!initialised(self)) {
+        return NULL;
+    }
     if (self->mode == NULL && self->n_tentative && settle_model_mode(self) < 0) {
         return NULL;
     }
@@ -699,6 +719,9 @@ reducer_finish(Reducer *self, PyObject *Py_UNUSED(ignored))
 static PyObject *
 reducer_model_calls(Reducer *self, PyObject *Py_UNUSED(ignored))
 {
+    if (!initialised(self)) {
+        return NULL;
+    }
     PyObject *rows = PyList_New(self->n_models);
     if (rows == NULL) {
         return NULL;
@@ -790,7 +813,6 @@ reducer_init(Reducer *self, PyObject *args, PyObject *kwargs)
 static int
 reducer_traverse(Reducer *self, visitproc visit, void *arg)
 {
-    Py_VISIT(Py_TYPE(self));
     Py_VISIT(self->owner);
     Py_VISIT(self->model_names);
     Py_VISIT(self->step_type);
