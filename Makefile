@@ -7,10 +7,12 @@ PIP := $(PY) -m pip --disable-pip-version-check -q
 
 venv: $(VENV)/.installed
 
-# The editable install compiles the C parts (hot-path hooks, step reducer, trace scanner):
-# rebuild when their source changes.
-$(VENV)/.installed: pyproject.toml hatch_build.py constraints.txt src/traindoctor/collect/_hotpath.c \
-		src/traindoctor/collect/_reduce.c src/traindoctor/traces/_scan.c
+# The C parts (hot-path hooks, step reducer, trace scanner; hatch_build.py compiles them): the
+# editable install builds them in place, so it runs again when their source changes.
+C_PARTS := collect/_hotpath collect/_reduce traces/_scan
+
+$(VENV)/.installed: pyproject.toml hatch_build.py constraints.txt \
+		$(C_PARTS:%=src/traindoctor/%.c)
 	python3 -m venv $(VENV)
 	$(PIP) install torch==2.13.0
 	$(PIP) install -c constraints.txt -e '.[dev,gpu]'
@@ -44,7 +46,7 @@ ASAN_LIBS = $(shell gcc -print-file-name=libasan.so) $(shell gcc -print-file-nam
 asan: venv
 	@set -e; inc=$$($(PY) -c "import sysconfig; print(sysconfig.get_paths()['include'])"); \
 	suffix=$$($(PY) -c "import sysconfig; print(sysconfig.get_config_var('EXT_SUFFIX'))"); \
-	for m in collect/_hotpath collect/_reduce traces/_scan; do \
+	for m in $(C_PARTS); do \
 	  cp src/traindoctor/$$m$$suffix src/traindoctor/$$m$$suffix.keep; \
 	  gcc -g -O1 -fno-omit-frame-pointer -fsanitize=address,undefined \
 	    -fno-sanitize-recover=undefined -fPIC -shared -I$$inc src/traindoctor/$$m.c \
@@ -55,7 +57,7 @@ asan: venv
 	  tests/traces/test_fuzz.py tests/collect/test_hotpath.py tests/collect/test_forward_patch.py \
 	  tests/collect/test_reducer.py tests/collect/test_session.py \
 	  || status=$$?; \
-	for m in collect/_hotpath collect/_reduce traces/_scan; do \
+	for m in $(C_PARTS); do \
 	  mv src/traindoctor/$$m$$suffix.keep src/traindoctor/$$m$$suffix; \
 	done; exit $$status
 

@@ -148,10 +148,8 @@ class PsutilReader:
         self._cores = self._counters.cores()
         self._tree_cpu: dict[int, tuple[float, int, float]] = {}
         """pid -> (CPU seconds, start, timer) of each process of the job's tree when last read."""
-        first = self._counters.process(self._root)
-        if first is None:
+        if not self._prime(self._root):
             raise psutil.NoSuchProcess(self._root)
-        self._tree_cpu[self._root] = (first.cpu_s, first.start, self._timer())
 
     def read(self, t_ns: int) -> list[SystemSample | GpuSample]:
         """Take one sample."""
@@ -204,6 +202,14 @@ class PsutilReader:
             found.append(round(min(100.0, max(0.0, pct)), 1))
         return tuple(found)
 
+    def _prime(self, pid: int) -> bool:
+        """Take ``pid`` into the job's tree with its CPU time now (False: it cannot be read)."""
+        stat = self._counters.process(pid)
+        if stat is None:
+            return False
+        self._tree_cpu[pid] = (stat.cpu_s, stat.start, self._timer())
+        return True
+
     def _tree(self) -> tuple[float, float, int, int | None, int, int]:
         cpu = children_cpu = 0.0
         rss = threads = 0
@@ -241,9 +247,7 @@ class PsutilReader:
                     tree.add(child)
                     todo.append(child)
         for pid in tree - set(self._tree_cpu):
-            stat = self._counters.process(pid)
-            if stat is not None:  # primed: its CPU share counts from the next sample
-                self._tree_cpu[pid] = (stat.cpu_s, stat.start, self._timer())
+            self._prime(pid)  # its CPU share counts from the next sample
         for pid in set(self._tree_cpu) - tree:
             if pid != self._root:
                 del self._tree_cpu[pid]

@@ -221,10 +221,6 @@ class StepReducer:
             self._settle_model_mode()
         return self.take_steps()
 
-    def concurrency(self) -> list[ConcurrencyStat]:
-        """Return per-model statistics of the threads that entered its forward."""
-        return concurrency_stats(self.model_calls(), self.model_names)
-
     def model_calls(self) -> list[ModelCallsRow]:
         """Return the per-model counts (``ModelCallsRow``), in the order models were seen."""
         return [

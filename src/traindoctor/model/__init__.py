@@ -44,6 +44,7 @@ if TYPE_CHECKING:
     from traindoctor.model.schema import (
         SCHEMA_VERSION,
         SchemaError,
+        fields_getter,
         from_jsonable,
         json_default,
         to_jsonable,
@@ -96,6 +97,7 @@ __all__ = [
     "TraceSummary",
     "TuneResult",
     "TuneTrial",
+    "fields_getter",
     "from_jsonable",
     "json_default",
     "to_jsonable",
@@ -141,6 +143,7 @@ _HOMES = {
     "TraceSummary": "traces",
     "TuneResult": "experiments",
     "TuneTrial": "experiments",
+    "fields_getter": "schema",
     "from_jsonable": "schema",
     "json_default": "schema",
     "to_jsonable": "schema",

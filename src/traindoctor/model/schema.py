@@ -20,7 +20,14 @@ from enum import Enum
 from functools import cache
 from typing import Any, TypeVar, Union, get_args, get_origin
 
-__all__ = ["SCHEMA_VERSION", "SchemaError", "from_jsonable", "json_default", "to_jsonable"]
+__all__ = [
+    "SCHEMA_VERSION",
+    "SchemaError",
+    "fields_getter",
+    "from_jsonable",
+    "json_default",
+    "to_jsonable",
+]
 
 SCHEMA_VERSION = 2
 
@@ -44,7 +51,7 @@ def to_jsonable(value: Any) -> Any:
     cls = type(value)
     if cls in _SCALARS:
         return value
-    getter = _fields_getter(cls)
+    getter = fields_getter(cls)
     if getter is not None:
         names, get = getter
         return {
@@ -68,7 +75,7 @@ def json_default(value: Any) -> Any:
     does, with the recursion left to json's C encoder: it is asked only about model
     dataclasses, non-str enums and mappings that are not dicts (the record writer's fast
     path: steps are written at every flush, docs/overhead.md)."""
-    getter = _fields_getter(type(value))
+    getter = fields_getter(type(value))
     if getter is not None:
         names, get = getter
         return dict(zip(names, get(value), strict=True))
@@ -89,8 +96,11 @@ _Getter = tuple[tuple[str, ...], Callable[[Any], tuple[Any, ...]]]
 _GETTERS: dict[type, _Getter | None] = {}
 
 
-def _fields_getter(cls: type) -> _Getter | None:
-    """``(field names, getter of their values as a tuple)`` for a dataclass, else None."""
+def fields_getter(cls: type) -> _Getter | None:
+    """``(field names, getter of their values as a tuple)`` for a dataclass, else None.
+
+    Looked up once per class: ``to_jsonable``, ``json_default`` and the record writer's rows
+    use it for every step written."""
     try:
         return _GETTERS[cls]
     except KeyError:

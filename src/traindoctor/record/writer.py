@@ -8,15 +8,20 @@ what was gathered since the last flush.
 
 from __future__ import annotations
 
-import dataclasses
 import json
-import operator
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import IO, Any
 
-from traindoctor.model import SCHEMA_VERSION, RunEnd, RunMeta, json_default, to_jsonable
+from traindoctor.model import (
+    SCHEMA_VERSION,
+    RunEnd,
+    RunMeta,
+    fields_getter,
+    json_default,
+    to_jsonable,
+)
 from traindoctor.record.format import ITEM_TYPES, RECORD_FILENAME, ROW_TYPES
 
 __all__ = ["RecordWriter"]
@@ -51,8 +56,9 @@ class RecordWriter:
         if not items:
             return
         item_type = ITEM_TYPES[line_type][1]
-        if line_type in ROW_TYPES and all(type(item) is item_type for item in items):
-            names, row = _row_getter(item_type)
+        getter = fields_getter(item_type) if line_type in ROW_TYPES else None
+        if getter is not None and all(type(item) is item_type for item in items):
+            names, row = getter
             self._write_line({"type": line_type, "fields": names, "rows": list(map(row, items))})
         else:
             self._write_line({"type": line_type, "items": items})
@@ -85,17 +91,3 @@ class RecordWriter:
         with self._lock:
             if self._file is not None:
                 self._file.write(text)
-
-
-_ROW_GETTERS: dict[type, tuple[list[str], Callable[[Any], tuple[Any, ...]]]] = {}
-
-
-def _row_getter(cls: type) -> tuple[list[str], Callable[[Any], tuple[Any, ...]]]:
-    """A model dataclass's field names and a getter of their values as one tuple."""
-    found = _ROW_GETTERS.get(cls)
-    if found is None:
-        names = [f.name for f in dataclasses.fields(cls)]
-        if len(names) < 2:  # attrgetter of one name returns the value, not a tuple
-            raise TypeError(f"{cls.__name__}: rows need at least two fields")
-        found = _ROW_GETTERS[cls] = (names, operator.attrgetter(*names))
-    return found
