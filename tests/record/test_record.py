@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -14,6 +15,7 @@ from traindoctor.model import (
     Notice,
     ProcessUsage,
     RunEnd,
+    StepTiming,
     SystemSample,
     to_jsonable,
 )
@@ -131,6 +133,29 @@ def test_steps_and_samples_are_rows_and_load_as_written(tmp_path: Path) -> None:
     assert rec.steps == written
     assert rec.system == (sample,) and rec.gpu == (gpu,)
     assert [n.message for n in rec.notices] == ["hi"]
+
+
+@pytest.mark.parametrize(
+    "phase",
+    ["forward", "vorwärts 前向", 'quote " and \\ and\nnewline', "lone \ud800 surrogate"],
+)
+def test_step_lines_read_back_as_json_would_write_them(tmp_path: Path, phase: str) -> None:
+    # Step lines are encoded with orjson, the rest with json: the same values either way, and
+    # a name orjson cannot encode (a lone surrogate) falls back to json.
+    written = (
+        *steps(2, phases_ms={phase: 1, "data_wait": 0.5}),
+        StepTiming(index=2, start_ns=2**63, end_ns=2**66, boundary="model"),  # > 64 bits
+    )
+    w = RecordWriter(tmp_path, meta())
+    w.write_items("steps", written[:2])
+    w.write_items("steps", written[2:])
+    w.close()
+    _, first, second = w.path.read_bytes().splitlines()
+    names = [f.name for f in dataclasses.fields(StepTiming)]
+    for line, items in ((first, written[:2]), (second, written[2:])):
+        rows = [[to_jsonable(getattr(step, n)) for n in names] for step in items]
+        assert json.loads(line) == {"type": "steps", "fields": names, "rows": rows}
+    assert load_run(tmp_path).steps == written
 
 
 def test_a_version_1_record_with_items_still_loads(tmp_path: Path) -> None:
