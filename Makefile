@@ -9,7 +9,7 @@ venv: $(VENV)/.installed
 
 # The C parts (hot-path hooks, step reducer, trace scanner; hatch_build.py compiles them): the
 # editable install builds them in place, so it runs again when their source changes.
-C_PARTS := collect/_hotpath collect/_reduce traces/_scan
+C_PARTS := collect/_hotpath collect/_reduce collect/_sample traces/_scan
 
 $(VENV)/.installed: pyproject.toml hatch_build.py constraints.txt \
 		$(C_PARTS:%=src/traindoctor/%.c)

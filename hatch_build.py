@@ -1,7 +1,8 @@
 """Hatchling build hook: compile traindoctor's optional C parts into the wheel.
 
 The C parts are the hot path's hooks (``collect/_hotpath.c``), the step reducer
-(``collect/_reduce.c``) and the trace scanner (``traces/_scan.c``). Each has a pure-Python
+(``collect/_reduce.c``), the /proc sampler thread (``collect/_sample.c``, POSIX) and the trace
+scanner (``traces/_scan.c``). Each has a pure-Python
 twin that is the reference and the fallback (``traindoctor/native.py``), so a part that does
 not compile (no C compiler, no Python headers) is reported as a warning and left out: the
 package still installs and works, as a pure-Python wheel if none was built.
@@ -27,6 +28,7 @@ from hatchling.builders.hooks.plugin.interface import BuildHookInterface
 EXTENSIONS = (
     ("traindoctor.collect._hotpath", "src/traindoctor/collect/_hotpath.c"),
     ("traindoctor.collect._reduce", "src/traindoctor/collect/_reduce.c"),
+    ("traindoctor.collect._sample", "src/traindoctor/collect/_sample.c"),
     ("traindoctor.traces._scan", "src/traindoctor/traces/_scan.c"),
 )
 

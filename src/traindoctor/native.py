@@ -1,5 +1,6 @@
 """Which C parts are used: the optional extensions ``collect/_hotpath`` (the hot path's hooks),
-``collect/_reduce`` (the step reducer) and ``traces/_scan`` (the trace scanner), compiled at
+``collect/_reduce`` (the step reducer), ``collect/_sample`` (the /proc sampler thread) and
+``traces/_scan`` (the trace scanner), compiled at
 install where a C compiler is there (``hatch_build.py``).
 
 Each has a pure-Python twin that is the reference and the fallback; set

@@ -8,8 +8,6 @@ and the job carries on; a failing reader is switched off.
 from __future__ import annotations
 
 import logging
-import os
-import sys
 import threading
 import time
 from collections import deque
@@ -23,6 +21,7 @@ from traindoctor.collect.model_lint import describe_model
 from traindoctor.collect.progress import Progress
 from traindoctor.collect.readers import Reader
 from traindoctor.collect.reducer import Reducer, concurrency_stats
+from traindoctor.collect.sampler import lower_thread_priority
 from traindoctor.collect.trigger import (
     EXPERIMENT_AFTER_SAMPLES,
     EXPERIMENT_AFTER_STEPS,
@@ -49,21 +48,6 @@ logger = logging.getLogger(__name__)
 #: than in the middle of a parallel region (docs/overhead.md). Under full load it still gets
 #: CFS's share for nice 19 (weight 15 against 1024), more than its ~1% of a core.
 MONITOR_NICE = 19
-
-
-def lower_thread_priority(nice: int = MONITOR_NICE) -> bool:
-    """Give the calling thread ``nice`` (Linux only: elsewhere the value is per process).
-
-    Returns:
-        Whether it was set (False off Linux or when the system refused).
-    """
-    if not sys.platform.startswith("linux"):
-        return False
-    try:
-        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), nice)
-    except OSError:
-        return False
-    return True
 
 
 class Collected:
