@@ -144,10 +144,13 @@ def test_stop_and_start_are_safe_to_repeat_and_refuse_bad_arguments(
 ) -> None:
     sampler = make()
     sampler.stop()  # never started
+    assert sampler.cpu_ns == 0
     sampler.start()
     sampler.start()
+    _wait_for(sampler, 2)
     sampler.stop()
     sampler.stop()
+    assert sampler.cpu_ns > 0  # the thread's own CPU time
     with pytest.raises(ValueError, match="must be positive"):
         make(0)
     with pytest.raises(ValueError, match="must be positive"):

@@ -14,6 +14,7 @@
  *   set_files(paths) -> generation     files read from the next tick on (unreadable: None)
  *   start(); stop()                    stop joins; both safe to repeat
  *   take() -> [(t_ns, generation, (bytes | None, ...)), ...]   oldest first, since last take
+ *   cpu_ns                             the thread's CPU time, once stopped
  * t_ns is CLOCK_MONOTONIC (time.monotonic_ns()). When take() is not called, the oldest
  * snapshots beyond capacity are dropped (counted in .dropped).
  *
@@ -63,6 +64,7 @@ typedef struct {
     Snapshot **ring;
     Py_ssize_t capacity, head, count;
     unsigned long long dropped;
+    long long cpu_ns; /* the thread's CPU time, set when it ends */
     /* the thread's read buffer */
     char *scratch;
     size_t scratch_size;
@@ -196,6 +198,10 @@ run(void *arg)
             break;
         }
         take_snapshot(self);
+    }
+    struct timespec cpu;
+    if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu) == 0) {
+        self->cpu_ns = (long long)cpu.tv_sec * 1000000000LL + cpu.tv_nsec;
     }
     pthread_mutex_unlock(&self->mutex);
     return NULL;
@@ -484,7 +490,15 @@ sampler_get_dropped(Sampler *self, void *Py_UNUSED(closure))
     return PyLong_FromUnsignedLongLong(self->dropped);
 }
 
+static PyObject *
+sampler_get_cpu_ns(Sampler *self, void *Py_UNUSED(closure))
+{
+    return PyLong_FromLongLong(self->joined ? self->cpu_ns : 0);
+}
+
 static PyGetSetDef sampler_getset[] = {
+    {"cpu_ns", (getter)sampler_get_cpu_ns, NULL,
+     "CPU time the thread spent, once stopped (0 before).", NULL},
     {"generation", (getter)sampler_get_generation, NULL,
      "The number set_files() returned last (0: none yet).", NULL},
     {"dropped", (getter)sampler_get_dropped, NULL,

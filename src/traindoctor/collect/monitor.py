@@ -19,7 +19,7 @@ from traindoctor.collect.environment import PROBE_TIMEOUT_S, SLOW_PROBES, probe_
 from traindoctor.collect.events import Event
 from traindoctor.collect.model_lint import describe_model
 from traindoctor.collect.progress import Progress
-from traindoctor.collect.readers import Reader
+from traindoctor.collect.readers import Reader, samples_itself
 from traindoctor.collect.reducer import Reducer, concurrency_stats
 from traindoctor.collect.sampler import lower_thread_priority
 from traindoctor.collect.trigger import (
@@ -102,13 +102,18 @@ class Monitor:
         self._reducer = reducer
         self._writer = writer
         self._readers = list(readers)
+        self._own_thread = [r for r in self._readers if samples_itself(r)]
+        """Readers sampling on a thread of their own: read at each flush, closed at stop."""
         self._clock = clock
         self._sink = sink
         self._model_ids: set[int] = set()
         self._loader_ids: set[int] = set()
         self._trigger_seen = False
         self._environ = environ
-        self._interval_s = interval_ns / 1e9
+        # Woken only to flush when every reader samples on its own thread: a wake-up is
+        # most of what the monitor costs the job (docs/overhead.md).
+        wake_ns = flush_every_ns if len(self._own_thread) == len(self._readers) else interval_ns
+        self._interval_s = wake_ns / 1e9
         self._flush_every = flush_every_ns
         self._progress = progress
         self._progress_sink = progress_sink
@@ -133,7 +138,8 @@ class Monitor:
         self._slow_facts = probe_environment(self._environ, probes=SLOW_PROBES)
 
     def stop(self) -> None:
-        """Stop the thread, take one last sample and flush everything."""
+        """Stop the thread, take one last sample, flush everything and close the readers
+        that sample on a thread of their own (their CPU counts in ``cpu_ns``)."""
         self._stop.set()
         # The costly probes (py-cpuinfo runs a child process for ~1 s) wait for the job to
         # end: at its start they slowed the first steps into outliers. They run while the
@@ -145,6 +151,12 @@ class Monitor:
         self._sample()
         self.flush(final=True)
         self.cpu_ns += time.thread_time_ns() - start
+        for reader in self._own_thread:
+            try:
+                reader.close()
+                self.cpu_ns += reader.cpu_ns
+            except Exception as exc:  # closing is best effort
+                self.notice("warning", f"reader {reader.name!r} did not close: {exc!r}")
 
     def notice(self, level: str, message: str, *, key: str | None = None) -> None:
         """Report a problem of traindoctor's own, once per ``key``."""

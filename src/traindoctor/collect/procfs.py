@@ -24,6 +24,7 @@ __all__ = [
     "Walk",
     "default_counters",
     "default_walk",
+    "parse_cores",
     "parse_stat",
     "walk_proc",
     "walk_psutil",
@@ -85,6 +86,22 @@ def parse_stat(data: bytes) -> ProcStat | None:
         return None
 
 
+def parse_cores(data: bytes) -> list[tuple[float, float]]:
+    """Per-core ``(busy, total)`` ticks from the ``cpuN`` lines of ``/proc/stat``.
+
+    As psutil counts them: total is user..steal (guest time is already inside user and nice),
+    busy is total less idle and iowait.
+    """
+    found = []
+    for line in data.split(b"\n")[1:]:  # line 0 sums all cores
+        if not line.startswith(b"cpu"):
+            break
+        ticks = [int(v) for v in line.split()[1:9]]
+        total = sum(ticks)
+        found.append((float(total - ticks[3] - ticks[4]), float(total)))
+    return found
+
+
 def _read(path: str) -> bytes:
     """Read a small ``/proc`` file in one system call (no buffered file object)."""
     fd = os.open(path, os.O_RDONLY)
@@ -110,30 +127,28 @@ class ProcFs:
         return os.access(f"{proc}/stat", os.R_OK) and os.access(f"{proc}/self/stat", os.R_OK)
 
     def cores(self) -> list[tuple[float, float]]:
-        """Per-core ``(busy, total)`` ticks from the ``cpuN`` lines of ``/proc/stat``.
-
-        As psutil counts them: total is user..steal (guest time is already inside user and
-        nice), busy is total less idle and iowait.
+        """Per-core ``(busy, total)`` ticks (``parse_cores`` of ``/proc/stat``).
 
         Raises:
             OSError: ``/proc/stat`` cannot be read.
         """
-        found = []
-        for line in _read(f"{self._proc}/stat").split(b"\n")[1:]:  # line 0 sums all cores
-            if not line.startswith(b"cpu"):
-                break
-            ticks = [int(v) for v in line.split()[1:9]]
-            total = sum(ticks)
-            found.append((float(total - ticks[3] - ticks[4]), float(total)))
-        return found
+        return parse_cores(_read(self.stat_path()))
 
     def process(self, pid: int) -> ProcStat | None:
         """The process's ``/proc/<pid>/stat``; None if it ended or cannot be read."""
         try:
-            data = _read(f"{self._proc}/{pid}/stat")
+            data = _read(self.process_path(pid))
         except OSError:
             return None
         return parse_stat(data[:_STAT_MAX])
+
+    def stat_path(self) -> str:
+        """The file ``cores()`` reads (for a ``Sampler`` to snapshot)."""
+        return f"{self._proc}/stat"
+
+    def process_path(self, pid: int) -> str:
+        """The file ``process(pid)`` reads (for a ``Sampler`` to snapshot)."""
+        return f"{self._proc}/{pid}/stat"
 
 
 class PsutilCounters:

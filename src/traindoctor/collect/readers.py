@@ -8,17 +8,28 @@ and users pass their own (the ``readers=`` seam of ``Session``). GPU readers liv
 from __future__ import annotations
 
 import ctypes
+import dataclasses
 import os
 import time
-from collections.abc import Callable
-from typing import Protocol
+from collections.abc import Callable, Mapping
+from typing import Protocol, TypeGuard
 
 import psutil
 
-from traindoctor.collect.procfs import ProcessCounters, Walk, default_counters, default_walk
+from traindoctor.collect.procfs import (
+    ProcessCounters,
+    ProcFs,
+    ProcStat,
+    Walk,
+    default_counters,
+    default_walk,
+    parse_cores,
+    parse_stat,
+)
+from traindoctor.collect.sampler import Sampler, new_sampler
 from traindoctor.model import GpuSample, ProcessUsage, SystemSample
 
-__all__ = ["HeapReader", "PsutilReader", "Reader"]
+__all__ = ["HeapReader", "PsutilReader", "Reader", "ThreadedReader", "samples_itself"]
 
 #: How often the costlier parts are read. psutil's disk_io_counters alone costs 0.2 ms here
 #: (it looks up which block devices are partitions): disk/net are read once a second.
@@ -33,6 +44,9 @@ SCAN_EVERY_NS = 2_000_000_000
 #: Allocators that replace glibc's malloc (LD_PRELOAD): with one of them mapped, glibc's
 #: numbers say nothing about the job's memory and the heap is not read.
 OTHER_MALLOCS = ("jemalloc", "tcmalloc", "mimalloc", "hoard", "snmalloc")
+#: ``set_files`` generations remembered: the tree changes at most once a walk (2 s), and the
+#: monitor takes the snapshots every half second, so the last few are all it can meet.
+GENERATIONS_KEPT = 8
 #: Other processes listed per sample, and the least CPU (% of one core) to be listed.
 TOP_OTHERS = 5
 TOP_OTHERS_MIN_PCT = 5.0
@@ -46,6 +60,30 @@ class Reader(Protocol):
     def read(self, t_ns: int) -> list[SystemSample | GpuSample]:
         """Return the readings taken now (``t_ns`` on the session clock)."""
         ...
+
+
+class ThreadedReader(Reader, Protocol):
+    """A reader that samples on a thread of its own (``self_timed`` true): the monitor reads
+    it only when it flushes and, at the end, closes it and counts its thread's CPU."""
+
+    @property
+    def self_timed(self) -> bool:
+        """Whether it samples on its own thread now."""
+        ...
+
+    @property
+    def cpu_ns(self) -> int:
+        """CPU time of its thread, once closed."""
+        ...
+
+    def close(self) -> None:
+        """Stop its thread."""
+        ...
+
+
+def samples_itself(reader: Reader) -> TypeGuard[ThreadedReader]:
+    """Whether ``reader`` samples on a thread of its own."""
+    return bool(getattr(reader, "self_timed", False))
 
 
 class _MallInfo2(ctypes.Structure):
@@ -101,11 +139,22 @@ class HeapReader:
         return int(info.uordblks + info.hblkhd)
 
 
+def _monotonic_s() -> float:
+    """``time.monotonic()`` as the sampler's snapshots count it (``monotonic_ns``)."""
+    return time.monotonic_ns() / 1e9
+
+
 class PsutilReader:
     """Per-core CPU, the job's process tree (CPU, RSS, threads), disk/net I/O, other processes.
 
     The CPU percentages are psutil's (``cpu_percent``: of one core, rounded to 0.1), read
     from ``/proc`` directly on Linux (``collect/procfs.py``); disk and network through psutil.
+
+    With ``sample_every_ns`` (and ``/proc``), per-core CPU and the job's tree are snapshotted
+    by a thread of its own (``collect/sampler.py``, C where built) at that interval, and each
+    ``read()`` turns the snapshots taken since the last one into samples: the reader is
+    ``self_timed`` and the monitor reads it when it flushes. The walk, disk/net and the heap
+    are read at ``read()`` time, into the newest sample. ``close()`` stops the thread.
 
     Args:
         pid: root of the job's process tree (DataLoader workers are its children).
@@ -116,6 +165,10 @@ class PsutilReader:
         counters: per-core CPU and one process's counters (default: ``ProcFs`` where /proc
             can be read, else ``PsutilCounters``).
         timer: seconds for CPU rates (``time.monotonic``; the session clock may be a test's).
+            With a sampler, its snapshots' clock.
+        sample_every_ns: snapshot on a thread at this interval (needs ``ProcFs`` counters).
+        sampler: the thread (default: ``new_sampler``); tests pass their own.
+        nice: the sampler thread's nice value (``None``: the job's).
     """
 
     name = "psutil"
@@ -130,6 +183,9 @@ class PsutilReader:
         heap: HeapReader | None = None,
         counters: ProcessCounters | None = None,
         timer: Callable[[], float] = time.monotonic,
+        sample_every_ns: int | None = None,
+        sampler: Sampler | None = None,
+        nice: int | None = None,
     ) -> None:
         self._root = pid or os.getpid()
         # The heap can be read only from inside the job's process (where the monitor runs).
@@ -148,52 +204,132 @@ class PsutilReader:
         self._cores = self._counters.cores()
         self._tree_cpu: dict[int, tuple[float, int, float]] = {}
         """pid -> (CPU seconds, start, timer) of each process of the job's tree when last read."""
+        self._sampler: Sampler | None = None
+        self._procfs: ProcFs | None = None
+        self._generations: dict[int, tuple[int, ...]] = {}
+        """set_files generation -> the pids whose stat files follow /proc/stat in it."""
+        if sampler is not None or sample_every_ns is not None:
+            if not isinstance(self._counters, ProcFs):
+                raise ValueError("snapshots on a thread need /proc (ProcFs counters)")
+            self._procfs = self._counters
+            self._sampler = sampler or new_sampler(sample_every_ns or 1, nice=nice)
+            self._timer = _monotonic_s  # the snapshots' clock
         if not self._prime(self._root):
             raise psutil.NoSuchProcess(self._root)
+        if self._sampler is not None:
+            self._set_files()
+            self._sampler.start()
+
+    @property
+    def self_timed(self) -> bool:
+        """Whether a thread of its own samples (the monitor then reads at each flush)."""
+        return self._sampler is not None
+
+    @property
+    def cpu_ns(self) -> int:
+        """CPU time of the sampler thread, once closed (0 without one)."""
+        return 0 if self._sampler is None else self._sampler.cpu_ns
+
+    def close(self) -> None:
+        """Stop the sampler thread, if any (again: nothing)."""
+        if self._sampler is not None:
+            self._sampler.stop()
+            close = getattr(self._sampler, "close", None)
+            if callable(close):
+                close()
 
     def read(self, t_ns: int) -> list[SystemSample | GpuSample]:
-        """Take one sample."""
-        per_core = self._per_core()
-        top: tuple[ProcessUsage, ...] = ()
-        if self._last_scan is None or t_ns - self._last_scan >= self._scan_every:
-            first = self._last_scan is None
-            self._last_scan = t_ns
-            top = self._scan(t_ns, report=not first)
-        job_cpu, children_cpu, rss, main_rss, threads, procs = self._tree()
-        other = max(0.0, sum(per_core) - job_cpu)
-        disk_r = disk_w = net_s = net_r = heap = None
-        if self._last_io is None or t_ns - self._last_io >= self._io_every:
-            self._last_io = t_ns
-            heap = None if self._heap is None else self._heap.read()
-            disk = psutil.disk_io_counters()
-            net = psutil.net_io_counters()
-            if disk is not None:
-                disk_r, disk_w = disk.read_bytes, disk.write_bytes
-            if net is not None:
-                net_s, net_r = net.bytes_sent, net.bytes_recv
-        return [
-            SystemSample(
-                t_ns=t_ns,
-                cpu_pct_per_core=per_core,
-                job_cpu_pct=job_cpu,
-                children_cpu_pct=children_cpu,
-                job_rss_bytes=rss,
-                main_rss_bytes=main_rss,
-                main_heap_bytes=heap,
-                job_threads=threads,
-                job_processes=procs,
-                other_cpu_pct=other,
-                disk_read_bytes=disk_r,
-                disk_write_bytes=disk_w,
-                net_sent_bytes=net_s,
-                net_recv_bytes=net_r,
-                top_others=top,
-            )
-        ]
+        """Take one sample, or with a sampler thread one per snapshot since the last read."""
+        if self._sampler is not None:
+            return self._read_snapshots(t_ns)
+        per_core = self._per_core(self._counters.cores())
+        top = self._scan_if_due(t_ns)
+        now = self._timer()
+        stats = {pid: self._counters.process(pid) for pid in list(self._tree_cpu)}
+        sample = self._system_sample(t_ns, per_core, self._tree(now, stats))
+        return [self._with_io(sample, t_ns, top)]
 
-    def _per_core(self) -> tuple[float, ...]:
-        """Each core's busy share since the last sample, as ``psutil.cpu_percent``."""
-        now = self._counters.cores()
+    def _read_snapshots(self, t_ns: int) -> list[SystemSample | GpuSample]:
+        assert self._sampler is not None
+        offset = t_ns - time.monotonic_ns()  # snapshot times onto the session clock
+        samples: list[SystemSample | GpuSample] = []
+        for taken_ns, generation, contents in self._sampler.take():
+            pids = self._generations.get(generation)
+            if pids is None or not contents or contents[0] is None:
+                continue  # /proc/stat unreadable at that tick
+            stats = {
+                pid: None if data is None else parse_stat(data)
+                for pid, data in zip(pids, contents[1:], strict=False)
+            }
+            per_core = self._per_core(parse_cores(contents[0]))
+            tree = self._tree(taken_ns / 1e9, stats)
+            samples.append(self._system_sample(taken_ns + offset, per_core, tree))
+        top = self._scan_if_due(t_ns)
+        if samples:
+            last = samples[-1]
+            assert isinstance(last, SystemSample)
+            samples[-1] = self._with_io(last, t_ns, top)
+        return samples
+
+    def _set_files(self) -> None:
+        assert self._sampler is not None
+        assert self._procfs is not None
+        pids = tuple(self._tree_cpu)
+        paths = [self._procfs.stat_path()] + [self._procfs.process_path(pid) for pid in pids]
+        self._generations[self._sampler.set_files(paths)] = pids
+        while len(self._generations) > GENERATIONS_KEPT:
+            del self._generations[min(self._generations)]
+
+    def _scan_if_due(self, t_ns: int) -> tuple[ProcessUsage, ...]:
+        if self._last_scan is not None and t_ns - self._last_scan < self._scan_every:
+            return ()
+        first = self._last_scan is None
+        self._last_scan = t_ns
+        before = set(self._tree_cpu)
+        top = self._scan(t_ns, report=not first)
+        if self._sampler is not None and set(self._tree_cpu) != before:
+            self._set_files()
+        return top
+
+    @staticmethod
+    def _system_sample(
+        t_ns: int, per_core: tuple[float, ...], tree: tuple[float, float, int, int | None, int, int]
+    ) -> SystemSample:
+        job_cpu, children_cpu, rss, main_rss, threads, procs = tree
+        return SystemSample(
+            t_ns=t_ns,
+            cpu_pct_per_core=per_core,
+            job_cpu_pct=job_cpu,
+            children_cpu_pct=children_cpu,
+            job_rss_bytes=rss,
+            main_rss_bytes=main_rss,
+            job_threads=threads,
+            job_processes=procs,
+            other_cpu_pct=max(0.0, sum(per_core) - job_cpu),
+        )
+
+    def _with_io(
+        self, sample: SystemSample, t_ns: int, top: tuple[ProcessUsage, ...]
+    ) -> SystemSample:
+        """``sample`` with the other processes, and disk/net and the heap when they are due."""
+        if self._last_io is not None and t_ns - self._last_io < self._io_every:
+            return dataclasses.replace(sample, top_others=top) if top else sample
+        self._last_io = t_ns
+        heap = None if self._heap is None else self._heap.read()
+        disk = psutil.disk_io_counters()
+        net = psutil.net_io_counters()
+        return dataclasses.replace(
+            sample,
+            top_others=top,
+            main_heap_bytes=heap,
+            disk_read_bytes=None if disk is None else disk.read_bytes,
+            disk_write_bytes=None if disk is None else disk.write_bytes,
+            net_sent_bytes=None if net is None else net.bytes_sent,
+            net_recv_bytes=None if net is None else net.bytes_recv,
+        )
+
+    def _per_core(self, now: list[tuple[float, float]]) -> tuple[float, ...]:
+        """Each core's busy share since the last reading, as ``psutil.cpu_percent``."""
         before, self._cores = self._cores, now
         found = []
         for (busy, total), (busy0, total0) in zip(now, before, strict=False):
@@ -210,13 +346,18 @@ class PsutilReader:
         self._tree_cpu[pid] = (stat.cpu_s, stat.start, self._timer())
         return True
 
-    def _tree(self) -> tuple[float, float, int, int | None, int, int]:
+    def _tree(
+        self, now: float, stats: Mapping[int, ProcStat | None]
+    ) -> tuple[float, float, int, int | None, int, int]:
+        """The tree's CPU, RSS and threads from each process's reading at ``now`` (a pid
+        missing from ``stats`` was not read then; None: it ended or cannot be read)."""
         cpu = children_cpu = 0.0
         rss = threads = 0
         main_rss: int | None = None
-        now = self._timer()
         for pid, (cpu_s, start, when) in list(self._tree_cpu.items()):
-            stat = self._counters.process(pid)
+            if pid not in stats:
+                continue
+            stat = stats[pid]
             if stat is None or stat.start != start:  # ended (or its pid was reused)
                 if pid != self._root:
                     del self._tree_cpu[pid]

@@ -66,6 +66,11 @@ class Sampler(Protocol):
         """Snapshots dropped because ``take()`` came too late."""
         ...
 
+    @property
+    def cpu_ns(self) -> int:
+        """CPU time the thread spent, once stopped (0 before)."""
+        ...
+
     def set_files(self, paths: Sequence[str]) -> int:
         """Read ``paths`` from the next tick on; return their generation number."""
         ...
@@ -110,6 +115,7 @@ class PySampler:
         self._owner = os.getpid()
         self.generation = 0
         self.dropped = 0
+        self.cpu_ns = 0
 
     def set_files(self, paths: Sequence[str]) -> int:
         if os.getpid() != self._owner:
@@ -161,6 +167,12 @@ class PySampler:
                 os.close(fd)
 
     def _run(self) -> None:
+        try:
+            self._loop()
+        finally:
+            self.cpu_ns = time.thread_time_ns()
+
+    def _loop(self) -> None:
         if self._nice is not None:
             lower_thread_priority(self._nice)
         next_ns = time.monotonic_ns()

@@ -29,6 +29,7 @@ from traindoctor.collect.events import ENTER, EXIT, STEP, Event
 from traindoctor.collect.gcwatch import GcWatch
 from traindoctor.collect.monitor import MONITOR_NICE, Monitor
 from traindoctor.collect.nvml import NvmlReader
+from traindoctor.collect.procfs import ProcFs
 from traindoctor.collect.profiling import TraceCapture
 from traindoctor.collect.progress import Progress
 from traindoctor.collect.readers import PsutilReader, Reader
@@ -213,7 +214,10 @@ class Session:
             self._writer = RecordWriter(self.out_dir, self._meta)
         readers = self._readers
         if readers is None:
-            readers = [PsutilReader()]
+            # per-core CPU and the job's tree snapshotted on a thread of the reader's own
+            # where /proc is there (the monitor then wakes only to flush)
+            every = int(self._interval_s * 1e9) if ProcFs.available() else None
+            readers = [PsutilReader(sample_every_ns=every, nice=self._monitor_nice)]
             self._nvml = NvmlReader.open()
             if self._nvml is not None:
                 readers.append(self._nvml)
