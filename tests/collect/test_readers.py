@@ -5,13 +5,16 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
 
 import psutil
 import pytest
 
-from traindoctor.collect.procfs import ProcStat
+from traindoctor.collect.procfs import PAGE_SIZE, ProcFs, ProcStat
 from traindoctor.collect.readers import HeapReader, PsutilReader
-from traindoctor.model import SystemSample
+from traindoctor.model import GpuSample, SystemSample
 
 SECOND = 1_000_000_000
 
@@ -178,3 +181,127 @@ def test_a_root_that_does_not_exist_is_refused() -> None:
     counters = _Counters(cores=[[(0.0, 1.0)]], processes={900003: [None]})
     with pytest.raises(psutil.NoSuchProcess):
         PsutilReader(900003, counters=counters)
+
+
+class _ScriptedSampler:
+    """A ``Sampler`` whose ``take()`` returns what the test scripts, with contents made from
+    ``(cores, {pid: stat line})`` per snapshot; records the files it is set to read."""
+
+    def __init__(self) -> None:
+        self.files: list[list[str]] = []
+        self.pending: list[tuple[int, int, tuple[bytes | None, ...]]] = []
+        self.started = self.stopped = False
+        self.dropped = 0
+        self.cpu_ns = 0
+
+    def set_files(self, paths: Sequence[str]) -> int:
+        self.files.append(list(paths))
+        return len(self.files)
+
+    def start(self) -> None:
+        self.started = True
+
+    def stop(self) -> None:
+        self.stopped = True
+        self.cpu_ns = 1234
+
+    def take(self) -> list[tuple[int, int, tuple[bytes | None, ...]]]:
+        taken, self.pending = self.pending, []
+        return taken
+
+    def snap(self, t_s: float, cores: list[tuple[int, int]], *stats: bytes | None) -> None:
+        lines = [b"cpu  0 0 0 0 0 0 0 0 0 0"]
+        for i, (busy, idle) in enumerate(cores):
+            lines.append(f"cpu{i} {busy} 0 0 {idle} 0 0 0 0 0 0".encode())
+        lines.append(b"intr 1 2 3")
+        contents = (b"\n".join(lines), *stats)
+        self.pending.append((int(t_s * 1e9), len(self.files), contents))
+
+
+def _stat_line(pid: int, cpu_ticks: int, *, ppid: int = 1, rss_pages: int = 10) -> bytes:
+    fields = ["S", str(ppid)] + ["0"] * 9 + [str(cpu_ticks), "0"] + ["0"] * 4
+    fields += ["3", "0", "77", "0", str(rss_pages)] + ["0"] * 30  # threads, start, rss
+    return f"{pid} (p) ".encode() + " ".join(fields).encode()
+
+
+def test_snapshots_become_one_sample_each_with_the_walk_and_io_in_the_newest(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    proc = tmp_path / "proc"
+    me, worker = 4242, 4343
+    (proc / str(me)).mkdir(parents=True)
+    (proc / "stat").write_bytes(b"cpu  0\ncpu0 0 0 0 100 0 0 0 0\ncpu1 0 0 0 100 0 0 0 0\n")
+    (proc / str(me) / "stat").write_bytes(_stat_line(me, 0))
+    now = [10 * SECOND]  # the snapshots' clock
+    monkeypatch.setattr(time, "monotonic_ns", lambda: now[0])
+    sampler = _ScriptedSampler()
+    walks = iter(
+        [
+            {me: (1, "python", 0.0)},
+            {me: (1, "python", 0.0), worker: (me, "w", 0.0)},
+            {me: (1, "python", 0.0)},
+        ]
+    )
+    reader = PsutilReader(
+        me, counters=ProcFs(str(proc)), walk=lambda: next(walks), sampler=sampler,
+        scan_every_ns=2 * SECOND, heap=HeapReader(maps="jemalloc"),
+    )  # fmt: skip
+    assert reader.self_timed and sampler.started
+    assert sampler.files == [[f"{proc}/stat", f"{proc}/{me}/stat"]]
+    sampler.snap(10.5, [(50, 150), (0, 200)], _stat_line(me, 50))  # 0.5 s of CPU in 0.5 s
+    sampler.snap(11.0, [(150, 150), (0, 300)], _stat_line(me, 125))
+    # the session clock is 1 s ahead of the monotonic one: t_ns of 11 s read at 10 s
+    first, second = reader.read(11 * SECOND)
+    assert isinstance(first, SystemSample) and isinstance(second, SystemSample)
+    assert (first.t_ns, second.t_ns) == (11_500_000_000, 12 * SECOND)
+    assert first.cpu_pct_per_core == (50.0, 0.0) and second.cpu_pct_per_core == (100.0, 0.0)
+    assert (first.job_cpu_pct, second.job_cpu_pct) == (100.0, 150.0)
+    assert second.other_cpu_pct == 0.0 and first.job_rss_bytes == 10 * PAGE_SIZE
+    assert first.disk_read_bytes is None  # disk/net go into the newest sample of a read
+    assert second.disk_read_bytes is not None and second.net_sent_bytes is not None
+    # the next walk adopts the worker: its file is read from then on
+    (proc / str(worker)).mkdir()
+    (proc / str(worker) / "stat").write_bytes(_stat_line(worker, 100, ppid=me))
+    sampler.snap(11.5, [(150, 200), (0, 350)], _stat_line(me, 125))  # taken before the walk
+    now[0] = 11_750_000_000  # the walk primes the worker then
+    (before,) = reader.read(13 * SECOND)
+    assert isinstance(before, SystemSample) and before.job_processes == 1
+    assert sampler.files[-1] == [f"{proc}/stat", f"{proc}/{me}/stat", f"{proc}/{worker}/stat"]
+    sampler.snap(12.0, [(200, 200), (50, 350)], _stat_line(me, 150), _stat_line(worker, 150))
+    sampler.snap(12.5, [(200, 250), (50, 400)], _stat_line(me, 150), None)  # the worker ended
+    with_worker, ended = reader.read(14 * SECOND)
+    assert isinstance(with_worker, SystemSample) and isinstance(ended, SystemSample)
+    # 0.25 s of CPU in 0.5 s; the worker's 0.5 s in the 0.25 s since the walk read it
+    assert (with_worker.job_cpu_pct, with_worker.children_cpu_pct) == (250.0, 200.0)
+    assert with_worker.job_processes == 2 and ended.job_processes == 1
+    # a snapshot of files no longer known, or with /proc/stat unreadable, is skipped
+    sampler.pending.append((13 * SECOND, 99, (b"cpu  0\n",)))
+    sampler.pending.append((13 * SECOND, len(sampler.files), (None, None)))
+    assert reader.read(15 * SECOND) == []
+    reader.close()
+    assert sampler.stopped and reader.cpu_ns == 1234
+
+
+def test_snapshots_need_proc() -> None:
+    counters = _Counters(cores=[[(0.0, 1.0)]], processes={os.getpid(): [_stat(1.0)]})
+    with pytest.raises(ValueError, match="need /proc"):
+        PsutilReader(counters=counters, sample_every_ns=SECOND)
+
+
+def test_a_sampler_thread_on_this_machine_feeds_the_reader() -> None:
+    reader = PsutilReader(sample_every_ns=SECOND // 100)
+    try:
+        samples: list[SystemSample | GpuSample] = []
+        deadline = time.monotonic() + 10
+        while len(samples) < 3 and time.monotonic() < deadline:
+            time.sleep(0.02)
+            samples += reader.read(time.perf_counter_ns())
+    finally:
+        reader.close()
+    assert len(samples) >= 3
+    for sample in samples:
+        assert isinstance(sample, SystemSample)
+        assert len(sample.cpu_pct_per_core) == psutil.cpu_count()
+        assert sample.job_processes == 1 and sample.main_rss_bytes
+        assert sample.job_rss_bytes == sample.main_rss_bytes
+    assert reader.cpu_ns > 0

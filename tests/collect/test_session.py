@@ -15,6 +15,9 @@ import torch
 from traindoctor import build_report, watch
 from traindoctor.collect import Session
 from traindoctor.collect.monitor import MONITOR_NICE
+from traindoctor.collect.procfs import ProcFs
+from traindoctor.collect.readers import PsutilReader
+from traindoctor.collect.session import FLUSH_EVERY_S
 from traindoctor.errors import UsageError
 from traindoctor.model import GpuSample, SystemSample
 from traindoctor.record import load_run
@@ -179,3 +182,23 @@ def test_the_monitor_thread_runs_at_the_lowest_priority_and_the_job_keeps_its_ow
         assert os.getpriority(os.PRIO_PROCESS, thread.native_id) == MONITOR_NICE
         session.step(batch_size=1)
     assert os.getpriority(os.PRIO_PROCESS, 0) == mine
+
+
+@pytest.mark.skipif(not ProcFs.available(), reason="snapshots on a thread read /proc")
+def test_a_sampler_thread_samples_the_monitor_wakes_to_flush_and_both_end(tmp_path: Path) -> None:
+    session = Session(tmp_path / "run", instrument_torch=False)
+    with session:
+        monitor = session._monitor
+        assert monitor is not None
+        (reader,) = monitor._readers
+        assert isinstance(reader, PsutilReader) and reader.self_timed
+        assert monitor._interval_s == FLUSH_EVERY_S  # no 10 Hz wake-ups of its own
+        for _ in range(40):
+            session.step(batch_size=1)
+            time.sleep(0.01)
+        assert reader.cpu_ns == 0  # still running
+    rec = load_run(tmp_path / "run")
+    assert len(rec.system) >= 3  # 10 Hz snapshots over >= 0.4 s
+    times = [s.t_ns for s in rec.system]
+    assert times == sorted(times) and rec.steps[0].start_ns < times[-1] <= rec.end.t_ns
+    assert 0 < reader.cpu_ns <= rec.end.monitor_cpu_ns  # stopped, and counted
