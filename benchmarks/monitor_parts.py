@@ -2,9 +2,10 @@
 
 Runs the overhead benchmark's loop (``overhead.make_loop``) under a full ``Session`` and
 times each part of the monitor thread's work with ``thread_time`` around it: the sample
-(with its per-core CPU, process-tree, walk, disk/net and heap parts), reducing events into
-steps, writing the record and the inspection of models and loaders. Prints microseconds of
-CPU per training step; docs/overhead.md keeps the results.
+(with its per-core CPU, process-tree, walk, disk/net and heap parts; with a sampler thread,
+the per-core and tree parts parse its snapshots, and the thread's own CPU is shown),
+reducing events into steps, writing the record and the inspection of models and loaders.
+Prints microseconds of CPU per training step; docs/overhead.md keeps the results.
 
     python benchmarks/monitor_parts.py [--steps 4000] [--batch 64]
 """
@@ -83,10 +84,13 @@ def main() -> None:
             monitor._write_pending = timed.wrap("write", monitor._write_pending)
             monitor._inspect = timed.wrap("inspect", monitor._inspect)
             per_step_ms = sum(loop()) / args.steps / 1e6
+    for reader in monitor._readers:
+        if getattr(reader, "cpu_ns", 0):
+            timed.ns["sampler thread (snapshots)"] = reader.cpu_ns
     total_us = monitor.cpu_ns / args.steps / 1e3
-    print(f"step {per_step_ms:.3f} ms; monitor thread CPU {total_us:.1f} us/step, of which:")
-    order = ["sample", "  per-core", "  job's", "  walk", "  disk", "  net", "  heap"]
-    order += ["reduce", "write", "inspect"]
+    print(f"step {per_step_ms:.3f} ms; monitor CPU {total_us:.1f} us/step, of which:")
+    order = ["sampler thread", "sample", "  per-core", "  job's", "  walk", "  disk", "  net"]
+    order += ["  heap", "reduce", "write", "inspect"]
     for label, ns in sorted(
         timed.ns.items(), key=lambda item: [item[0].startswith(o) for o in order].index(True)
     ):

@@ -94,7 +94,7 @@ class _Watched:
         self._rounds += 1
         kwargs: dict[str, object] = {}
         if self._asleep:
-            kwargs = {"readers": [], "interval_s": 3600.0}
+            kwargs = {"readers": [], "interval_s": 3600.0, "flush_every_s": 3600.0}
         elif not self._sampling:
             kwargs = {"readers": []}
         if not self._nice:
@@ -142,7 +142,7 @@ def hot_path_us(blocks: int = 40, steps: int = 250) -> tuple[float, float]:
                     block(times[name])
                     continue
                 with Session(Path(tmp) / f"h{b}", instrument_torch=True, readers=[],
-                             interval_s=3600.0):  # fmt: skip
+                             interval_s=3600.0, flush_every_s=3600.0):  # fmt: skip
                     block([])  # the forward patch narrows itself after its first calls
                     block(times[name])
     return statistics.median(times["plain"]) / 1e3, statistics.median(times["patched"]) / 1e3
