@@ -8,16 +8,19 @@ under a Session whose monitor thread stays asleep during the loop (the hot path 
 under ``torch.profiler`` (CPU), interleaved in rounds with the order alternating so machine
 noise and drift hit all alike; garbage is collected before each round. Prints:
 
+- what each added to the untimed first steps of a round (``--skip``, ~1 s: the session's
+  one-off work, the model's inspection and the environment probe, which a job pays once);
 - the median wall-time ratio of each against plain (of its rounds' mean steps, then of their
   median steps), with its quartiles and extremes, and the µs a step added when every step of
-  every round is pooled (median and mean);
+  every round is pooled (median and mean): the steady state;
 - the CPU the monitor thread used per step (measured by the session itself: RunEnd);
 - the hot path's cost per step: a tiny 8-wide MLP at batch 1 (~0.1-0.2 ms a step, so the
   fixed per-step cost stands out), every step timed on its own, patched median minus plain
   median over alternating blocks (a median of 10,000 single steps shrugs off the machine's
   noise, which a minimum of 200-step averages did not).
 
-    python benchmarks/overhead.py [--rounds 21] [--steps 500] [--batch 64]
+    python benchmarks/overhead.py [--rounds 21] [--steps 500] [--batch 64] [--skip 800]
+    python benchmarks/overhead.py --only traindoctor hot-path   # plain and these, more rounds
 """
 
 from __future__ import annotations
@@ -38,6 +41,8 @@ from traindoctor.collect import Session
 
 TARGET_OVERHEAD = 0.01  # <= 1% step time (issue 2)
 TARGET_HOT_PATH_US = 5.0  # <= 5 us per step (issue 2)
+#: ``--only`` names of the configurations after plain, in order.
+_SHORT_NAMES = ("traindoctor", "not-niced", "no-sampling", "hot-path", "profiler")
 
 
 def make_loop(steps: int, batch: int = 64) -> Callable[[], list[int]]:
@@ -163,6 +168,15 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=64, help="64: ~1.2 ms/step here")
     parser.add_argument("--hot-blocks", type=int, default=40, help="blocks of 250 tiny steps")
     parser.add_argument("--hot-only", action="store_true", help="measure the hot path only")
+    parser.add_argument(
+        "--skip", type=int, default=800,
+        help="untimed steps at the start of each round (~1 s: the session's one-off work)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--only", nargs="*", default=None, metavar="NAME",
+        help="run plain and these configurations only (traindoctor, not-niced, no-sampling, "
+        "hot-path, profiler)",
+    )  # fmt: skip
     args = parser.parse_args()
     if args.hot_only:
         plain_us, patched_us = hot_path_us(args.hot_blocks)
@@ -171,21 +185,25 @@ def main() -> None:
     # The hot path first, in a fresh process: measured after the rounds below (45 sessions,
     # 9 profiler runs, 2.4 GB of RSS) the same hooks came out at 8 us instead of 3.
     plain_us, patched_us = hot_path_us(args.hot_blocks)
-    loop = make_loop(args.steps, args.batch)
+    loop = make_loop(args.skip + args.steps, args.batch)
     loop()  # warm up
     per_step: dict[str, list[list[int]]] = {}
+    one_off: dict[str, list[int]] = {}
     with tempfile.TemporaryDirectory() as tmp:
-        full = _Watched(Path(tmp), args.steps)
-        asleep = _Watched(Path(tmp), args.steps, monitor_asleep=True)
+        full = _Watched(Path(tmp), args.skip + args.steps)
+        asleep = _Watched(Path(tmp), args.skip + args.steps, monitor_asleep=True)
         configs: dict[str, Callable[[], contextlib.AbstractContextManager[object]]] = {
             "plain": contextlib.nullcontext,
             "traindoctor": full,
-            "  monitor not niced": _Watched(Path(tmp), args.steps, nice=False),
-            "  no sampling": _Watched(Path(tmp), args.steps, sampling=False),
+            "  monitor not niced": _Watched(Path(tmp), args.skip + args.steps, nice=False),
+            "  no sampling": _Watched(Path(tmp), args.skip + args.steps, sampling=False),
             "  hot path only": asleep,
             "torch.profiler": _profiled,
         }
+        short = dict(zip(["plain", *_SHORT_NAMES], configs, strict=True))
         names = list(configs)
+        if args.only is not None:
+            names = ["plain"] + [short[name] for name in args.only]
         for r in range(args.rounds):
             for name in names if r % 2 == 0 else reversed(names):
                 # Every round starts with no garbage pending: a torch.profiler round leaves
@@ -193,13 +211,22 @@ def main() -> None:
                 # in a process with torch) and came out +25-55%, whatever it was.
                 gc.collect()
                 with configs[name]():
-                    per_step.setdefault(name, []).append(loop())
+                    times = loop()
+                # The first steps hold the session's one-off work (the model's inspection
+                # and the environment probe at its first flush), which a job pays once.
+                per_step.setdefault(name, []).append(times[args.skip :])
+                one_off.setdefault(name, []).append(sum(times[: args.skip]))
     plain = per_step.pop("plain")
     step_us = statistics.median(statistics.fmean(times) for times in plain) / 1e3
     print(
         f"plain loop: median {step_us / 1e3:.3f} ms/step (batch {args.batch}), "
-        f"{args.rounds} rounds x {args.steps} steps, interleaved (order alternating)"
+        f"{args.rounds} rounds x {args.steps} steps, interleaved (order alternating), "
+        f"after {args.skip} untimed steps a round"
     )
+    print("the untimed steps: time added to a round's start, median of rounds (one-off work):")
+    for name in per_step:
+        added = [a - p for a, p in zip(one_off[name], one_off["plain"], strict=True)]
+        print(f"{name:<20} {statistics.median(added) / 1e6:+8.1f} ms")
     print("wall time of a round against the plain round next to it (ratio of mean steps):")
     ratios: dict[str, list[float]] = {}
     for name, rounds in per_step.items():
@@ -229,16 +256,19 @@ def main() -> None:
             f"{name:<20} median {median:+6.1f} us ({median / step_us:+.1%})  "
             f"mean {mean:+6.1f} us ({mean / step_us:+.1%})"
         )
-    monitor = statistics.median(full.monitor_us_per_step)
-    print(
-        f"monitor thread CPU: {monitor:.1f} us/step "
-        f"({monitor / step_us:.1%} of a step, on another thread)"
-    )
+    if full.monitor_us_per_step:
+        monitor = statistics.median(full.monitor_us_per_step)
+        print(
+            f"monitor CPU: {monitor:.1f} us/step, one-off work included "
+            f"({monitor / step_us:.1%} of a step, on other threads)"
+        )
     hot = patched_us - plain_us
     print(
         f"hot path: {hot:.2f} us/step (tiny batch-1 step {plain_us:.1f} -> {patched_us:.1f} us, "
         f"medians of single steps; target <= {TARGET_HOT_PATH_US} us)"
     )
+    if "traindoctor" not in ratios:
+        return
     med = statistics.median(ratios["traindoctor"]) - 1
     verdict = "OK" if med <= TARGET_OVERHEAD and hot <= TARGET_HOT_PATH_US else "OVER TARGET"
     print(
