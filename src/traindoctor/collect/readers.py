@@ -43,7 +43,8 @@ SCAN_EVERY_NS = 2_000_000_000
 #: malloc arena under its lock, 45-300 us here (a few ms during imports).
 #: Allocators that replace glibc's malloc (LD_PRELOAD): with one of them mapped, glibc's
 #: numbers say nothing about the job's memory and the heap is not read.
-OTHER_MALLOCS = ("jemalloc", "tcmalloc", "mimalloc", "hoard", "snmalloc")
+#: (Sanitizers replace malloc too: under ASan, mallinfo2 reads 0.)
+OTHER_MALLOCS = ("jemalloc", "tcmalloc", "mimalloc", "hoard", "snmalloc", "libasan", "libtsan")
 #: ``set_files`` generations remembered: the tree changes at most once a walk (2 s), and the
 #: monitor takes the snapshots every half second, so the last few are all it can meet.
 GENERATIONS_KEPT = 8
