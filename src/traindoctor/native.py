@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import importlib
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
-__all__ = ["PURE_PYTHON_ENV", "c_part", "pure_python"]
+__all__ = ["PURE_PYTHON_ENV", "c_part", "pure_python", "wanted"]
 
 PURE_PYTHON_ENV = "TRAINDOCTOR_PURE_PYTHON"
 
@@ -37,4 +37,19 @@ def c_part(module: str, constants: Mapping[str, int] | None = None) -> Any:
     for name, value in (constants or {}).items():
         if getattr(found, name, None) != value:
             return None
+    return found
+
+
+def wanted(part: Callable[[], Any], native: bool | None, what: str) -> Any:
+    """The C part that ``part()`` finds (``c_part``), as ``native`` asks for it: where built
+    (None), not at all (False: None), or necessarily (True).
+
+    Raises:
+        RuntimeError: ``native`` is True and the part is not there (``what`` names it).
+    """
+    if native is False:
+        return None
+    found = part()
+    if found is None and native:
+        raise RuntimeError(f"traindoctor's C {what} is not available")
     return found

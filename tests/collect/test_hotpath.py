@@ -272,7 +272,7 @@ def test_c_hooks_leak_no_references() -> None:
 def test_pure_python_switch(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(PURE_PYTHON_ENV, "1")
     assert native_hooks() is None
-    with pytest.raises(RuntimeError, match="C hooks"):
+    with pytest.raises(RuntimeError, match="C hook module"):
         TorchPatches(make_sink(), native=True)
     monkeypatch.setenv(PURE_PYTHON_ENV, "0")
     assert native_hooks() is not None

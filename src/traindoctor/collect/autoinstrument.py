@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from traindoctor.collect import events
 from traindoctor.collect.events import ENTER, EXIT, FWD_ENTER, FWD_EXIT, OPT_END, RESET, Event
 from traindoctor.model import LoaderInfo, Phase
-from traindoctor.native import PURE_PYTHON_ENV, c_part
+from traindoctor.native import PURE_PYTHON_ENV, c_part, wanted
 
 if TYPE_CHECKING:
     from traindoctor.collect.profiling import TraceCapture
@@ -156,9 +156,7 @@ class TorchPatches:
         """``native``: use the C hooks (True: they must be built), the Python ones (False) or
         the C ones when built (None)."""
         self._sink = sink
-        self._c = native_hooks() if native is None or native else None
-        if native and self._c is None:
-            raise RuntimeError("traindoctor's C hooks (collect/_hotpath) are not available")
+        self._c = wanted(native_hooks, native, "hook module (collect/_hotpath)")
         self._undo: list[Callable[[], None]] = []
         self._in_forward: set[int] = set()
         """Threads inside an outermost model call."""

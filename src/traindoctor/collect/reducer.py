@@ -35,7 +35,7 @@ from traindoctor.collect.events import (
     Event,
 )
 from traindoctor.model import ConcurrencyStat, Phase, StepTiming
-from traindoctor.native import c_part
+from traindoctor.native import c_part, wanted
 
 __all__ = [
     "MODEL_MODE_AFTER_CALLS",
@@ -408,10 +408,8 @@ def new_reducer(
     Raises:
         RuntimeError: ``native`` is True and the C reducer is not built.
     """
-    module = native_reducer() if native is None or native else None
+    module = wanted(native_reducer, native, "reducer (collect/_reduce)")
     if module is None:
-        if native:
-            raise RuntimeError("traindoctor's C reducer (collect/_reduce) is not available")
         return StepReducer(owner_thread, model_names)
     names = model_names if model_names is not None else {}
     reducer: Reducer = module.Reducer(owner_thread, names, StepTiming, MODEL_MODE_AFTER_CALLS)

@@ -17,7 +17,7 @@ from collections import deque
 from collections.abc import Sequence
 from typing import Any, Protocol
 
-from traindoctor.native import c_part
+from traindoctor.native import c_part, wanted
 
 __all__ = [
     "READ_MAX",
@@ -213,10 +213,8 @@ def new_sampler(
     Raises:
         RuntimeError: ``native`` is True and the C sampler is not built.
     """
-    module = native_sampler() if native is None or native else None
+    module = wanted(native_sampler, native, "sampler (collect/_sample)")
     if module is None:
-        if native:
-            raise RuntimeError("traindoctor's C sampler (collect/_sample) is not available")
         return PySampler(interval_ns, capacity, nice)
     sampler: Sampler = module.Sampler(interval_ns, capacity, nice)
     return sampler
