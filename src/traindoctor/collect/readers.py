@@ -213,7 +213,10 @@ class PsutilReader:
             if not isinstance(self._counters, ProcFs):
                 raise ValueError("snapshots on a thread need /proc (ProcFs counters)")
             self._procfs = self._counters
-            self._sampler = sampler or new_sampler(sample_every_ns or 1, nice=nice)
+            if sampler is None:
+                assert sample_every_ns is not None
+                sampler = new_sampler(sample_every_ns, nice=nice)
+            self._sampler = sampler
             self._timer = _monotonic_s  # the snapshots' clock
         if not self._prime(self._root):
             raise psutil.NoSuchProcess(self._root)
