@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import gc
 import os
 from collections.abc import Callable
 from pathlib import Path
@@ -155,6 +156,22 @@ def test_gc_pauses_and_other_threads(make: MakeReducer) -> None:
     (step,) = r.take_steps()
     assert (step.gc_count, step.gc_pause_ns, step.gc_max_pause_ns) == (1, 3, 3)
     assert step.phase_ns == {"data_wait": 6, "other": 4}
+
+
+@needs_c
+def test_c_steps_are_left_out_of_the_collectors_walks() -> None:
+    # A run keeps every step: the C reducer's steps, which cannot be part of a cycle, are not
+    # tracked by the garbage collector; the Python reducer's are (a dataclass's default).
+    events: list[Event] = [(0, ENTER, "data_wait", ME), (3, EXIT, 8, ME), (10, STEP, None, ME)]
+    made = []
+    for maker in (_c, _python):
+        r = maker(ME)
+        r.feed(events)
+        made.append(r.take_steps())
+    (c_step,), (py_step,) = made
+    assert c_step == py_step
+    assert not gc.is_tracked(c_step) and gc.is_tracked(py_step)
+    assert c_step.phase_ns == {"data_wait": 3, "other": 7} and c_step.batch_size == 8
 
 
 def test_concurrent_forward_calls_from_threads(make: MakeReducer) -> None:
