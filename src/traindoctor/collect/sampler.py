@@ -33,6 +33,7 @@ __all__ = [
 #: The most bytes read of one file (``/proc/stat``'s cpu lines come first; its interrupt
 #: lines, which may run past this on a large machine, are not needed).
 READ_MAX = 1 << 20
+_READ_FIRST = 1 << 16
 #: Snapshots kept between two ``take()`` calls: a minute at 10 Hz (the monitor takes them
 #: every half second; if it stalls, the oldest are dropped).
 SNAPSHOTS_KEPT = 600
@@ -89,9 +90,12 @@ class Sampler(Protocol):
 
 
 def _pread(fd: int) -> bytes | None:
+    """The file's bytes (up to ``READ_MAX``), or None: it cannot be read (ESRCH: ended)."""
     try:
-        data = os.pread(fd, READ_MAX, 0)
-    except OSError:  # e.g. ESRCH: the process ended
+        data = os.pread(fd, _READ_FIRST, 0)  # a 1 MiB buffer every tick would be an mmap
+        if len(data) == _READ_FIRST:
+            data = os.pread(fd, READ_MAX, 0)
+    except OSError:
         return None
     return data
 
