@@ -195,14 +195,16 @@ def test_the_c_sampler_is_built_and_refuses_to_work_uninitialised() -> None:
     del sampler  # freed without its __init__ having run
 
 
-def test_the_python_sampler_closes_its_files(tmp_path: Path) -> None:
+def test_stop_closes_the_files(make: Callable[..., Sampler], tmp_path: Path) -> None:
     (tmp_path / "a").write_bytes(b"x")
-    sampler = PySampler(MS)
+    sampler = make()
     sampler.set_files([str(tmp_path / "a")])
     fds = len(os.listdir("/proc/self/fd"))
     sampler.start()
-    sampler.close()
+    _wait_for(sampler, 1)
+    sampler.stop()
     assert len(os.listdir("/proc/self/fd")) == fds - 1
+    sampler.stop()  # again: nothing
 
 
 @needs_c

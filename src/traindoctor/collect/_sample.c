@@ -12,7 +12,7 @@
  * Interface (sampler.Sampler):
  *   Sampler(interval_ns, capacity=600, nice=None)
  *   set_files(paths) -> generation     files read from the next tick on (unreadable: None)
- *   start(); stop()                    stop joins; both safe to repeat
+ *   start(); stop()                    stop joins and closes the files; both safe to repeat
  *   take() -> [(t_ns, generation, (bytes | None, ...)), ...]   oldest first, since last take
  *   cpu_ns                             the thread's CPU time, once stopped
  * t_ns is CLOCK_MONOTONIC (time.monotonic_ns()). When take() is not called, the oldest
@@ -372,6 +372,12 @@ stop_thread(Sampler *self)
     pthread_join(self->thread, NULL);
     Py_END_ALLOW_THREADS
     self->joined = 1;
+    for (Py_ssize_t i = 0; i < self->n_fds; i++) { /* nothing reads them any more */
+        if (self->fds[i] >= 0) {
+            close(self->fds[i]);
+            self->fds[i] = -1;
+        }
+    }
 }
 
 static PyObject *

@@ -238,9 +238,6 @@ class PsutilReader:
         """Stop the sampler thread, if any (again: nothing)."""
         if self._sampler is not None:
             self._sampler.stop()
-            close = getattr(self._sampler, "close", None)
-            if callable(close):
-                close()
 
     def read(self, t_ns: int) -> list[SystemSample | GpuSample]:
         """Take one sample, or with a sampler thread one per snapshot since the last read."""

@@ -81,7 +81,7 @@ class Sampler(Protocol):
         ...
 
     def stop(self) -> None:
-        """Stop the thread and wait for it (again: nothing)."""
+        """Stop the thread, wait for it and close the files it read (again: nothing)."""
         ...
 
     def take(self) -> list[Snapshot]:
@@ -152,6 +152,11 @@ class PySampler:
             return
         self._stopping.set()
         self._thread.join()
+        with self._lock:
+            old, self._fds = self._fds, []
+        for fd in old:
+            if fd is not None:
+                os.close(fd)
 
     def take(self) -> list[Snapshot]:
         if os.getpid() != self._owner:
@@ -160,15 +165,6 @@ class PySampler:
             taken = list(self._ring)
             self._ring.clear()
         return taken
-
-    def close(self) -> None:
-        """Stop and close the files (the C one does this when it is freed)."""
-        self.stop()
-        with self._lock:
-            old, self._fds = self._fds, []
-        for fd in old:
-            if fd is not None:
-                os.close(fd)
 
     def _run(self) -> None:
         try:
