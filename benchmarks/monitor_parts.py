@@ -71,7 +71,8 @@ def main() -> None:
                 for part, label in (
                     ("_per_core", "  per-core CPU"),
                     ("_tree", "  job's tree"),
-                    ("_scan", "  walk of all processes"),
+                    ("_descendants", "  job's children"),
+                    ("_walk", "  walk of all processes"),
                 ):
                     if hasattr(reader, part):
                         setattr(reader, part, timed.wrap(label, getattr(reader, part)))

@@ -67,7 +67,7 @@ def checkup(
     origin = time.perf_counter_ns()
     inputs = inputs or ProbeInputs(environ=environ, import_torch=False)
     if readers is None:
-        readers = [PsutilReader(scan_every_ns=0)]
+        readers = [PsutilReader(scan_every_ns=0, walk_every_ns=0)]
         nvml = _open_nvml(inputs.nvml)
         if nvml is not None:
             readers.append(nvml)

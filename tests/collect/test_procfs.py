@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import psutil
@@ -14,6 +16,8 @@ from traindoctor.collect.procfs import (
     ProcFs,
     ProcStat,
     PsutilCounters,
+    children_proc,
+    default_children,
     walk_proc,
     walk_psutil,
 )
@@ -115,3 +119,29 @@ def test_walk_proc_takes_odd_names_and_skips_what_is_not_a_process(tmp_path: Pat
     }
     with pytest.raises(FileNotFoundError):
         walk_proc(str(tmp_path / "missing"))
+
+
+def test_children_proc_finds_a_real_child_under_the_thread_that_forked_it() -> None:
+    if default_children() is None:
+        pytest.skip("this kernel has no /proc/<pid>/task/<tid>/children (CONFIG_PROC_CHILDREN)")
+    me = os.getpid()
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        assert child.pid in (children_proc(me) or [])
+        assert children_proc(child.pid) == []
+    finally:
+        child.kill()
+        child.wait()
+    assert child.pid not in (children_proc(me) or [])
+    assert children_proc(child.pid) == []  # ended: nothing, not an error
+
+
+def test_children_proc_on_made_up_files(tmp_path: Path) -> None:
+    (tmp_path / "40" / "task" / "40").mkdir(parents=True)
+    (tmp_path / "40" / "task" / "41").mkdir(parents=True)
+    (tmp_path / "40" / "task" / "40" / "children").write_bytes(b"50 51 ")
+    (tmp_path / "40" / "task" / "41" / "children").write_bytes(b"52 ")
+    assert sorted(children_proc(40, str(tmp_path)) or []) == [50, 51, 52]
+    assert children_proc(99, str(tmp_path)) == []  # no such process
+    (tmp_path / "60" / "task" / "60").mkdir(parents=True)  # a thread without the file
+    assert children_proc(60, str(tmp_path)) is None  # the kernel cannot list children

@@ -104,6 +104,50 @@ def test_one_walk_finds_children_and_the_busiest_other_processes() -> None:
     assert second.job_processes == 1  # none of them is a child of this process
 
 
+def test_children_files_find_the_tree_and_the_walk_only_names_the_others() -> None:
+    me = os.getpid()
+    walks = iter(
+        [
+            {me: (1, "python", 1.0), 900001: (1, "spinner", 10.0)},
+            {me: (1, "python", 9.0), 900001: (1, "spinner", 17.5), 900002: (me, "w", 5.0)},
+        ]
+    )
+    walked: list[int] = []
+
+    def walk() -> dict[int, tuple[int, str, float]]:
+        walked.append(1)
+        return next(walks)
+
+    looked: list[int] = []
+
+    def children(pid: int) -> list[int]:
+        looked.append(pid)
+        return [os.getppid()] if pid == me and len(looked) > 1 else []
+
+    reader = PsutilReader(
+        scan_every_ns=2 * SECOND, walk_every_ns=10 * SECOND, walk=walk, children=children
+    )
+    assert _tree_size(reader, 0) == 1 and walked == [1]
+    # At the next scan the children files find the new child; no walk till 10 s.
+    (sample,) = reader.read(2 * SECOND)
+    assert isinstance(sample, SystemSample)
+    assert sample.job_processes == 2 and sample.top_others == () and walked == [1]
+    assert _tree_size(reader, 3 * SECOND) == 2 and looked == [me, me, os.getppid()]
+    (named,) = reader.read(10 * SECOND)
+    assert isinstance(named, SystemSample) and walked == [1, 1]
+    # 7.5 s of CPU in 10 s; the tree's own processes are not "others", whatever their
+    # parent in the walk says.
+    assert [(u.name, u.cpu_pct) for u in named.top_others] == [("spinner", 75.0)]
+
+
+def test_without_children_files_the_walk_finds_the_tree_at_each_scan() -> None:
+    me = os.getpid()
+    walks = iter([{me: (1, "python", 1.0)}, {me: (1, "python", 1.0), os.getppid(): (me, "w", 0.0)}])
+    reader = PsutilReader(scan_every_ns=2 * SECOND, walk=lambda: next(walks))
+    assert _tree_size(reader, 0) == 1
+    assert _tree_size(reader, 2 * SECOND) == 2  # walked again at the scan, not at 10 s
+
+
 class _Counters:
     """Counters a test scripts: each ``cores()``/``process()`` call takes the next reading."""
 

@@ -17,10 +17,12 @@ from typing import Protocol, TypeGuard
 import psutil
 
 from traindoctor.collect.procfs import (
+    Children,
     ProcessCounters,
     ProcFs,
     ProcStat,
     Walk,
+    default_children,
     default_counters,
     default_walk,
     parse_cores,
@@ -31,15 +33,21 @@ from traindoctor.model import GpuSample, ProcessUsage, SystemSample
 
 __all__ = ["HeapReader", "PsutilReader", "Reader", "ThreadedReader", "samples_itself"]
 
-#: How often the costlier parts are read. psutil's disk_io_counters alone costs 0.2 ms here
-#: (it looks up which block devices are partitions): disk/net are read once a second.
-IO_EVERY_NS = 1_000_000_000
-#: A walk of /proc (every process's stat) finds new child processes (DataLoader workers) and
-#: the CPU of the other processes in one pass, every 2 s: workers live for an epoch, and the
-#: competing-processes rule judges minutes, not seconds. (Finding children alone with
-#: /proc/<pid>/task/*/children needs CONFIG_PROC_CHILDREN, off on this machine.)
+#: How often the costlier parts are read: disk/net through psutil (0.1 ms warm here, 0.4-0.6
+#: ms in situ at each flush, 0.6-0.9 µs a step at 1 Hz; its disk_io_counters looks up which
+#: block devices are partitions) and the heap (below), every 2 s. A disk or network rate
+#: over 2 s still shows a checkpoint's burst; the memory rule judges minutes.
+IO_EVERY_NS = 2_000_000_000
+#: The job's tree is looked at every 2 s for new child processes (DataLoader workers, which
+#: live for an epoch): through its processes' ``/proc/<pid>/task/<tid>/children`` files where
+#: the kernel has them (CONFIG_PROC_CHILDREN), else by a walk of every process's stat.
 SCAN_EVERY_NS = 2_000_000_000
-#: The heap in use is read with the disk/net counters (once a second): mallinfo2 walks every
+#: The walk of every process then runs only to name the other processes using the CPU, every
+#: 10 s: the competing-processes rule judges minutes, and each sample's ``other_cpu_pct``
+#: comes from /proc/stat regardless. The walk took 1.0-1.5 µs a step in situ at 2 s (0.4 ms
+#: warm, 1.6 ms after a sleep, for 65 processes); the children files 13 µs warm.
+WALK_EVERY_NS = 10_000_000_000
+#: The heap in use is read with the disk/net counters (every 2 s): mallinfo2 walks every
 #: malloc arena under its lock, 45-300 us here (a few ms during imports).
 #: Allocators that replace glibc's malloc (LD_PRELOAD): with one of them mapped, glibc's
 #: numbers say nothing about the job's memory and the heap is not read.
@@ -160,9 +168,13 @@ class PsutilReader:
     Args:
         pid: root of the job's process tree (DataLoader workers are its children).
         heap: reads the root's malloc heap in use (default: when the root is this process).
-        io_every_ns / scan_every_ns: how often disk/net and the process walk are read.
+        io_every_ns / scan_every_ns: how often disk/net and the job's tree are read.
+        walk_every_ns: how often every process is walked to name the busiest others (default:
+            ``WALK_EVERY_NS`` when ``children`` finds the tree, else each ``scan_every_ns``).
         walk: lists every process (default: ``walk_proc`` where /proc can be read, else
             ``walk_psutil``).
+        children: lists a process's children (default: ``children_proc`` where the kernel
+            has the files and no ``walk`` was given; ``None``: the walk finds the tree).
         counters: per-core CPU and one process's counters (default: ``ProcFs`` where /proc
             can be read, else ``PsutilCounters``).
         timer: seconds for CPU rates (``time.monotonic``; the session clock may be a test's).
@@ -180,7 +192,9 @@ class PsutilReader:
         *,
         io_every_ns: int = IO_EVERY_NS,
         scan_every_ns: int = SCAN_EVERY_NS,
+        walk_every_ns: int | None = None,
         walk: Walk | None = None,
+        children: Children | None = None,
         heap: HeapReader | None = None,
         counters: ProcessCounters | None = None,
         timer: Callable[[], float] = time.monotonic,
@@ -197,9 +211,16 @@ class PsutilReader:
         self._timer = timer
         self._io_every = io_every_ns
         self._scan_every = scan_every_ns
+        if walk is None and children is None:
+            children = default_children()
+        self._children = children
         self._walk = walk or default_walk()
+        self._walk_every = scan_every_ns if children is None else WALK_EVERY_NS
+        if walk_every_ns is not None:
+            self._walk_every = walk_every_ns
         self._last_io: int | None = None
         self._last_scan: int | None = None
+        self._last_walk: int | None = None
         self._others_cpu: dict[int, tuple[float, int]] = {}
         """pid -> (CPU seconds, t_ns) of each other process at the last walk."""
         self._cores = self._counters.cores()
@@ -282,12 +303,29 @@ class PsutilReader:
             del self._generations[min(self._generations)]
 
     def _scan_if_due(self, t_ns: int) -> tuple[ProcessUsage, ...]:
-        if self._last_scan is not None and t_ns - self._last_scan < self._scan_every:
+        """Look for new children and walk every process, each when due; return the busiest
+        other processes when the walk ran."""
+        scan_due = self._last_scan is None or t_ns - self._last_scan >= self._scan_every
+        walk_due = self._last_walk is None or t_ns - self._last_walk >= self._walk_every
+        if self._children is None:
+            walk_due = scan_due  # the walk is what finds the tree
+        if not scan_due and not walk_due:
             return ()
-        first = self._last_scan is None
-        self._last_scan = t_ns
         before = set(self._tree_cpu)
-        top = self._scan(t_ns, report=not first)
+        top: tuple[ProcessUsage, ...] = ()
+        tree = before
+        if scan_due:
+            self._last_scan = t_ns
+            if self._children is not None:
+                tree = self._descendants()
+        if walk_due:
+            first = self._last_walk is None
+            self._last_walk = t_ns
+            walked = self._walk()
+            if self._children is None:
+                tree = self._tree_of(walked)
+            top = self._others(walked, tree, t_ns, report=not first)
+        self._adopt(tree)
         if self._sampler is not None and set(self._tree_cpu) != before:
             self._set_files()
         return top
@@ -374,10 +412,8 @@ class PsutilReader:
                 children_cpu += pct
         return cpu, children_cpu, rss, main_rss, threads, len(self._tree_cpu)
 
-    def _scan(self, t_ns: int, *, report: bool) -> tuple[ProcessUsage, ...]:
-        """Walk every process once: adopt new descendants of the root, drop ended ones, and
-        return the other processes using the most CPU since the last walk (``report``)."""
-        walked = self._walk()
+    def _tree_of(self, walked: Mapping[int, tuple[int, str, float]]) -> set[int]:
+        """The root and its descendants, by the parents a walk read."""
         tree = {self._root}
         children: dict[int, list[int]] = {}
         for pid, (ppid, _, _) in walked.items():
@@ -388,11 +424,38 @@ class PsutilReader:
                 if child not in tree:
                     tree.add(child)
                     todo.append(child)
+        return tree
+
+    def _descendants(self) -> set[int]:
+        """The root and its descendants, by their children files."""
+        assert self._children is not None
+        tree = {self._root}
+        todo = [self._root]
+        while todo:
+            for child in self._children(todo.pop()) or ():
+                if child not in tree:
+                    tree.add(child)
+                    todo.append(child)
+        return tree
+
+    def _adopt(self, tree: set[int]) -> None:
+        """Take new processes of ``tree`` into the job's, drop those no longer in it."""
         for pid in tree - set(self._tree_cpu):
             self._prime(pid)  # its CPU share counts from the next sample
         for pid in set(self._tree_cpu) - tree:
             if pid != self._root:
                 del self._tree_cpu[pid]
+
+    def _others(
+        self,
+        walked: Mapping[int, tuple[int, str, float]],
+        tree: set[int],
+        t_ns: int,
+        *,
+        report: bool,
+    ) -> tuple[ProcessUsage, ...]:
+        """The processes outside ``tree`` using the most CPU since the last walk (``report``;
+        the first walk only primes their counters)."""
         usage: list[ProcessUsage] = []
         before = self._others_cpu
         self._others_cpu = {}
