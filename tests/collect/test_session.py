@@ -7,6 +7,7 @@ import signal
 import subprocess
 import sys
 import time
+import tracemalloc
 from pathlib import Path
 
 import pytest
@@ -20,6 +21,7 @@ from traindoctor.collect.readers import PsutilReader
 from traindoctor.collect.session import FLUSH_EVERY_S
 from traindoctor.errors import UsageError
 from traindoctor.model import GpuSample, SystemSample
+from traindoctor.native import PURE_PYTHON_ENV
 from traindoctor.record import load_run
 
 
@@ -94,6 +96,7 @@ def test_explicit_api_without_torch_and_a_failing_reader(
     assert rec is not None
     assert [s.batch_size for s in rec.steps] == [1, 2, 3, 4, 5]
     assert "h2d" in rec.steps[0].phase_ns
+    assert load_run(tmp_path).steps == rec.steps  # kept as the record's rows, made again
     assert [n.message for n in rec.notices] == [
         "reader 'broken' failed and was switched off: OSError('sensor gone')"
     ]
@@ -202,3 +205,39 @@ def test_a_sampler_thread_samples_the_monitor_wakes_to_flush_and_both_end(tmp_pa
     times = [s.t_ns for s in rec.system]
     assert times == sorted(times) and rec.steps[0].start_ns < times[-1] <= rec.end.t_ns
     assert 0 < reader.cpu_ns <= rec.end.monitor_cpu_ns  # stopped, and counted
+
+
+@pytest.mark.parametrize("pure_python", ["0", "1"], ids=["c", "python"])
+def test_a_run_keeps_its_steps_as_rows_not_objects(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, pure_python: str
+) -> None:
+    # A StepTiming with its dicts and ints took ~500 bytes; kept as its record row ~150.
+    monkeypatch.setenv(PURE_PYTHON_ENV, pure_python)
+    n = 20_000
+    tracemalloc.start()
+    try:
+        with Session(tmp_path, readers=[], instrument_torch=False, log_every_steps=500) as doc:
+            for _ in range(100):  # the session's own one-off allocations
+                with doc.phase("forward"):
+                    pass
+                doc.step(batch_size=32)
+            time.sleep(2 * FLUSH_EVERY_S)
+            before = tracemalloc.take_snapshot()
+            for _ in range(n):
+                with doc.phase("forward"):
+                    pass
+                with doc.phase("backward"):
+                    pass
+                doc.step(batch_size=32)
+            time.sleep(2 * FLUSH_EVERY_S)  # all reduced, written and logged
+            after = tracemalloc.take_snapshot()
+            rows = doc._monitor.collected.step_rows
+    finally:
+        tracemalloc.stop()
+    # what traindoctor's code allocated and still holds (other tests' threads left out)
+    ours = [tracemalloc.Filter(True, "*traindoctor*")]
+    diff = after.filter_traces(ours).compare_to(before.filter_traces(ours), "filename")
+    kept = sum(stat.size_diff for stat in diff)
+    assert sum(map(len, rows)) / n < 120  # the rows themselves
+    assert kept / n < 200, f"{kept / n:.0f} bytes kept a step"
+    assert doc.record is not None and len(doc.record.steps) == n + 100

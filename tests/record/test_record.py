@@ -20,6 +20,7 @@ from traindoctor.model import (
     to_jsonable,
 )
 from traindoctor.record import RecordWriter, load_run
+from traindoctor.record.rows import STEP_FIELDS, step_rows_json
 
 
 def _write(tmp_path: Path, *, end: bool = True) -> Path:
@@ -150,12 +151,21 @@ def test_step_lines_read_back_as_json_would_write_them(tmp_path: Path, phase: st
     w.write_items("steps", written[:2])
     w.write_items("steps", written[2:])
     w.close()
-    _, first, second = w.path.read_bytes().splitlines()
+    # the same steps as rows the reducer encoded
+    encoded = RecordWriter(tmp_path / "rows", meta())
+    encoded.write_rows("steps", STEP_FIELDS, step_rows_json(written[:2]))
+    encoded.write_rows("steps", STEP_FIELDS, step_rows_json(written[2:]))
+    encoded.write_rows("steps", STEP_FIELDS, b"")  # nothing: no line
+    encoded.close()
     names = [f.name for f in dataclasses.fields(StepTiming)]
-    for line, items in ((first, written[:2]), (second, written[2:])):
-        rows = [[to_jsonable(getattr(step, n)) for n in names] for step in items]
-        assert json.loads(line) == {"type": "steps", "fields": names, "rows": rows}
-    assert load_run(tmp_path).steps == written
+    for writer in (w, encoded):
+        _, first, second = writer.path.read_bytes().splitlines()
+        for line, items in ((first, written[:2]), (second, written[2:])):
+            rows = [[to_jsonable(getattr(step, n)) for n in names] for step in items]
+            assert json.loads(line) == {"type": "steps", "fields": names, "rows": rows}
+        assert load_run(writer.path).steps == written
+    with pytest.raises(ValueError, match="not a record line type held as rows"):
+        encoded.write_rows("notice", STEP_FIELDS, b"[1]")
 
 
 def test_a_version_1_record_with_items_still_loads(tmp_path: Path) -> None:

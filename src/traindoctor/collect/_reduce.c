@@ -9,9 +9,10 @@
  * for ~10 events of every step of the job, on the job's CPUs: in Python that was 6.5 us a
  * step, here a fraction of that.
  *
- *   Reducer(owner_thread, model_names, step_type, model_mode_after)
+ *   Reducer(owner_thread, model_names, step_type, model_mode_after, encode)
  *       .feed(events)      events: a list or tuple of (t_ns, code, arg, thread_id)
  *       .take_steps()      the steps finished since the last call
+ *       .take_rows()       the same steps' rows as JSON (record/rows.py), since the last call
  *       .finish()          settle tentative model steps; the steps left
  *       .model_calls()     [(model_id, class_name, calls, threads, max_concurrent,
  *                            concurrent_calls, solo_ns, solo_calls, concurrent_ns,
@@ -19,6 +20,11 @@
  *       .mode, .owner_thread, .model_names
  *
  * Times are int64 nanoseconds (the session's clock is perf_counter_ns).
+ *
+ * Each step is also written as its record row (``[index,start_ns,...,{phase:ns},...]``) into
+ * a byte buffer as it is made: ints and None here, strings (phase names, the boundary) and
+ * anything else through ``encode`` (record/rows.py's encode_json), once per distinct string.
+ * The rows come out byte for byte as ``rows.step_rows_json`` writes them from the steps.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -30,6 +36,9 @@ enum { ENTER = 0, EXIT = 1, STEP = 2, OPT_END = 3, FWD_ENTER = 4, FWD_EXIT = 5, 
        GC_STOP = 7 };
 
 #define N_STEP_FIELDS 10
+/* The row buffer kept between take_rows() calls: a flush's rows (0.5 s of ~1 ms steps at
+ * ~110 bytes a row) fit; a larger one, after a burst of short steps, is freed. */
+#define ROWS_KEPT (256 * 1024)
 
 /* A step being accumulated (reducer.py's _Open), with where it ended once tentative. */
 typedef struct {
@@ -66,6 +75,10 @@ typedef struct {
     PyObject *owner;       /* the owner thread's id */
     PyObject *model_names; /* dict: id(model) -> class name, filled by the monitor */
     PyObject *step_type;   /* StepTiming */
+    PyObject *encode;      /* value -> its JSON bytes */
+    PyObject *encoded;     /* dict: str -> its JSON bytes (what encode gave) */
+    char *rows;            /* the rows of the steps made since take_rows(), comma-separated */
+    Py_ssize_t rows_len, rows_cap;
     PyObject *slots[N_STEP_FIELDS]; /* its fields' slot descriptors */
     PyObject *mode;        /* NULL (None) or one of the mode strings below */
     PyObject *boundary_optimizer; /* NULL (None) or the first optimizer's id */
@@ -193,6 +206,121 @@ step_merge(Step *dst, Step *src)
     return merge_dict(dst->gc_phase_ns, src->gc_phase_ns);
 }
 
+/* -- rows ---------------------------------------------------------------------------------- */
+
+static int
+rows_put(Reducer *self, const char *data, Py_ssize_t n)
+{
+    if (self->rows_len + n > self->rows_cap) {
+        Py_ssize_t cap = self->rows_cap ? self->rows_cap : 4096;
+        while (cap < self->rows_len + n) {
+            cap *= 2;
+        }
+        char *grown = PyMem_Realloc(self->rows, cap);
+        if (grown == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        self->rows = grown;
+        self->rows_cap = cap;
+    }
+    memcpy(self->rows + self->rows_len, data, n);
+    self->rows_len += n;
+    return 0;
+}
+
+static int
+rows_int(Reducer *self, long long value)
+{
+    char text[24];
+    int n = snprintf(text, sizeof(text), "%lld", value);
+    return rows_put(self, text, n);
+}
+
+/* value's JSON: None and ints that fit here; strings through encode, once each; the rest
+ * (bools, ints over 64 bits, ...) through encode each time. */
+static int
+rows_value(Reducer *self, PyObject *value)
+{
+    if (value == Py_None) {
+        return rows_put(self, "null", 4);
+    }
+    if (PyLong_CheckExact(value)) {
+        int overflow;
+        long long n = PyLong_AsLongLongAndOverflow(value, &overflow);
+        if (n == -1 && PyErr_Occurred()) {
+            return -1;
+        }
+        if (!overflow) {
+            return rows_int(self, n);
+        }
+    }
+    int is_str = PyUnicode_CheckExact(value);
+    PyObject *data = is_str ? PyDict_GetItemWithError(self->encoded, value) : NULL;
+    if (data != NULL) {
+        return rows_put(self, PyBytes_AS_STRING(data), PyBytes_GET_SIZE(data));
+    }
+    if (PyErr_Occurred()) {
+        return -1;
+    }
+    data = PyObject_CallOneArg(self->encode, value);
+    if (data == NULL) {
+        return -1;
+    }
+    if (!PyBytes_Check(data)) {
+        Py_DECREF(data);
+        PyErr_SetString(PyExc_TypeError, "encode must return bytes");
+        return -1;
+    }
+    int rc = is_str ? PyDict_SetItem(self->encoded, value, data) : 0;
+    if (rc == 0) {
+        rc = rows_put(self, PyBytes_AS_STRING(data), PyBytes_GET_SIZE(data));
+    }
+    Py_DECREF(data);
+    return rc;
+}
+
+static int
+rows_dict(Reducer *self, PyObject *dict)
+{
+    PyObject *key, *value;
+    Py_ssize_t pos = 0;
+    char sep = '{';
+    while (PyDict_Next(dict, &pos, &key, &value)) {
+        if (rows_put(self, &sep, 1) < 0 || rows_value(self, key) < 0
+            || rows_put(self, ":", 1) < 0 || rows_value(self, value) < 0) {
+            return -1;
+        }
+        sep = ',';
+    }
+    return sep == '{' ? rows_put(self, "{}", 2) : rows_put(self, "}", 1);
+}
+
+/* values (emit's, in StepTiming's field order) as one row at the end of the buffer; on
+ * failure the buffer is left as it was. */
+static int
+rows_add(Reducer *self, PyObject **values)
+{
+    Py_ssize_t before = self->rows_len;
+    int rc = rows_put(self, before ? ",[" : "[", before ? 2 : 1);
+    for (int i = 0; rc == 0 && i < N_STEP_FIELDS; i++) {
+        if (i > 0) {
+            rc = rows_put(self, ",", 1);
+        }
+        if (rc == 0) {
+            rc = PyDict_CheckExact(values[i]) ? rows_dict(self, values[i])
+                                              : rows_value(self, values[i]);
+        }
+    }
+    if (rc == 0) {
+        rc = rows_put(self, "]", 1);
+    }
+    if (rc < 0) {
+        self->rows_len = before;
+    }
+    return rc;
+}
+
 /* A StepTiming appended to done; the step's references are handed over.
  *
  * StepTiming is a frozen, slotted dataclass: its generated __init__ sets each field with
@@ -236,9 +364,16 @@ emit(Reducer *self, Step *step, long long end, PyObject *boundary)
             goto done;
         }
     }
+    Py_ssize_t rows_before = self->rows_len;
+    if (rows_add(self, values) < 0) {
+        goto done;
+    }
     if (PyList_Append(self->done, timing) == 0) {
         self->next_index++;
         rc = 0;
+    }
+    else {
+        self->rows_len = rows_before; /* the step is lost: so is its row */
     }
 done:
     for (int i = 0; i < N_STEP_FIELDS; i++) {
@@ -709,6 +844,24 @@ reducer_take_steps(Reducer *self, PyObject *Py_UNUSED(ignored))
 }
 
 static PyObject *
+reducer_take_rows(Reducer *self, PyObject *Py_UNUSED(ignored))
+{
+    if (!initialised(self)) {
+        return NULL;
+    }
+    PyObject *rows = PyBytes_FromStringAndSize(self->rows, self->rows_len);
+    if (rows != NULL) {
+        self->rows_len = 0;
+        if (self->rows_cap > ROWS_KEPT) { /* a burst of steps: give the memory back */
+            PyMem_Free(self->rows);
+            self->rows = NULL;
+            self->rows_cap = 0;
+        }
+    }
+    return rows;
+}
+
+static PyObject *
 reducer_finish(Reducer *self, PyObject *Py_UNUSED(ignored))
 {
     if (!initialised(self)) {
@@ -787,11 +940,16 @@ static int
 reducer_init(Reducer *self, PyObject *args, PyObject *kwargs)
 {
     static char *names[] = {"owner_thread", "model_names", "step_type", "model_mode_after",
-                            NULL};
-    PyObject *owner, *model_names, *step_type;
+                            "encode", NULL};
+    PyObject *owner, *model_names, *step_type, *encode;
     Py_ssize_t after;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO!On:Reducer", names, &owner,
-                                     &PyDict_Type, &model_names, &step_type, &after)) {
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO!OnO:Reducer", names, &owner,
+                                     &PyDict_Type, &model_names, &step_type, &after,
+                                     &encode)) {
+        return -1;
+    }
+    if (!PyCallable_Check(encode)) {
+        PyErr_SetString(PyExc_TypeError, "encode must be callable");
         return -1;
     }
     if (self->stack != NULL) {
@@ -801,7 +959,9 @@ reducer_init(Reducer *self, PyObject *args, PyObject *kwargs)
     self->stack = PyList_New(0);
     self->done = PyList_New(0);
     self->model_index = PyDict_New();
-    if (self->stack == NULL || self->done == NULL || self->model_index == NULL) {
+    self->encoded = PyDict_New();
+    if (self->stack == NULL || self->done == NULL || self->model_index == NULL
+        || self->encoded == NULL) {
         return -1;
     }
     if (check_step_type(self, step_type) < 0) {
@@ -810,6 +970,7 @@ reducer_init(Reducer *self, PyObject *args, PyObject *kwargs)
     self->owner = Py_NewRef(owner);
     self->model_names = Py_NewRef(model_names);
     self->step_type = Py_NewRef(step_type);
+    self->encode = Py_NewRef(encode);
     self->model_mode_after = after;
     return 0;
 }
@@ -820,6 +981,8 @@ reducer_traverse(Reducer *self, visitproc visit, void *arg)
     Py_VISIT(self->owner);
     Py_VISIT(self->model_names);
     Py_VISIT(self->step_type);
+    Py_VISIT(self->encode);
+    Py_VISIT(self->encoded);
     for (int i = 0; i < N_STEP_FIELDS; i++) {
         Py_VISIT(self->slots[i]);
     }
@@ -854,6 +1017,8 @@ reducer_clear(Reducer *self)
     Py_CLEAR(self->owner);
     Py_CLEAR(self->model_names);
     Py_CLEAR(self->step_type);
+    Py_CLEAR(self->encode);
+    Py_CLEAR(self->encoded);
     for (int i = 0; i < N_STEP_FIELDS; i++) {
         Py_CLEAR(self->slots[i]);
     }
@@ -894,6 +1059,7 @@ reducer_dealloc(Reducer *self)
     reducer_clear(self);
     PyMem_Free(self->tentative);
     PyMem_Free(self->models);
+    PyMem_Free(self->rows);
     type->tp_free((PyObject *)self);
 }
 
@@ -922,6 +1088,8 @@ static PyMethodDef reducer_methods[] = {
      "Process events (a list or tuple of (t_ns, code, arg, thread_id)) in order."},
     {"take_steps", (PyCFunction)reducer_take_steps, METH_NOARGS,
      "Return the steps finished since the last call."},
+    {"take_rows", (PyCFunction)reducer_take_rows, METH_NOARGS,
+     "Return the record rows (JSON, comma-separated) of the steps made since the last call."},
     {"finish", (PyCFunction)reducer_finish, METH_NOARGS,
      "Settle tentative model steps and return the steps left."},
     {"model_calls", (PyCFunction)reducer_model_calls, METH_NOARGS,

@@ -1,5 +1,6 @@
 """Types of the C step reducer (_reduce.c); the Python twin is reducer.StepReducer."""
 
+from collections.abc import Callable
 from typing import Any, Final, final
 
 from traindoctor.model import StepTiming
@@ -27,9 +28,11 @@ class Reducer:
         model_names: dict[int, str],
         step_type: type[Any],
         model_mode_after: int,
+        encode: Callable[[object], bytes],
     ) -> None: ...
     def feed(self, events: list[tuple[int, int, object, int]]) -> None: ...
     def take_steps(self) -> list[StepTiming]: ...
+    def take_rows(self) -> bytes: ...
     def finish(self) -> list[StepTiming]: ...
     def model_calls(
         self,

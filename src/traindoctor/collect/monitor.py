@@ -38,6 +38,7 @@ from traindoctor.model import (
     SystemSample,
 )
 from traindoctor.record import RecordWriter
+from traindoctor.record.rows import STEP_FIELDS, steps_from_rows
 
 __all__ = ["MONITOR_NICE", "Collected", "Monitor", "lower_thread_priority"]
 
@@ -51,10 +52,16 @@ MONITOR_NICE = 19
 
 
 class Collected:
-    """What the monitor gathered, kept in memory as well as in the record."""
+    """What the monitor gathered, kept in memory as well as in the record.
+
+    The steps are kept as their record rows (``record/rows.py``, ~150 bytes a step rather than
+    a ``StepTiming``'s ~500): ``steps()`` makes them, once, at the end.
+    """
 
     def __init__(self) -> None:
-        self.steps: list[StepTiming] = []
+        self.step_rows: list[bytes] = []
+        """The reducer's rows, one chunk a flush (``take_rows``)."""
+        self.step_count = 0
         self.system: list[SystemSample] = []
         self.gpu: list[GpuSample] = []
         self.loaders: list[LoaderInfo] = []
@@ -64,6 +71,14 @@ class Collected:
         self.concurrency: list[ConcurrencyStat] = []
         self.notices: list[Notice] = []
         self.experiments: list[BoundVerdict] = []
+
+    def steps(self) -> list[StepTiming]:
+        """The steps, made from their rows.
+
+        Raises:
+            ValueError: a chunk is not step rows (a bug of the reducer's).
+        """
+        return steps_from_rows(self.step_rows)
 
 
 class Monitor:
@@ -123,6 +138,7 @@ class Monitor:
         self._thread = threading.Thread(target=self._run, name="traindoctor-monitor", daemon=True)
         self._reported: set[str] = set()
         self._pending: dict[str, list[Any]] = {}
+        self._pending_rows = b""
         self._slow_facts: list[EnvFact] = []
         self._slow_probe = threading.Thread(
             target=self._probe_slow, name="traindoctor-probe", daemon=True
@@ -177,12 +193,15 @@ class Monitor:
         try:
             self._reducer.feed(batch)
             steps = self._reducer.finish() if final else self._reducer.take_steps()
+            rows = self._reducer.take_rows()
         except Exception as exc:  # never break the job over our own bug
             self.notice("error", f"step reduction failed: {exc!r}", key="reduce")
-            steps = []
+            steps, rows = [], b""
+        if rows:
+            self.collected.step_rows.append(rows)
+            self.collected.step_count += len(steps)
+            self._pending_rows = rows
         if steps:
-            self.collected.steps.extend(steps)
-            self._queue("steps", steps)
             self._log_progress(steps)
         self._inspect(final=final)
         if final:
@@ -249,7 +268,7 @@ class Monitor:
         if new:
             self.collected.batch_dtypes.extend(new)
             self._queue("batch_dtypes", new)
-        if (final or not self._env_probed) and self.collected.steps:
+        if (final or not self._env_probed) and self.collected.step_count:
             self._env_probed = True
             facts = probe_environment(self._environ)
             self.collected.env.extend(facts)
@@ -320,9 +339,11 @@ class Monitor:
 
     def _write_pending(self) -> None:
         pending, self._pending = self._pending, {}
+        rows, self._pending_rows = self._pending_rows, b""
         if self._writer is None or self._writer.closed:
             return
         try:
+            self._writer.write_rows("steps", STEP_FIELDS, rows)
             for line_type, items in pending.items():
                 self._writer.write_items(line_type, items)
             self._writer.flush()

@@ -36,6 +36,7 @@ from traindoctor.collect.events import (
 )
 from traindoctor.model import ConcurrencyStat, Phase, StepTiming
 from traindoctor.native import c_part, wanted
+from traindoctor.record.rows import encode_json, step_rows_json
 
 __all__ = [
     "MODEL_MODE_AFTER_CALLS",
@@ -126,6 +127,8 @@ class StepReducer:
         self._last_t = 0
         self._tentative: list[tuple[_Open, int]] = []
         self._done: list[StepTiming] = []
+        self._unrowed: list[StepTiming] = []
+        """The steps made since the last ``take_rows()``."""
         self._next_index = 0
         self._gc_start: int | None = None
         self._models: dict[int, _ModelCalls] = {}
@@ -210,6 +213,12 @@ class StepReducer:
         """Return the steps finished since the last call."""
         done, self._done = self._done, []
         return done
+
+    def take_rows(self) -> bytes:
+        """Return the record rows of the steps made since the last call (``step_rows_json``:
+        comma-separated JSON arrays; empty when there are none)."""
+        steps, self._unrowed = self._unrowed, []
+        return step_rows_json(steps) if steps else b""
 
     def finish(self) -> list[StepTiming]:
         """Settle tentative model steps (the job is inference-only) and return what is left.
@@ -305,7 +314,7 @@ class StepReducer:
 
     def _emit(self, step: _Open, end: int, boundary: str) -> None:
         self._done.append(
-            StepTiming(
+            timing := StepTiming(
                 index=self._next_index,
                 start_ns=step.start_ns,
                 end_ns=end,
@@ -318,6 +327,7 @@ class StepReducer:
                 gc_phase_ns=step.gc_phase_ns,
             )
         )
+        self._unrowed.append(timing)
         self._next_index += 1
 
     def _concurrency(self, t: int, code: int, arg: int, tid: int) -> None:
@@ -361,6 +371,7 @@ class Reducer(Protocol):
     def mode(self) -> str | None: ...
     def feed(self, events: list[Event]) -> None: ...
     def take_steps(self) -> list[StepTiming]: ...
+    def take_rows(self) -> bytes: ...
     def finish(self) -> list[StepTiming]: ...
     def model_calls(self) -> list[ModelCallsRow]: ...
 
@@ -412,5 +423,7 @@ def new_reducer(
     if module is None:
         return StepReducer(owner_thread, model_names)
     names = model_names if model_names is not None else {}
-    reducer: Reducer = module.Reducer(owner_thread, names, StepTiming, MODEL_MODE_AFTER_CALLS)
+    reducer: Reducer = module.Reducer(
+        owner_thread, names, StepTiming, MODEL_MODE_AFTER_CALLS, encode_json
+    )
     return reducer

@@ -281,9 +281,14 @@ class Session:
         if self._nvml is not None:
             self._nvml.close()
         got = self._monitor.collected
+        try:
+            steps = got.steps()
+        except ValueError as exc:  # our own bug: the rest of the run is still reported
+            steps = []
+            warnings.append(f"the steps could not be read back: {exc}")
         self.record = RunRecord(
             meta=self._meta,
-            steps=tuple(got.steps),
+            steps=tuple(steps),
             system=tuple(got.system),
             gpu=tuple(got.gpu),
             loaders=tuple(got.loaders),

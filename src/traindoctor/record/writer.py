@@ -73,6 +73,16 @@ class RecordWriter:
         else:
             self._write_line({"type": line_type, "items": items})
 
+    def write_rows(self, line_type: str, fields: Sequence[str], rows: bytes) -> None:
+        """Append one line of rows already encoded (comma-separated JSON arrays of the values
+        of ``fields``, e.g. ``rows.step_rows_json``'s): the steps the reducer encoded."""
+        if line_type not in ROW_TYPES:
+            raise ValueError(f"{line_type!r} is not a record line type held as rows")
+        if not rows:
+            return
+        head = json.dumps({"type": line_type, "fields": list(fields)}, separators=(",", ":"))
+        self._write_raw(b"".join((head[:-1].encode("ascii"), b',"rows":[', rows, b"]}\n")))
+
     def write_end(self, end: RunEnd) -> None:
         """Append the end line."""
         self._write_line({"type": "end", "item": to_jsonable(end)})
@@ -105,6 +115,9 @@ class RecordWriter:
         if data is None:
             text = json.dumps(obj, separators=(",", ":"), allow_nan=False, default=json_default)
             data = (text + "\n").encode("ascii")  # json escapes all else (ensure_ascii)
+        self._write_raw(data)
+
+    def _write_raw(self, data: bytes) -> None:
         with self._lock:
             if self._file is not None:
                 self._file.write(data)
