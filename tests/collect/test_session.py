@@ -207,6 +207,15 @@ def test_a_sampler_thread_samples_the_monitor_wakes_to_flush_and_both_end(tmp_pa
     assert 0 < reader.cpu_ns <= rec.end.monitor_cpu_ns  # stopped, and counted
 
 
+def _caught_up(doc: Session, steps: int) -> None:
+    """Wait until the monitor has reduced ``steps`` steps (slow under coverage's tracing),
+    and a flush more."""
+    deadline = time.monotonic() + 60
+    while doc._monitor.collected.step_count < steps and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(2 * FLUSH_EVERY_S)
+
+
 @pytest.mark.parametrize("pure_python", ["0", "1"], ids=["c", "python"])
 def test_a_run_keeps_its_steps_as_rows_not_objects(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, pure_python: str
@@ -221,7 +230,7 @@ def test_a_run_keeps_its_steps_as_rows_not_objects(
                 with doc.phase("forward"):
                     pass
                 doc.step(batch_size=32)
-            time.sleep(2 * FLUSH_EVERY_S)
+            _caught_up(doc, 100)
             before = tracemalloc.take_snapshot()
             for _ in range(n):
                 with doc.phase("forward"):
@@ -229,7 +238,7 @@ def test_a_run_keeps_its_steps_as_rows_not_objects(
                 with doc.phase("backward"):
                     pass
                 doc.step(batch_size=32)
-            time.sleep(2 * FLUSH_EVERY_S)  # all reduced, written and logged
+            _caught_up(doc, n + 100)  # all reduced, written and logged
             after = tracemalloc.take_snapshot()
             rows = doc._monitor.collected.step_rows
     finally:

@@ -54,8 +54,8 @@ MONITOR_NICE = 19
 class Collected:
     """What the monitor gathered, kept in memory as well as in the record.
 
-    The steps are kept as their record rows (``record/rows.py``, ~150 bytes a step rather than
-    a ``StepTiming``'s ~500): ``steps()`` makes them, once, at the end.
+    The steps are kept as their record rows (``record/rows.py``, ~110 bytes a step rather than
+    a ``StepTiming``'s ~500-670): ``steps()`` makes them, once, at the end.
     """
 
     def __init__(self) -> None:
