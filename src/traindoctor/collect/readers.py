@@ -215,9 +215,8 @@ class PsutilReader:
             children = default_children()
         self._children = children
         self._walk = walk or default_walk()
-        self._walk_every = scan_every_ns if children is None else WALK_EVERY_NS
-        if walk_every_ns is not None:
-            self._walk_every = walk_every_ns
+        # (without children files the walk runs at each scan: _scan_if_due)
+        self._walk_every = WALK_EVERY_NS if walk_every_ns is None else walk_every_ns
         self._last_io: int | None = None
         self._last_scan: int | None = None
         self._last_walk: int | None = None
