@@ -9,14 +9,13 @@ from __future__ import annotations
 
 import time
 import warnings
-from collections import deque
 from typing import Any
 
 import pytest
 import torch
 
 from traindoctor.collect.autoinstrument import TorchPatches
-from traindoctor.collect.events import ENTER, EXIT, Event
+from traindoctor.collect.events import ENTER, EXIT, EventBuffer, EventQueue
 from traindoctor.model import LoaderInfo
 
 MPS_WARNING = (
@@ -26,8 +25,8 @@ MPS_WARNING = (
 
 
 class Sink:
-    def __init__(self) -> None:
-        self.events: deque[Event] = deque()
+    def __init__(self, events: EventBuffer | None = None) -> None:
+        self.events: EventBuffer = EventQueue() if events is None else events
         self.clock = time.perf_counter_ns
         self.models: dict[int, Any] = {}
         self.loaders: dict[int, LoaderInfo] = {}

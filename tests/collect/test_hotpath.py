@@ -29,7 +29,7 @@ from traindoctor.collect.autoinstrument import (
     batch_size_of,
     native_hooks,
 )
-from traindoctor.collect.events import ENTER, EXIT, FWD_ENTER, FWD_EXIT, OPT_END
+from traindoctor.collect.events import ENTER, EXIT, FWD_ENTER, FWD_EXIT, OPT_END, Event
 from traindoctor.collect.session import Session
 
 from .test_accelerator_patches import Sink
@@ -40,6 +40,13 @@ needs_c = pytest.mark.skipif(
     C is None and not REQUIRED, reason="the C hooks were not built (no compiler at install)"
 )
 BOTH = [pytest.param(False, id="python"), pytest.param(True, id="c", marks=needs_c)]
+#: (C hooks, into a C ``Events`` buffer): the Python hooks, the C ones appending tuples to an
+#: ``EventQueue``, the C ones writing structs into ``Events``.
+HOOKS_AND_BUFFERS = [
+    pytest.param(False, False, id="python"),
+    pytest.param(True, False, id="c-tuples", marks=needs_c),
+    pytest.param(True, True, id="c-structs", marks=needs_c),
+]
 
 
 class Counter:
@@ -53,10 +60,16 @@ class Counter:
         return next(self._ticks)
 
 
-def make_sink() -> Sink:
-    sink = Sink()
+def make_sink(structs: bool = False) -> Sink:
+    """A sink on a counting clock; ``structs``: its events go to a C ``Events`` buffer."""
+    sink = Sink(C.Events() if structs else None)
     sink.clock = Counter()
     return sink
+
+
+def recorded(sink: Sink) -> list[Event]:
+    """The events the sink holds (taken out of it)."""
+    return sink.events.take()
 
 
 class Net(nn.Module):
@@ -94,8 +107,8 @@ def train(job: Job) -> None:
     torch.save(model.state_dict(), io.BytesIO())
 
 
-def run_loop(native: bool, job: Job) -> Sink:
-    sink = make_sink()
+def run_loop(native: bool, job: Job, structs: bool = False) -> Sink:
+    sink = make_sink(structs)
     patches = TorchPatches(sink, native=native)
     patches.install(accelerator=False)
     try:
@@ -123,8 +136,11 @@ def test_a_training_loop_appends_the_same_events_under_c_and_python_hooks() -> N
     job = Job(steps)
     python = run_loop(False, job)
     native = run_loop(True, job)
-    assert list(native.events) == list(python.events)
-    codes = [code for _, code, _, _ in native.events]
+    structs = run_loop(True, job, structs=True)  # the same, written as C structs
+    events = recorded(native)
+    assert events == recorded(python) == recorded(structs)
+    assert len(structs.events) == 0
+    codes = [code for _, code, _, _ in events]
     # every step: data wait, model and loss forward, backward, optimizer; then the
     # loader's end, the eval call and the checkpoint
     assert codes.count(FWD_ENTER) == 2 * steps + 1
@@ -132,17 +148,19 @@ def test_a_training_loop_appends_the_same_events_under_c_and_python_hooks() -> N
     assert native.batch_dtypes == python.batch_dtypes == ["torch.float32"] * 2 * 4
     assert native.model_inputs == python.model_inputs
     assert set(native.models) == set(python.models) == {id(job.model), id(job.loss_fn)}
-    exits = [arg for _, code, arg, _ in native.events if code == EXIT]
+    exits = [arg for _, code, arg, _ in events if code == EXIT]
     assert exits.count(3) == steps  # each batch's size on leaving data_wait
 
 
-@pytest.mark.parametrize("native", BOTH)
-def test_a_forward_that_raises_is_closed_and_the_exception_passes_unchanged(native: bool) -> None:
+@pytest.mark.parametrize(("native", "structs"), HOOKS_AND_BUFFERS)
+def test_a_forward_that_raises_is_closed_and_the_exception_passes_unchanged(
+    native: bool, structs: bool
+) -> None:
     class Broken(nn.Module):
         def forward(self, x: torch.Tensor) -> torch.Tensor:
             raise KeyError("planted")
 
-    sink = make_sink()
+    sink = make_sink(structs)
     patches = TorchPatches(sink, native=native)
     patches.install(accelerator=False)
     broken = Broken()
@@ -155,7 +173,7 @@ def test_a_forward_that_raises_is_closed_and_the_exception_passes_unchanged(nati
         broken2(torch.ones(1, 4))  # the next outermost call is timed again
     finally:
         patches.uninstall()
-    codes = [code for _, code, _, _ in sink.events]
+    codes = [code for _, code, _, _ in recorded(sink)]
     assert codes == [FWD_ENTER, FWD_EXIT, FWD_ENTER, FWD_EXIT]
 
 
@@ -178,9 +196,9 @@ def test_a_first_call_hook_that_raises_leaves_no_thread_inside(native: bool) -> 
         patches.uninstall()
 
 
-@pytest.mark.parametrize("native", BOTH)
-def test_backward_that_raises_closes_its_phase(native: bool) -> None:
-    sink = make_sink()
+@pytest.mark.parametrize(("native", "structs"), HOOKS_AND_BUFFERS)
+def test_backward_that_raises_closes_its_phase(native: bool, structs: bool) -> None:
+    sink = make_sink(structs)
     patches = TorchPatches(sink, native=native)
     patches.install(accelerator=False)
     try:
@@ -188,15 +206,15 @@ def test_backward_that_raises_closes_its_phase(native: bool) -> None:
             torch.ones(2).sum().backward()
     finally:
         patches.uninstall()
-    assert [(code, arg) for _, code, arg, _ in sink.events] == [
+    assert [(code, arg) for _, code, arg, _ in recorded(sink)] == [
         (ENTER, "backward"),
         (EXIT, None),
     ]
 
 
-@pytest.mark.parametrize("native", BOTH)
-def test_the_loaders_end_closes_data_wait_without_a_batch_size(native: bool) -> None:
-    sink = make_sink()
+@pytest.mark.parametrize(("native", "structs"), HOOKS_AND_BUFFERS)
+def test_the_loaders_end_closes_data_wait_without_a_batch_size(native: bool, structs: bool) -> None:
+    sink = make_sink(structs)
     patches = TorchPatches(sink, native=native)
     patches.install(accelerator=False)
     try:
@@ -205,7 +223,7 @@ def test_the_loaders_end_closes_data_wait_without_a_batch_size(native: bool) -> 
     finally:
         patches.uninstall()
     assert [len(b) for b in batches] == [2, 2, 1]
-    assert [arg for _, code, arg, _ in sink.events if code == EXIT] == [2, 2, 1, None]
+    assert [arg for _, code, arg, _ in recorded(sink) if code == EXIT] == [2, 2, 1, None]
 
 
 @needs_c

@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import gc
+import itertools
 import os
 from collections.abc import Callable
 from pathlib import Path
@@ -26,7 +27,10 @@ from traindoctor.collect.events import (
     RESET,
     STEP,
     Event,
+    EventBuffer,
+    EventQueue,
     fwd_arg,
+    new_event_buffer,
 )
 from traindoctor.collect.reducer import (
     MODEL_MODE_AFTER_CALLS,
@@ -56,6 +60,10 @@ def _python(owner: int, names: dict[int, str] | None = None) -> Reducer:
 
 def _c(owner: int, names: dict[int, str] | None = None) -> Reducer:
     return new_reducer(owner, names, native=True)
+
+
+def _c_events() -> EventBuffer:
+    return new_event_buffer(native=True)
 
 
 @pytest.fixture(
@@ -215,13 +223,22 @@ def test_c_reducer_is_built_and_checks_what_it_builds() -> None:
         r.__init__(ME, {}, StepTiming, MODEL_MODE_AFTER_CALLS, encode_json)  # type: ignore[misc]
 
 
-def _outcome(r: Reducer, events: list[Event], cuts: list[int]) -> tuple[object, ...]:
-    """Everything a reducer gives for ``events`` fed in pieces cut at ``cuts``."""
+def _outcome(
+    r: Reducer, events: list[Event], cuts: list[int], buffer: EventBuffer | None = None
+) -> tuple[object, ...]:
+    """Everything a reducer gives for ``events`` fed in pieces cut at ``cuts`` (appended to
+    ``buffer`` and drained from it, if given)."""
     steps: list[StepTiming] = []
     rows: list[bytes] = []
     start = 0
     for cut in [*cuts, len(events)]:
-        r.feed(events[start:cut])
+        if buffer is None:
+            r.feed(events[start:cut])
+        else:
+            for event in events[start:cut]:
+                buffer.append(event)
+            r.drain(buffer)
+            assert len(buffer) == 0
         start = cut
         steps += r.take_steps()
         rows.append(r.take_rows())
@@ -277,6 +294,56 @@ def test_c_reducer_equals_the_python_one_on_any_stream(
     events, cuts = stream
     names = {99: "Net"}
     assert _outcome(_c(ME, names), events, cuts) == _outcome(_python(ME, names), events, cuts)
+
+
+@needs_c
+@given(event_streams())
+def test_both_reducers_drain_both_buffers_as_they_feed_on_lists(
+    stream: tuple[list[Event], list[int]],
+) -> None:
+    """The C reducer reads ``Events``' structs directly (no tuples); drained from the other
+    buffer, or by the other reducer, the result is the same as fed from lists."""
+    assert C is not None and C.READS_EVENT_STRUCTS  # found _hotpath's Events, whatever came first
+    events, cuts = stream
+    names = {99: "Net"}
+    expected = _outcome(_python(ME, names), events, cuts)
+    for make, buffer in itertools.product((_c, _python), (EventQueue, _c_events)):
+        assert _outcome(make(ME, names), events, cuts, buffer()) == expected
+
+
+@needs_c
+def test_draining_an_event_that_fails_leaves_the_buffer_empty_and_usable() -> None:
+    class Unprintable:
+        def __str__(self) -> str:
+            raise LookupError("no name")
+
+    outcomes = []
+    for make, new_buffer in itertools.product((_c, _python), (EventQueue, _c_events)):
+        r, buffer = make(ME), new_buffer()
+        for event in [(0, ENTER, Unprintable(), ME), *train_step(2)]:
+            buffer.append(event)
+        with pytest.raises(LookupError, match="no name"):
+            r.drain(buffer)
+        assert len(buffer) == 0  # taken, the failing event and the ones after it
+        for event in [*train_step(20), *train_step(30)]:
+            buffer.append(event)
+        r.drain(buffer)
+        outcomes.append([(s.start_ns, s.end_ns, s.boundary) for s in r.take_steps()])
+    # the step opened by the failing event runs to the next boundary
+    assert outcomes == [[(0, 29, "optimizer"), (29, 39, "optimizer")]] * 4
+
+
+@needs_c
+def test_an_owner_id_that_no_thread_can_have() -> None:
+    """Thread ids are unsigned 64-bit ints: an owner that is not one matches no event (the C
+    reducer then compares ids as objects), and nothing breaks."""
+    for owner in (-1, 2**64):
+        for make, new_buffer in itertools.product((_c, _python), (EventQueue, _c_events)):
+            r, buffer = make(owner), new_buffer()
+            for event in [*train_step(0), *train_step(10)]:
+                buffer.append(event)
+            r.drain(buffer)
+            assert r.take_steps() == [] and r.finish() == [] and r.mode is None
 
 
 @needs_c

@@ -1,10 +1,18 @@
 /* The hot path's hooks in C (docs/design/hot-path.md).
  *
  * Each hook does what its pure-Python twin in autoinstrument.py does and appends the same
- * event tuples ``(clock(), code, arg, thread_id)`` to the same deque; only the Python frames
- * (~0.6 us each in a training loop, docs/overhead.md) are gone. The Python versions stay the
- * reference: tests/collect/test_hotpath.py runs one training loop under both and compares the
- * events. Without a C compiler the package installs without this module and uses them.
+ * events ``(clock(), code, arg, thread_id)``; only the Python frames (~0.6 us each in a
+ * training loop, docs/overhead.md) are gone. The Python versions stay the reference:
+ * tests/collect/test_hotpath.py runs one training loop under both and compares the events.
+ * Without a C compiler the package installs without this module and uses them.
+ *
+ * ``Events`` is the buffer the events go to (events.py's EventQueue being its twin): where a
+ * hook's ``append`` is an ``Events``' own, the hook writes a C struct into it (_events.h) and
+ * makes no Python object at all (no tuple, no int for the time, the thread or an id), and
+ * where its clock is ``time.perf_counter_ns`` it reads CLOCK_MONOTONIC itself, as that
+ * function does on Linux. No object made means no work for the garbage collector: a deque
+ * of tuples made the job's collector run ~77 times a second on a tiny training loop that
+ * never ran it otherwise (docs/overhead.md). _reduce.c reads the structs directly.
  *
  * One type, ``Hook``, in five modes, each made by a module function:
  *
@@ -28,6 +36,9 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <structmember.h>
+#include <time.h>
+
+#include "_events.h"
 
 /* Event codes: the same values as traindoctor/collect/events.py (checked at import there). */
 enum { ENTER = 0, EXIT = 1, OPT_END = 3, FWD_ENTER = 4, FWD_EXIT = 5 };
@@ -49,9 +60,13 @@ typedef struct {
     PyObject *first_call;   /* FORWARD */
     PyObject *grad_enabled; /* FORWARD: torch.is_grad_enabled */
     PyObject *dict;         /* __wrapped__, __name__, __doc__ */
+    PyObject *buffer;       /* append's Events, when append is an Events' append; or NULL */
+    int fast_clock;         /* clock is time.perf_counter_ns */
+    PyObject *last_module;  /* FORWARD: the last module found in models (compared only) */
 } Hook;
 
 static PyObject *str_shape;
+static PyObject *perf_counter_ns; /* time.perf_counter_ns, read directly where it is the clock */
 static PyObject *str_training;
 static PyObject *str_values;
 
@@ -85,24 +100,354 @@ thread_id(void)
     return Py_NewRef(cached_tid);
 }
 
-/* Append (clock(), code, arg, tid). Steals nothing; returns -1 with an exception set. */
-static int
-emit(Hook *self, long code, PyObject *arg, PyObject *tid)
+/* -- the event buffer -------------------------------------------------------------------- */
+
+/* A take()n array of at most this many events is kept for the next take (a flush's events at
+ * ~10 a step of ~1 ms: ~5,000); a bigger one, after a burst of short steps, is freed. */
+#define EVENTS_KEPT 65536
+
+typedef struct {
+    PyObject_HEAD
+    TdEvent *items; /* appended since the last take, oldest first */
+    Py_ssize_t n, cap;
+    TdEvent *spare; /* an array given back, reused by the next append after a take */
+    Py_ssize_t spare_cap;
+} Events;
+
+static void
+release_args(TdEvent *items, Py_ssize_t n)
 {
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (items[i].kind == TD_ARG_OBJ) {
+            Py_CLEAR(items[i].arg.obj);
+        }
+    }
+}
+
+/* Append one event; ``obj`` (TD_ARG_OBJ) gets a new reference. -1 with MemoryError set. */
+static int
+events_push(Events *self, long long t, int code, int kind, long long ival, PyObject *obj,
+            unsigned long long tid)
+{
+    if (self->n == self->cap) {
+        if (self->items == NULL && self->spare != NULL) {
+            self->items = self->spare;
+            self->cap = self->spare_cap;
+            self->spare = NULL;
+            self->spare_cap = 0;
+        }
+        if (self->n == self->cap) {
+            Py_ssize_t cap = self->cap ? 2 * self->cap : 1024;
+            TdEvent *grown = PyMem_Realloc(self->items, cap * sizeof(TdEvent));
+            if (grown == NULL) {
+                PyErr_NoMemory();
+                return -1;
+            }
+            self->items = grown;
+            self->cap = cap;
+        }
+    }
+    TdEvent *event = &self->items[self->n++];
+    event->t = t;
+    event->tid = tid;
+    event->code = code;
+    event->kind = kind;
+    if (kind == TD_ARG_OBJ) {
+        event->arg.obj = Py_NewRef(obj);
+    }
+    else {
+        event->arg.i = kind == TD_ARG_INT ? ival : 0;
+    }
+    return 0;
+}
+
+/* Append an event whose arg is an object: None, an int of 64 bits or anything else. */
+static int
+events_push_object(Events *self, long long t, int code, PyObject *arg, unsigned long long tid)
+{
+    if (arg == Py_None) {
+        return events_push(self, t, code, TD_ARG_NONE, 0, NULL, tid);
+    }
+    if (PyLong_CheckExact(arg)) {
+        int overflow;
+        long long value = PyLong_AsLongLongAndOverflow(arg, &overflow);
+        if (!overflow && !(value == -1 && PyErr_Occurred())) {
+            return events_push(self, t, code, TD_ARG_INT, value, NULL, tid);
+        }
+        PyErr_Clear();
+    }
+    return events_push(self, t, code, TD_ARG_OBJ, 0, arg, tid);
+}
+
+static TdEvent *
+events_take(PyObject *op, Py_ssize_t *n)
+{
+    Events *self = (Events *)op;
+    TdEvent *taken = self->n ? self->items : NULL;
+    *n = self->n;
+    if (taken != NULL) {
+        self->items = NULL;
+        self->n = self->cap = 0;
+    }
+    return taken;
+}
+
+static void
+events_give_back(PyObject *op, TdEvent *taken, Py_ssize_t n)
+{
+    Events *self = (Events *)op;
+    if (taken == NULL) {
+        return;
+    }
+    release_args(taken, n);
+    /* the array's capacity is not known here: a kept one is at least n long, and pushing
+     * into it starts over at the capacity it is told */
+    if (self->spare == NULL && n <= EVENTS_KEPT) {
+        self->spare = taken;
+        self->spare_cap = n;
+    }
+    else {
+        PyMem_Free(taken);
+    }
+}
+
+static PyObject *
+event_tuple(const TdEvent *event)
+{
+    PyObject *arg;
+    if (event->kind == TD_ARG_OBJ) {
+        arg = Py_NewRef(event->arg.obj);
+    }
+    else if (event->kind == TD_ARG_INT) {
+        arg = PyLong_FromLongLong(event->arg.i);
+    }
+    else {
+        arg = Py_NewRef(Py_None);
+    }
+    PyObject *tuple = PyTuple_New(4);
+    PyObject *t = PyLong_FromLongLong(event->t);
+    PyObject *code = PyLong_FromLong(event->code);
+    PyObject *tid = PyLong_FromUnsignedLongLong(event->tid);
+    if (tuple == NULL || arg == NULL || t == NULL || code == NULL || tid == NULL) {
+        Py_XDECREF(tuple);
+        Py_XDECREF(arg);
+        Py_XDECREF(t);
+        Py_XDECREF(code);
+        Py_XDECREF(tid);
+        return NULL;
+    }
+    PyTuple_SET_ITEM(tuple, 0, t);
+    PyTuple_SET_ITEM(tuple, 1, code);
+    PyTuple_SET_ITEM(tuple, 2, arg);
+    PyTuple_SET_ITEM(tuple, 3, tid);
+    return tuple;
+}
+
+static PyObject *
+events_append(Events *self, PyObject *event)
+{
+    if (!PyTuple_Check(event) || PyTuple_GET_SIZE(event) != 4) {
+        PyErr_SetString(PyExc_ValueError, "an event is a tuple (t_ns, code, arg, thread_id)");
+        return NULL;
+    }
+    long long t = PyLong_AsLongLong(PyTuple_GET_ITEM(event, 0));
+    if (t == -1 && PyErr_Occurred()) {
+        return NULL;
+    }
+    int overflow;
+    long code = PyLong_AsLongAndOverflow(PyTuple_GET_ITEM(event, 1), &overflow);
+    if (code == -1 && PyErr_Occurred()) {
+        return NULL;
+    }
+    if (overflow || code < INT_MIN || code > INT_MAX) {
+        PyErr_SetString(PyExc_OverflowError, "an event's code must fit a C int");
+        return NULL;
+    }
+    unsigned long long tid = PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(event, 3));
+    if (tid == (unsigned long long)-1 && PyErr_Occurred()) {
+        return NULL;
+    }
+    if (events_push_object(self, t, (int)code, PyTuple_GET_ITEM(event, 2), tid) < 0) {
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+events_take_list(Events *self, PyObject *Py_UNUSED(ignored))
+{
+    Py_ssize_t n;
+    TdEvent *taken = events_take((PyObject *)self, &n);
+    PyObject *list = PyList_New(n);
+    for (Py_ssize_t i = 0; list != NULL && i < n; i++) {
+        PyObject *tuple = event_tuple(&taken[i]);
+        if (tuple == NULL) {
+            Py_CLEAR(list);
+            break;
+        }
+        PyList_SET_ITEM(list, i, tuple);
+    }
+    events_give_back((PyObject *)self, taken, n);
+    return list;
+}
+
+static PyObject *
+events_clear_method(Events *self, PyObject *Py_UNUSED(ignored))
+{
+    Py_ssize_t n;
+    TdEvent *taken = events_take((PyObject *)self, &n);
+    events_give_back((PyObject *)self, taken, n);
+    Py_RETURN_NONE;
+}
+
+static Py_ssize_t
+events_length(Events *self)
+{
+    return self->n;
+}
+
+static PyObject *
+events_sizeof(Events *self, PyObject *Py_UNUSED(ignored))
+{
+    /* the arrays held (a kept spare's size known at least) */
+    return PyLong_FromSsize_t(Py_TYPE(self)->tp_basicsize
+                              + (self->cap + self->spare_cap) * (Py_ssize_t)sizeof(TdEvent));
+}
+
+static PyObject *
+events_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
+{
+    if (PyTuple_GET_SIZE(args) || (kwargs != NULL && PyDict_GET_SIZE(kwargs))) {
+        PyErr_SetString(PyExc_TypeError, "Events() takes no arguments");
+        return NULL;
+    }
+    return type->tp_alloc(type, 0); /* zeroed: no events, no arrays */
+}
+
+static int
+events_traverse(Events *self, visitproc visit, void *arg)
+{
+    for (Py_ssize_t i = 0; i < self->n; i++) {
+        if (self->items[i].kind == TD_ARG_OBJ) {
+            Py_VISIT(self->items[i].arg.obj);
+        }
+    }
+    return 0;
+}
+
+static int
+events_clear(Events *self)
+{
+    /* arguments are released before the count drops: a decref may run code that appends */
+    while (self->n > 0) {
+        Py_ssize_t n;
+        TdEvent *taken = events_take((PyObject *)self, &n);
+        events_give_back((PyObject *)self, taken, n);
+    }
+    return 0;
+}
+
+static void
+events_dealloc(Events *self)
+{
+    PyObject_GC_UnTrack(self);
+    events_clear(self);
+    PyMem_Free(self->items);
+    PyMem_Free(self->spare);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyMethodDef events_methods[] = {
+    {"append", (PyCFunction)events_append, METH_O,
+     "append(event): add an event (t_ns, code, arg, thread_id)."},
+    {"take", (PyCFunction)events_take_list, METH_NOARGS,
+     "take(): the events appended so far, oldest first, as tuples; the buffer is left empty."},
+    {"clear", (PyCFunction)events_clear_method, METH_NOARGS, "clear(): drop every event."},
+    {"__sizeof__", (PyCFunction)events_sizeof, METH_NOARGS, "Bytes held, arrays included."},
+    {NULL},
+};
+
+static PySequenceMethods events_as_sequence = {
+    .sq_length = (lenfunc)events_length,
+};
+
+static PyTypeObject EventsType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "traindoctor.collect._hotpath.Events",
+    .tp_doc = "Events(): the hot path's events, kept as C structs until taken (events.py).",
+    .tp_basicsize = sizeof(Events),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .tp_new = events_new,
+    .tp_traverse = (traverseproc)events_traverse,
+    .tp_clear = (inquiry)events_clear,
+    .tp_dealloc = (destructor)events_dealloc,
+    .tp_methods = events_methods,
+    .tp_as_sequence = &events_as_sequence,
+};
+
+static TdEventsApi events_api = {
+    .type = &EventsType,
+    .take = events_take,
+    .give_back = events_give_back,
+};
+
+/* -- emitting events ---------------------------------------------------------------------- */
+
+/* Now on the hook's clock. */
+static int
+hook_now(Hook *self, long long *t)
+{
+#ifdef __linux__
+    if (self->fast_clock) { /* time.perf_counter_ns is CLOCK_MONOTONIC on Linux */
+        struct timespec ts;
+        if (clock_gettime(CLOCK_MONOTONIC, &ts) == 0) {
+            *t = (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+            return 0;
+        }
+    }
+#endif
     PyObject *now = PyObject_CallNoArgs(self->clock);
     if (now == NULL) {
         return -1;
     }
-    PyObject *event = PyTuple_New(4);
-    PyObject *code_obj = PyLong_FromLong(code);
-    if (event == NULL || code_obj == NULL) {
-        Py_DECREF(now);
-        Py_XDECREF(event);
-        Py_XDECREF(code_obj);
+    *t = PyLong_AsLongLong(now);
+    Py_DECREF(now);
+    return *t == -1 && PyErr_Occurred() ? -1 : 0;
+}
+
+/* Append (clock(), code, arg, this thread's id), arg being None, the int ``ival`` or ``obj``
+ * (TD_ARG_*): as a struct into an ``Events`` buffer, else as a tuple through ``append``.
+ * Steals nothing; returns -1 with an exception set. */
+static int
+emit(Hook *self, long code, int kind, long long ival, PyObject *obj)
+{
+    long long t;
+    if (self->buffer != NULL) {
+        if (hook_now(self, &t) < 0) {
+            return -1;
+        }
+        return events_push((Events *)self->buffer, t, (int)code, kind, ival, obj,
+                           PyThread_get_thread_ident());
+    }
+    PyObject *tid = thread_id();
+    if (tid == NULL || hook_now(self, &t) < 0) {
+        Py_XDECREF(tid);
         return -1;
     }
-    Py_INCREF(arg);
-    Py_INCREF(tid);
+    PyObject *arg = kind == TD_ARG_INT   ? PyLong_FromLongLong(ival)
+                    : kind == TD_ARG_OBJ ? Py_NewRef(obj)
+                                         : Py_NewRef(Py_None);
+    PyObject *now = PyLong_FromLongLong(t);
+    PyObject *code_obj = PyLong_FromLong(code);
+    PyObject *event = PyTuple_New(4);
+    if (arg == NULL || now == NULL || code_obj == NULL || event == NULL) {
+        Py_XDECREF(arg);
+        Py_XDECREF(now);
+        Py_XDECREF(code_obj);
+        Py_XDECREF(event);
+        Py_DECREF(tid);
+        return -1;
+    }
     PyTuple_SET_ITEM(event, 0, now);
     PyTuple_SET_ITEM(event, 1, code_obj);
     PyTuple_SET_ITEM(event, 2, arg);
@@ -116,30 +461,46 @@ emit(Hook *self, long code, PyObject *arg, PyObject *tid)
     return 0;
 }
 
+/* emit() with an object arg: None, an int of 64 bits (kept as such) or anything else. */
+static int
+emit_object(Hook *self, long code, PyObject *arg)
+{
+    if (arg == Py_None) {
+        return emit(self, code, TD_ARG_NONE, 0, NULL);
+    }
+    if (PyLong_CheckExact(arg)) {
+        int overflow;
+        long long value = PyLong_AsLongLongAndOverflow(arg, &overflow);
+        if (!overflow && !(value == -1 && PyErr_Occurred())) {
+            return emit(self, code, TD_ARG_INT, value, NULL);
+        }
+        PyErr_Clear();
+    }
+    return emit(self, code, TD_ARG_OBJ, 0, arg);
+}
+
 /* The closing event of a wrapped call: like a ``finally``, it is appended whether the call
  * returned ``result`` or raised (``result`` NULL); the call's exception is kept. Returns
  * ``result``, or NULL. */
 static PyObject *
-emit_exit(Hook *self, long code, PyObject *arg, PyObject *tid, PyObject *result)
+emit_exit(Hook *self, long code, int kind, long long ival, PyObject *result)
 {
     if (result == NULL) {
         PyObject *type, *value, *traceback;
         PyErr_Fetch(&type, &value, &traceback);
-        if (emit(self, code, arg, tid) < 0) {
+        if (emit(self, code, kind, ival, NULL) < 0) {
             PyErr_Clear(); /* the job's own exception matters more */
         }
         PyErr_Restore(type, value, traceback);
         return NULL;
     }
-    if (emit(self, code, arg, tid) < 0) {
+    if (emit(self, code, kind, ival, NULL) < 0) {
         Py_DECREF(result);
         return NULL;
     }
     return result;
 }
 
-/* batch_size_of() of autoinstrument.py: the leading dimension of the first tensor-like in
- * ``batch`` (None if unknown). Never fails: what cannot be read is None. */
 static PyObject *
 batch_size_of(PyObject *batch)
 {
@@ -195,47 +556,53 @@ batch_size_of(PyObject *batch)
     return result == NULL ? Py_NewRef(Py_None) : result;
 }
 
-/* ENTER self->arg on this thread; returns the thread's id (NULL with an exception set). */
-static PyObject *
-enter_phase(Hook *self)
+/* Append ``code`` with ``id(obj) << shift | low`` (events.fwd_arg for FWD_ENTER, the id for
+ * FWD_EXIT and OPT_END): an int of 64 bits where it fits, as on every platform CPython runs
+ * on, else a Python int. */
+static int
+emit_id(Hook *self, long code, PyObject *obj, int shift, long low)
 {
-    PyObject *tid = thread_id();
-    if (tid != NULL && emit(self, ENTER, self->arg, tid) < 0) {
-        Py_CLEAR(tid);
+    unsigned long long address = (unsigned long long)(uintptr_t)obj;
+    if (address >> (62 - shift) == 0) {
+        return emit(self, code, TD_ARG_INT, (long long)(address << shift | low), NULL);
     }
-    return tid;
+    PyObject *id = PyLong_FromVoidPtr(obj);
+    PyObject *by = PyLong_FromLong(shift);
+    PyObject *shifted = id == NULL || by == NULL ? NULL : PyNumber_Lshift(id, by);
+    PyObject *bits = PyLong_FromLong(low);
+    PyObject *arg = shifted == NULL || bits == NULL ? NULL : PyNumber_Or(shifted, bits);
+    int rc = arg == NULL ? -1 : emit(self, code, TD_ARG_OBJ, 0, arg);
+    Py_XDECREF(id);
+    Py_XDECREF(by);
+    Py_XDECREF(shifted);
+    Py_XDECREF(bits);
+    Py_XDECREF(arg);
+    return rc;
 }
 
 static PyObject *
 call_phase(Hook *self, PyObject *const *args, size_t nargsf, PyObject *kwnames)
 {
-    PyObject *tid = enter_phase(self);
-    if (tid == NULL) {
+    if (emit_object(self, ENTER, self->arg) < 0) {
         return NULL;
     }
     PyObject *result = PyObject_Vectorcall(self->original, args, nargsf, kwnames);
-    result = emit_exit(self, EXIT, Py_None, tid, result);
-    Py_DECREF(tid);
-    return result;
+    return emit_exit(self, EXIT, TD_ARG_NONE, 0, result);
 }
 
 static PyObject *
 call_next(Hook *self, PyObject *const *args, size_t nargsf, PyObject *kwnames)
 {
-    PyObject *tid = enter_phase(self);
-    if (tid == NULL) {
+    if (emit_object(self, ENTER, self->arg) < 0) {
         return NULL;
     }
     PyObject *batch = PyObject_Vectorcall(self->original, args, nargsf, kwnames);
     if (batch == NULL) {
-        emit_exit(self, EXIT, Py_None, tid, NULL);
-        Py_DECREF(tid);
-        return NULL;
+        return emit_exit(self, EXIT, TD_ARG_NONE, 0, NULL);
     }
     PyObject *size = batch_size_of(batch);
-    int failed = emit(self, EXIT, size, tid);
+    int failed = emit_object(self, EXIT, size);
     Py_DECREF(size);
-    Py_DECREF(tid);
     if (failed) {
         Py_DECREF(batch);
         return NULL;
@@ -251,6 +618,26 @@ call_next(Hook *self, PyObject *const *args, size_t nargsf, PyObject *kwnames)
         Py_DECREF(done);
     }
     return batch;
+}
+
+/* Whether ``module`` was seen before (its id in ``models``, which only ever grows; the last
+ * module seen is remembered so that a loop's model costs no lookup). 1, 0 or -1. */
+static int
+seen_before(Hook *self, PyObject *module)
+{
+    if (module == self->last_module) {
+        return 1;
+    }
+    PyObject *key = PyLong_FromVoidPtr(module);
+    if (key == NULL) {
+        return -1;
+    }
+    int seen = PyDict_Contains(self->models, key);
+    Py_DECREF(key);
+    if (seen == 1) {
+        self->last_module = module; /* compared, never dereferenced */
+    }
+    return seen;
 }
 
 static PyObject *
@@ -273,13 +660,8 @@ call_forward(Hook *self, PyObject *const *args, size_t nargsf, PyObject *kwnames
         Py_DECREF(tid);
         return NULL;
     }
-    PyObject *key = PyLong_FromVoidPtr(module);
-    PyObject *fwd_arg = NULL;
     PyObject *result = NULL;
-    if (key == NULL) {
-        goto done;
-    }
-    int seen = PyDict_Contains(self->models, key);
+    int seen = seen_before(self, module);
     if (seen < 0) {
         goto done;
     }
@@ -299,29 +681,22 @@ call_forward(Hook *self, PyObject *const *args, size_t nargsf, PyObject *kwnames
     PyObject *training_obj = PyObject_GetAttr(module, str_training);
     int training = training_obj == NULL ? -1 : PyObject_IsTrue(training_obj);
     Py_XDECREF(training_obj);
-    if (training < 0) {
-        goto done;
-    }
     /* events.fwd_arg: id(model) << 2 | grad << 1 | training */
-    uintptr_t address = (uintptr_t)module;
-    if ((unsigned long long)address >> 61 == 0) {
-        fwd_arg = PyLong_FromUnsignedLongLong(
-            (unsigned long long)address << 2 | (unsigned long long)grad << 1 | training);
-    }
-    else {
-        PyObject *two = PyLong_FromLong(2);
-        PyObject *shifted = two == NULL ? NULL : PyNumber_Lshift(key, two);
-        PyObject *low = PyLong_FromLong(grad << 1 | training);
-        fwd_arg = shifted == NULL || low == NULL ? NULL : PyNumber_Or(shifted, low);
-        Py_XDECREF(two);
-        Py_XDECREF(shifted);
-        Py_XDECREF(low);
-    }
-    if (fwd_arg == NULL || emit(self, FWD_ENTER, fwd_arg, tid) < 0) {
+    if (training < 0 || emit_id(self, FWD_ENTER, module, 2, grad << 1 | training) < 0) {
         goto done;
     }
     result = PyObject_Vectorcall(self->original, args, nargsf, kwnames);
-    result = emit_exit(self, FWD_EXIT, key, tid, result);
+    if (result == NULL) {
+        PyObject *type, *value, *traceback;
+        PyErr_Fetch(&type, &value, &traceback);
+        if (emit_id(self, FWD_EXIT, module, 0, 0) < 0) {
+            PyErr_Clear(); /* the job's own exception matters more */
+        }
+        PyErr_Restore(type, value, traceback);
+    }
+    else if (emit_id(self, FWD_EXIT, module, 0, 0) < 0) {
+        Py_CLEAR(result);
+    }
 done:
     if (result == NULL) {
         PyObject *type, *value, *traceback;
@@ -334,8 +709,6 @@ done:
     else if (PySet_Discard(self->busy, tid) < 0) {
         Py_CLEAR(result);
     }
-    Py_XDECREF(fwd_arg);
-    Py_XDECREF(key);
     Py_DECREF(tid);
     return result;
 }
@@ -343,29 +716,17 @@ done:
 static PyObject *
 call_mark(Hook *self, PyObject *const *args, size_t nargsf, PyObject *kwnames)
 {
-    PyObject *tid = thread_id();
-    if (tid == NULL) {
-        return NULL;
-    }
-    PyObject *arg;
+    int failed;
     if (self->mode == MODE_MARK_ID) {
         if (PyVectorcall_NARGS(nargsf) < 1) {
-            Py_DECREF(tid);
             PyErr_SetString(PyExc_TypeError, "the hook needs the object as its first argument");
             return NULL;
         }
-        arg = PyLong_FromVoidPtr(args[0]);
-        if (arg == NULL) {
-            Py_DECREF(tid);
-            return NULL;
-        }
+        failed = emit_id(self, self->code, args[0], 0, 0);
     }
     else {
-        arg = Py_NewRef(self->arg);
+        failed = emit_object(self, self->code, self->arg);
     }
-    int failed = emit(self, self->code, arg, tid);
-    Py_DECREF(arg);
-    Py_DECREF(tid);
     return failed ? NULL : Py_NewRef(Py_None);
 }
 
@@ -407,6 +768,7 @@ hook_traverse(Hook *self, visitproc visit, void *arg)
     Py_VISIT(self->first_call);
     Py_VISIT(self->grad_enabled);
     Py_VISIT(self->dict);
+    Py_VISIT(self->buffer);
     return 0;
 }
 
@@ -423,6 +785,7 @@ hook_clear(Hook *self)
     Py_CLEAR(self->first_call);
     Py_CLEAR(self->grad_enabled);
     Py_CLEAR(self->dict);
+    Py_CLEAR(self->buffer);
     return 0;
 }
 
@@ -504,6 +867,14 @@ new_hook(int mode, PyObject *append, PyObject *clock)
     self->first_call = NULL;
     self->grad_enabled = NULL;
     self->dict = NULL;
+    self->buffer = NULL;
+    if (PyCFunction_Check(append) && PyCFunction_GET_FUNCTION(append) == (PyCFunction)events_append
+        && PyCFunction_GET_SELF(append) != NULL
+        && Py_IS_TYPE(PyCFunction_GET_SELF(append), &EventsType)) {
+        self->buffer = Py_NewRef(PyCFunction_GET_SELF(append)); /* pushed to directly */
+    }
+    self->fast_clock = clock == perf_counter_ns;
+    self->last_module = NULL;
     PyObject_GC_Track(self);
     return (PyObject *)self;
 }
@@ -634,8 +1005,22 @@ static PyMethodDef hotpath_methods[] = {
 static int
 hotpath_exec(PyObject *module)
 {
-    if (PyType_Ready(&HookType) < 0 || PyModule_AddType(module, &HookType) < 0) {
+    if (PyType_Ready(&HookType) < 0 || PyModule_AddType(module, &HookType) < 0
+        || PyType_Ready(&EventsType) < 0 || PyModule_AddType(module, &EventsType) < 0) {
         return -1;
+    }
+    PyObject *api = PyCapsule_New(&events_api, TD_EVENTS_CAPSULE, NULL);
+    if (api == NULL || PyModule_AddObject(module, "_events_api", api) < 0) {
+        Py_XDECREF(api);
+        return -1;
+    }
+    if (perf_counter_ns == NULL) {
+        PyObject *time = PyImport_ImportModule("time");
+        perf_counter_ns = time == NULL ? NULL : PyObject_GetAttrString(time, "perf_counter_ns");
+        Py_XDECREF(time);
+        if (perf_counter_ns == NULL) {
+            return -1;
+        }
     }
     str_shape = PyUnicode_InternFromString("shape");
     str_training = PyUnicode_InternFromString("training");

@@ -10,6 +10,15 @@ FWD_ENTER: Final[int]
 FWD_EXIT: Final[int]
 
 @final
+class Events:
+    """The hot path's events as C structs (events.EventQueue is its twin)."""
+
+    def append(self, event: tuple[int, int, object, int], /) -> None: ...
+    def take(self) -> list[tuple[int, int, object, int]]: ...
+    def clear(self) -> None: ...
+    def __len__(self) -> int: ...
+
+@final
 class Hook:
     after: Callable[[Any, Any], object] | None
     __wrapped__: Any

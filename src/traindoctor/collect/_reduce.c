@@ -11,6 +11,9 @@
  *
  *   Reducer(owner_thread, model_names, step_type, model_mode_after, encode)
  *       .feed(events)      events: a list or tuple of (t_ns, code, arg, thread_id)
+ *       .drain(buffer)     feed what an event buffer holds, taking it out: read as structs
+ *                          from _hotpath's Events (_events.h), no tuple made; from any
+ *                          other buffer through its take()
  *       .take_steps()      the steps finished since the last call
  *       .take_rows()       the same steps' rows as JSON (record/rows.py), since the last call
  *       .finish()          settle tentative model steps; the steps left
@@ -30,6 +33,8 @@
 #include <Python.h>
 #include <stdint.h>
 #include <structmember.h>
+
+#include "_events.h"
 
 /* The same values as traindoctor/collect/events.py (checked at import in reducer.py). */
 enum { ENTER = 0, EXIT = 1, STEP = 2, OPT_END = 3, FWD_ENTER = 4, FWD_EXIT = 5, GC_START = 6,
@@ -73,6 +78,10 @@ typedef struct {
 typedef struct {
     PyObject_HEAD
     PyObject *owner;       /* the owner thread's id */
+    unsigned long long owner_raw; /* the same as a C int, where owner_is_raw */
+    int owner_is_raw;
+    PyObject *other_tid;   /* the last other thread's id seen in an Events buffer, or NULL */
+    unsigned long long other_tid_raw;
     PyObject *model_names; /* dict: id(model) -> class name, filled by the monitor */
     PyObject *step_type;   /* StepTiming */
     PyObject *encode;      /* value -> its JSON bytes */
@@ -100,6 +109,8 @@ typedef struct {
 
 static PyObject *str_other, *str_forward, *str_explicit, *str_optimizer, *str_model;
 static PyObject *str_unknown_class;
+/* _hotpath's event buffer, read directly by drain(); NULL where _hotpath is not built. */
+static TdEventsApi *events_api;
 /* StepTiming's field names, in the order emit() passes the values. */
 static const char *step_fields[N_STEP_FIELDS] = {
     "index", "start_ns", "end_ns", "boundary", "batch_size", "phase_ns", "gc_count",
@@ -518,7 +529,7 @@ optimizer_boundary(Reducer *self, long long t, PyObject *optimizer_id)
     else {
         int other = PyObject_RichCompareBool(optimizer_id, self->boundary_optimizer, Py_NE);
         if (other != 0) {
-            return other; /* -1 on error, else another optimizer: not a boundary */
+            return other < 0 ? -1 : 0; /* an error, or another optimizer: not a boundary */
         }
     }
     if (self->mode != str_optimizer) {
@@ -707,27 +718,10 @@ model_call(Reducer *self, long long t, int code, PyObject *arg, PyObject *tid)
 
 /* -- the loop ------------------------------------------------------------------------------ */
 
+/* One event; ``owner``: whether ``tid`` is the owner thread's. */
 static int
-feed_one(Reducer *self, PyObject *event)
+feed_event(Reducer *self, long long t, long code, PyObject *arg, PyObject *tid, int owner)
 {
-    if (!PyTuple_Check(event) || PyTuple_GET_SIZE(event) != 4) {
-        PyErr_SetString(PyExc_ValueError, "an event is a tuple (t_ns, code, arg, thread_id)");
-        return -1;
-    }
-    long long t = PyLong_AsLongLong(PyTuple_GET_ITEM(event, 0));
-    if (t == -1 && PyErr_Occurred()) {
-        return -1;
-    }
-    long code = PyLong_AsLong(PyTuple_GET_ITEM(event, 1));
-    if (code == -1 && PyErr_Occurred()) {
-        return -1;
-    }
-    PyObject *arg = PyTuple_GET_ITEM(event, 2);
-    PyObject *tid = PyTuple_GET_ITEM(event, 3);
-    int owner = tid == self->owner ? 1 : PyObject_RichCompareBool(tid, self->owner, Py_EQ);
-    if (owner < 0) {
-        return -1;
-    }
     if (code >= FWD_ENTER) {
         if (code >= GC_START) {
             if (code == GC_START) {
@@ -801,6 +795,86 @@ feed_one(Reducer *self, PyObject *event)
     }
 }
 
+/* One event tuple (t_ns, code, arg, thread_id). */
+static int
+feed_one(Reducer *self, PyObject *event)
+{
+    if (!PyTuple_Check(event) || PyTuple_GET_SIZE(event) != 4) {
+        PyErr_SetString(PyExc_ValueError, "an event is a tuple (t_ns, code, arg, thread_id)");
+        return -1;
+    }
+    long long t = PyLong_AsLongLong(PyTuple_GET_ITEM(event, 0));
+    if (t == -1 && PyErr_Occurred()) {
+        return -1;
+    }
+    long code = PyLong_AsLong(PyTuple_GET_ITEM(event, 1));
+    if (code == -1 && PyErr_Occurred()) {
+        return -1;
+    }
+    PyObject *tid = PyTuple_GET_ITEM(event, 3);
+    int owner = tid == self->owner ? 1 : PyObject_RichCompareBool(tid, self->owner, Py_EQ);
+    if (owner < 0) {
+        return -1;
+    }
+    return feed_event(self, t, code, PyTuple_GET_ITEM(event, 2), tid, owner);
+}
+
+/* A thread id as an int: the owner's own object, else the last other thread's, kept (other
+ * threads' events are rare: forwards from threads, GC on a worker thread). New reference. */
+static PyObject *
+tid_object(Reducer *self, unsigned long long tid, int owner)
+{
+    if (owner) {
+        return Py_NewRef(self->owner);
+    }
+    if (self->other_tid == NULL || self->other_tid_raw != tid) {
+        PyObject *made = PyLong_FromUnsignedLongLong(tid);
+        if (made == NULL) {
+            return NULL;
+        }
+        Py_XSETREF(self->other_tid, made);
+        self->other_tid_raw = tid;
+    }
+    return Py_NewRef(self->other_tid);
+}
+
+/* One event struct of an Events buffer: no tuple, and an int only where one is kept or
+ * compared as an object (an id, a batch size). */
+static int
+feed_struct(Reducer *self, const TdEvent *event)
+{
+    int owner;
+    PyObject *tid = NULL;
+    if (self->owner_is_raw) {
+        owner = event->tid == self->owner_raw;
+    }
+    else { /* an owner id that is not a 64-bit int: compared as objects */
+        tid = PyLong_FromUnsignedLongLong(event->tid);
+        owner = tid == NULL ? -1 : PyObject_RichCompareBool(tid, self->owner, Py_EQ);
+        if (owner < 0) {
+            Py_XDECREF(tid);
+            return -1;
+        }
+    }
+    if (tid == NULL && (tid = tid_object(self, event->tid, owner)) == NULL) {
+        return -1;
+    }
+    PyObject *arg;
+    if (event->kind == TD_ARG_OBJ) {
+        arg = Py_NewRef(event->arg.obj);
+    }
+    else if (event->kind == TD_ARG_INT && event->code < GC_START) {
+        arg = PyLong_FromLongLong(event->arg.i);
+    }
+    else { /* None, or a GC event's generation, which nothing reads */
+        arg = Py_NewRef(Py_None);
+    }
+    int rc = arg == NULL ? -1 : feed_event(self, event->t, event->code, arg, tid, owner);
+    Py_XDECREF(arg);
+    Py_DECREF(tid);
+    return rc;
+}
+
 /* Whether __init__ ran (Reducer.__new__ alone leaves nothing to work with). */
 static int
 initialised(Reducer *self)
@@ -834,6 +908,34 @@ reducer_feed(Reducer *self, PyObject *events)
         }
     }
     Py_DECREF(seq);
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+reducer_drain(Reducer *self, PyObject *events)
+{
+    if (!initialised(self)) {
+        return NULL;
+    }
+    if (events_api == NULL || !Py_IS_TYPE(events, events_api->type)) {
+        PyObject *taken = PyObject_CallMethod(events, "take", NULL);
+        if (taken == NULL) {
+            return NULL;
+        }
+        PyObject *done = reducer_feed(self, taken);
+        Py_DECREF(taken);
+        return done;
+    }
+    Py_ssize_t n;
+    TdEvent *taken = events_api->take(events, &n);
+    int rc = 0;
+    for (Py_ssize_t i = 0; i < n && rc >= 0; i++) {
+        rc = feed_struct(self, &taken[i]);
+    }
+    events_api->give_back(events, taken, n);
+    if (rc < 0) {
+        return NULL;
+    }
     Py_RETURN_NONE;
 }
 
@@ -977,6 +1079,9 @@ reducer_init(Reducer *self, PyObject *args, PyObject *kwargs)
         return -1;
     }
     self->owner = Py_NewRef(owner);
+    self->owner_raw = PyLong_Check(owner) ? PyLong_AsUnsignedLongLong(owner) : 0;
+    self->owner_is_raw = PyLong_Check(owner) && !PyErr_Occurred();
+    PyErr_Clear();
     self->model_names = Py_NewRef(model_names);
     self->step_type = Py_NewRef(step_type);
     self->encode = Py_NewRef(encode);
@@ -988,6 +1093,7 @@ static int
 reducer_traverse(Reducer *self, visitproc visit, void *arg)
 {
     Py_VISIT(self->owner);
+    Py_VISIT(self->other_tid);
     Py_VISIT(self->model_names);
     Py_VISIT(self->step_type);
     Py_VISIT(self->encode);
@@ -1024,6 +1130,7 @@ static int
 reducer_clear(Reducer *self)
 {
     Py_CLEAR(self->owner);
+    Py_CLEAR(self->other_tid);
     Py_CLEAR(self->model_names);
     Py_CLEAR(self->step_type);
     Py_CLEAR(self->encode);
@@ -1095,6 +1202,8 @@ static PyMemberDef reducer_members[] = {
 static PyMethodDef reducer_methods[] = {
     {"feed", (PyCFunction)reducer_feed, METH_O,
      "Process events (a list or tuple of (t_ns, code, arg, thread_id)) in order."},
+    {"drain", (PyCFunction)reducer_drain, METH_O,
+     "Process everything appended to an event buffer so far, taking it out."},
     {"take_steps", (PyCFunction)reducer_take_steps, METH_NOARGS,
      "Return the steps finished since the last call."},
     {"take_rows", (PyCFunction)reducer_take_rows, METH_NOARGS,
@@ -1137,6 +1246,21 @@ reduce_exec(PyObject *module)
     str_unknown_class = PyUnicode_InternFromString("?");
     if (str_other == NULL || str_forward == NULL || str_explicit == NULL
         || str_optimizer == NULL || str_model == NULL || str_unknown_class == NULL) {
+        return -1;
+    }
+    if (events_api == NULL) { /* the C event buffer, where _hotpath was built */
+        /* imported here: PyCapsule_Import only finds a submodule already imported */
+        PyObject *hotpath = PyImport_ImportModule("traindoctor.collect._hotpath");
+        if (hotpath != NULL) {
+            events_api = (TdEventsApi *)PyCapsule_Import(TD_EVENTS_CAPSULE, 0);
+            Py_DECREF(hotpath);
+        }
+        if (events_api == NULL) {
+            PyErr_Clear(); /* drain() then asks the buffer for take() */
+        }
+    }
+    /* whether drain() reads _hotpath's Events as structs (tests check it does where built) */
+    if (PyModule_AddIntConstant(module, "READS_EVENT_STRUCTS", events_api != NULL) < 0) {
         return -1;
     }
     static const struct { const char *name; int value; } codes[] = {

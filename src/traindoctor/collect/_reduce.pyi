@@ -3,6 +3,7 @@
 from collections.abc import Callable
 from typing import Any, Final, final
 
+from traindoctor.collect.events import EventBuffer
 from traindoctor.model import StepTiming
 
 ENTER: Final[int]
@@ -13,6 +14,7 @@ FWD_ENTER: Final[int]
 FWD_EXIT: Final[int]
 GC_START: Final[int]
 GC_STOP: Final[int]
+READS_EVENT_STRUCTS: Final[int]
 
 @final
 class Reducer:
@@ -31,6 +33,7 @@ class Reducer:
         encode: Callable[[object], bytes],
     ) -> None: ...
     def feed(self, events: list[tuple[int, int, object, int]]) -> None: ...
+    def drain(self, events: EventBuffer) -> None: ...
     def take_steps(self) -> list[StepTiming]: ...
     def take_rows(self) -> bytes: ...
     def finish(self) -> list[StepTiming]: ...

@@ -19,14 +19,22 @@ the Python functions below, which stay the reference: both append the same event
 from __future__ import annotations
 
 import threading
-from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
-from traindoctor.collect import events
-from traindoctor.collect.events import ENTER, EXIT, FWD_ENTER, FWD_EXIT, OPT_END, RESET, Event
+from traindoctor.collect.events import (
+    ENTER,
+    EXIT,
+    FWD_ENTER,
+    FWD_EXIT,
+    OPT_END,
+    RESET,
+    Event,
+    EventBuffer,
+    native_hooks,
+)
 from traindoctor.model import LoaderInfo, Phase
-from traindoctor.native import PURE_PYTHON_ENV, c_part, wanted
+from traindoctor.native import PURE_PYTHON_ENV, wanted
 
 if TYPE_CHECKING:
     from traindoctor.collect.profiling import TraceCapture
@@ -62,7 +70,7 @@ DTYPE_CHECKS = 4
 class TorchSink(Protocol):
     """Where the patches put what they see (a ``Session``)."""
 
-    events: deque[Event]
+    events: EventBuffer
     clock: Callable[[], int]
     models: dict[int, Any]
     """``id(model) -> model`` until the monitor inspected it, then ``None``."""
@@ -82,13 +90,6 @@ class TorchSink(Protocol):
     """A scheduled torch.profiler capture stepped by the optimizer (``run --trace``)."""
     model_inputs: dict[int, tuple[tuple[int, ...], str | None]]
     """``id(model) -> (shape, dtype)`` of the first tensor of its first call."""
-
-
-def native_hooks() -> Any:
-    """The ``_hotpath`` C module, or None (``native.c_part``: not built, switched off, or built
-    from other event codes than ``events``')."""
-    names = ("ENTER", "EXIT", "OPT_END", "FWD_ENTER", "FWD_EXIT")
-    return c_part("traindoctor.collect._hotpath", {name: getattr(events, name) for name in names})
 
 
 def batch_size_of(batch: object) -> int | None:

@@ -1,7 +1,9 @@
 """Event codes of the hot path (see docs/design/hot-path.md).
 
-An event is a tuple ``(t_ns, code, arg, thread_id)`` appended to a deque. ``arg`` depends on
-the code:
+An event is a tuple ``(t_ns, code, arg, thread_id)`` appended to the session's event buffer
+(``new_event_buffer``: the C ``Events`` of ``_hotpath`` where built, which the C hooks write
+structs into and the C reducer reads without a tuple made, else ``EventQueue``). ``arg``
+depends on the code:
 
 =============  ============================================================
 code           arg
@@ -21,7 +23,10 @@ RESET          ``None``: time since the last boundary is not the job's (an exper
 
 from __future__ import annotations
 
-from typing import Final
+from collections import deque
+from typing import Any, Final, Protocol
+
+from traindoctor.native import c_part, wanted
 
 __all__ = [
     "ENTER",
@@ -34,7 +39,11 @@ __all__ = [
     "RESET",
     "STEP",
     "Event",
+    "EventBuffer",
+    "EventQueue",
     "fwd_arg",
+    "native_hooks",
+    "new_event_buffer",
     "split_fwd_arg",
 ]
 
@@ -59,3 +68,43 @@ def fwd_arg(model_id: int, grad: bool, training: bool) -> int:
 def split_fwd_arg(arg: int) -> tuple[int, bool, bool]:
     """Unpack ``fwd_arg``: ``(model_id, grad, training)``."""
     return arg >> 2, bool(arg & 2), bool(arg & 1)
+
+
+class EventBuffer(Protocol):
+    """Where the hot path appends events and the monitor takes them from (GIL held: both)."""
+
+    def append(self, event: Event, /) -> None:
+        """Add an event."""
+
+    def take(self) -> list[Event]:
+        """Return the events appended so far, oldest first, leaving the buffer empty."""
+
+    def clear(self) -> None:
+        """Drop every event."""
+
+    def __len__(self) -> int:
+        """How many events wait to be taken."""
+
+
+class EventQueue(deque[Event]):
+    """The pure-Python event buffer, the C ``Events``' twin: a deque (``append`` and
+    ``popleft`` are atomic under the GIL, so no lock)."""
+
+    def take(self) -> list[Event]:
+        """Return the events appended so far, oldest first, leaving the rest to come."""
+        return [self.popleft() for _ in range(len(self))]
+
+
+def native_hooks() -> Any:
+    """The ``_hotpath`` C module (hooks and ``Events``), or None (``native.c_part``: not built,
+    switched off, or built from other event codes than these)."""
+    codes = {"ENTER": ENTER, "EXIT": EXIT, "OPT_END": OPT_END, "FWD_ENTER": FWD_ENTER}
+    return c_part("traindoctor.collect._hotpath", {**codes, "FWD_EXIT": FWD_EXIT})
+
+
+def new_event_buffer(*, native: bool | None = None) -> EventBuffer:
+    """An empty event buffer: the C one where built (None), necessarily (True: RuntimeError
+    if not built) or ``EventQueue`` (False)."""
+    module = wanted(native_hooks, native, "event buffer (collect/_hotpath)")
+    buffer: EventBuffer = EventQueue() if module is None else module.Events()
+    return buffer

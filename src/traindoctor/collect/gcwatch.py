@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import gc
 import threading
-from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-from traindoctor.collect.events import GC_START, GC_STOP, Event
+from traindoctor.collect.events import GC_START, GC_STOP, EventBuffer
 
 __all__ = ["GcWatch"]
 
@@ -16,7 +15,7 @@ __all__ = ["GcWatch"]
 class GcWatch:
     """Append a GC_START/GC_STOP event around every collection while installed."""
 
-    def __init__(self, events: deque[Event], clock: Callable[[], int]) -> None:
+    def __init__(self, events: EventBuffer, clock: Callable[[], int]) -> None:
         append = events.append
         get_ident = threading.get_ident
 

@@ -10,13 +10,12 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from traindoctor.collect.autoinstrument import TorchSink
 from traindoctor.collect.environment import PROBE_TIMEOUT_S, SLOW_PROBES, probe_environment
-from traindoctor.collect.events import Event
+from traindoctor.collect.events import EventBuffer
 from traindoctor.collect.model_lint import describe_model
 from traindoctor.collect.progress import Progress
 from traindoctor.collect.readers import Reader, samples_itself
@@ -85,7 +84,7 @@ class Monitor:
     """Drive readers and the reducer on a daemon thread.
 
     Args:
-        events: the hot-path deque (drained here with ``popleft``).
+        events: the hot-path event buffer (drained into the reducer at each flush).
         reducer: turns events into steps.
         writer: the run record (``None`` to keep everything in memory only).
         readers: sampled every ``interval_ns``.
@@ -98,7 +97,7 @@ class Monitor:
     def __init__(
         self,
         *,
-        events: deque[Event],
+        events: EventBuffer,
         reducer: Reducer,
         writer: RecordWriter | None,
         readers: Sequence[Reader],
@@ -188,10 +187,8 @@ class Monitor:
     def flush(self, *, final: bool = False) -> None:
         """Reduce the events appended so far and write everything pending to the record."""
         self._last_flush = self._clock()
-        events = self._events
-        batch = [events.popleft() for _ in range(len(events))]
         try:
-            self._reducer.feed(batch)
+            self._reducer.drain(self._events)
             steps = self._reducer.finish() if final else self._reducer.take_steps()
             rows = self._reducer.take_rows()
         except Exception as exc:  # never break the job over our own bug

@@ -33,6 +33,7 @@ from traindoctor.collect.events import (
     OPT_END,
     STEP,
     Event,
+    EventBuffer,
 )
 from traindoctor.model import ConcurrencyStat, Phase, StepTiming
 from traindoctor.native import c_part, wanted
@@ -209,6 +210,10 @@ class StepReducer:
         finally:  # an event that raised leaves the state of the ones before it
             self._open, self._last_t = step, last_t
 
+    def drain(self, events: EventBuffer) -> None:
+        """``feed`` everything appended to ``events`` so far, taking it out."""
+        self.feed(events.take())
+
     def take_steps(self) -> list[StepTiming]:
         """Return the steps finished since the last call."""
         done, self._done = self._done, []
@@ -370,6 +375,7 @@ class Reducer(Protocol):
     @property
     def mode(self) -> str | None: ...
     def feed(self, events: list[Event]) -> None: ...
+    def drain(self, events: EventBuffer) -> None: ...
     def take_steps(self) -> list[StepTiming]: ...
     def take_rows(self) -> bytes: ...
     def finish(self) -> list[StepTiming]: ...

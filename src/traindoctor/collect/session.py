@@ -15,7 +15,6 @@ import sys
 import threading
 import time
 import uuid
-from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
@@ -25,7 +24,7 @@ import psutil
 
 from traindoctor._version import __version__
 from traindoctor.collect.autoinstrument import TorchPatches, _loader_info, batch_size_of
-from traindoctor.collect.events import ENTER, EXIT, STEP, Event
+from traindoctor.collect.events import ENTER, EXIT, STEP, Event, EventBuffer, new_event_buffer
 from traindoctor.collect.gcwatch import GcWatch
 from traindoctor.collect.monitor import MONITOR_NICE, Monitor
 from traindoctor.collect.nvml import NvmlReader
@@ -127,7 +126,7 @@ class Session:
         trace: TraceCapture | None = None,
         monitor_nice: int | None = MONITOR_NICE,
     ) -> None:
-        self.events: deque[Event] = deque()
+        self.events: EventBuffer = new_event_buffer()
         self._monitor_nice = monitor_nice
         self.experiment_trigger = experiment
         self.step_limit = None if max_steps is None else StepLimit(max_steps)
