@@ -80,7 +80,7 @@ def main() -> None:
                 if heap is not None:
                     heap.read = timed.wrap("  heap", heap.read)
             reducer = _Proxy(monitor._reducer)
-            reducer.feed = timed.wrap("reduce", monitor._reducer.feed)
+            reducer.drain = timed.wrap("reduce", monitor._reducer.drain)
             monitor._reducer = reducer
             monitor._write_pending = timed.wrap("write", monitor._write_pending)
             monitor._inspect = timed.wrap("inspect", monitor._inspect)

@@ -32,6 +32,7 @@ from traindoctor.collect.events import (
     fwd_arg,
     new_event_buffer,
 )
+from traindoctor.collect.progress import marks_of
 from traindoctor.collect.reducer import (
     MODEL_MODE_AFTER_CALLS,
     Reducer,
@@ -54,12 +55,12 @@ needs_c = pytest.mark.skipif(
 MakeReducer = Callable[..., Reducer]
 
 
-def _python(owner: int, names: dict[int, str] | None = None) -> Reducer:
-    return new_reducer(owner, names, native=False)
+def _python(owner: int, names: dict[int, str] | None = None, **kwargs: bool) -> Reducer:
+    return new_reducer(owner, names, native=False, **kwargs)
 
 
-def _c(owner: int, names: dict[int, str] | None = None) -> Reducer:
-    return new_reducer(owner, names, native=True)
+def _c(owner: int, names: dict[int, str] | None = None, **kwargs: bool) -> Reducer:
+    return new_reducer(owner, names, native=True, **kwargs)
 
 
 def _c_events() -> EventBuffer:
@@ -224,12 +225,18 @@ def test_c_reducer_is_built_and_checks_what_it_builds() -> None:
 
 
 def _outcome(
-    r: Reducer, events: list[Event], cuts: list[int], buffer: EventBuffer | None = None
+    r: Reducer,
+    events: list[Event],
+    cuts: list[int],
+    buffer: EventBuffer | None = None,
+    *,
+    kept: bool = True,
 ) -> tuple[object, ...]:
     """Everything a reducer gives for ``events`` fed in pieces cut at ``cuts`` (appended to
-    ``buffer`` and drained from it, if given)."""
+    ``buffer`` and drained from it, if given; ``kept``: made with ``keep_steps``)."""
     steps: list[StepTiming] = []
     rows: list[bytes] = []
+    marks = b""
     start = 0
     for cut in [*cuts, len(events)]:
         if buffer is None:
@@ -242,15 +249,22 @@ def _outcome(
         start = cut
         steps += r.take_steps()
         rows.append(r.take_rows())
+        marks += r.take_marks()
     steps += r.finish()
     rows.append(r.take_rows())
-    assert r.take_rows() == b""
-    # the rows hold the steps, as the writer would have written them one by one
-    assert steps_from_rows(rows) == steps
-    assert b",".join(c for c in rows if c) == step_rows_json(steps)
+    marks += r.take_marks()
+    assert r.take_rows() == r.take_marks() == b""
+    if kept:
+        # the rows hold the steps, as the writer would have written them one by one
+        assert steps_from_rows(rows) == steps
+        assert b",".join(c for c in rows if c) == step_rows_json(steps)
+    else:  # the caller compares the rows with a kept run's
+        assert steps == []
+        steps = steps_from_rows(rows)  # (an int over 64 bits read back as a float)
+    assert marks == marks_of(steps)  # what the progress line is summed from
     # phase dicts compared with their order: the record keeps it
     ordered = [(s, list(s.phase_ns.items()), list(s.gc_phase_ns.items())) for s in steps]
-    return ordered, rows, r.model_calls(), r.mode
+    return (ordered if kept else []), rows, r.model_calls(), r.mode
 
 
 _PHASES = st.sampled_from(
@@ -309,6 +323,10 @@ def test_both_reducers_drain_both_buffers_as_they_feed_on_lists(
     expected = _outcome(_python(ME, names), events, cuts)
     for make, buffer in itertools.product((_c, _python), (EventQueue, _c_events)):
         assert _outcome(make(ME, names), events, cuts, buffer()) == expected
+        # as a run's monitor has it: no StepTiming handed out, the same rows
+        unkept = make(ME, names, keep_steps=False)
+        steps, rows, calls, mode = _outcome(unkept, events, cuts, buffer(), kept=False)
+        assert steps == [] and (rows, calls, mode) == expected[1:]
 
 
 @needs_c

@@ -9,13 +9,16 @@
  * for ~10 events of every step of the job, on the job's CPUs: in Python that was 6.5 us a
  * step, here a fraction of that.
  *
- *   Reducer(owner_thread, model_names, step_type, model_mode_after, encode)
+ *   Reducer(owner_thread, model_names, step_type, model_mode_after, encode, *, keep_steps=True)
  *       .feed(events)      events: a list or tuple of (t_ns, code, arg, thread_id)
  *       .drain(buffer)     feed what an event buffer holds, taking it out: read as structs
  *                          from _hotpath's Events (_events.h), no tuple made; from any
  *                          other buffer through its take()
  *       .take_steps()      the steps finished since the last call
  *       .take_rows()       the same steps' rows as JSON (record/rows.py), since the last call
+ *       .take_marks()      their progress marks (progress.MARK_FIELDS, int64s), since the last
+ *                          call; with keep_steps=False no StepTiming is made (a run's monitor
+ *                          needs only the rows and the marks) and take_steps() stays empty
  *       .finish()          settle tentative model steps; the steps left
  *       .model_calls()     [(model_id, class_name, calls, threads, max_concurrent,
  *                            concurrent_calls, solo_ns, solo_calls, concurrent_ns,
@@ -41,9 +44,18 @@ enum { ENTER = 0, EXIT = 1, STEP = 2, OPT_END = 3, FWD_ENTER = 4, FWD_EXIT = 5, 
        GC_STOP = 7 };
 
 #define N_STEP_FIELDS 10
+/* A step's progress mark: progress.MARK_FIELDS, int64 each; NO_BATCH for no batch size. */
+#define N_MARKS 7
+#define NO_BATCH LLONG_MIN
 /* The row buffer kept between take_rows() calls: a flush's rows (0.5 s of ~1 ms steps at
  * ~110 bytes a row) fit; a larger one, after a burst of short steps, is freed. */
 #define ROWS_KEPT (256 * 1024)
+
+/* A growing byte buffer (the rows, the progress marks), handed out by buf_take. */
+typedef struct {
+    char *data;
+    Py_ssize_t len, cap;
+} Buf;
 
 /* A step being accumulated (reducer.py's _Open), with where it ended once tentative. */
 typedef struct {
@@ -86,8 +98,9 @@ typedef struct {
     PyObject *step_type;   /* StepTiming */
     PyObject *encode;      /* value -> its JSON bytes */
     PyObject *encoded;     /* dict: str -> its JSON bytes (what encode gave) */
-    char *rows;            /* the rows of the steps made since take_rows(), comma-separated */
-    Py_ssize_t rows_len, rows_cap;
+    Buf rows;              /* the rows of the steps made since take_rows(), comma-separated */
+    Buf marks;             /* their progress marks since take_marks() (N_MARKS int64 each) */
+    int keep_steps;        /* make StepTiming objects for take_steps() (else rows and marks) */
     PyObject *slots[N_STEP_FIELDS]; /* its fields' slot descriptors */
     PyObject *mode;        /* NULL (None) or one of the mode strings below */
     PyObject *boundary_optimizer; /* NULL (None) or the first optimizer's id */
@@ -108,7 +121,7 @@ typedef struct {
 } Reducer;
 
 static PyObject *str_other, *str_forward, *str_explicit, *str_optimizer, *str_model;
-static PyObject *str_unknown_class;
+static PyObject *str_unknown_class, *str_data_wait;
 /* _hotpath's event buffer, read directly by drain(); NULL where _hotpath is not built. */
 static TdEventsApi *events_api;
 /* StepTiming's field names, in the order emit() passes the values. */
@@ -220,24 +233,47 @@ step_merge(Step *dst, Step *src)
 /* -- rows ---------------------------------------------------------------------------------- */
 
 static int
-rows_put(Reducer *self, const char *data, Py_ssize_t n)
+buf_put(Buf *buf, const char *data, Py_ssize_t n)
 {
-    if (self->rows_len + n > self->rows_cap) {
-        Py_ssize_t cap = self->rows_cap ? self->rows_cap : 4096;
-        while (cap < self->rows_len + n) {
+    if (buf->len + n > buf->cap) {
+        Py_ssize_t cap = buf->cap ? buf->cap : 4096;
+        while (cap < buf->len + n) {
             cap *= 2;
         }
-        char *grown = PyMem_Realloc(self->rows, cap);
+        char *grown = PyMem_Realloc(buf->data, cap);
         if (grown == NULL) {
             PyErr_NoMemory();
             return -1;
         }
-        self->rows = grown;
-        self->rows_cap = cap;
+        buf->data = grown;
+        buf->cap = cap;
     }
-    memcpy(self->rows + self->rows_len, data, n);
-    self->rows_len += n;
+    memcpy(buf->data + buf->len, data, n);
+    buf->len += n;
     return 0;
+}
+
+/* The buffer's bytes; it is left empty, and its memory given back after a burst (more than
+ * ROWS_KEPT). */
+static PyObject *
+buf_take(Buf *buf)
+{
+    PyObject *bytes = PyBytes_FromStringAndSize(buf->data, buf->len);
+    if (bytes != NULL) {
+        buf->len = 0;
+        if (buf->cap > ROWS_KEPT) {
+            PyMem_Free(buf->data);
+            buf->data = NULL;
+            buf->cap = 0;
+        }
+    }
+    return bytes;
+}
+
+static int
+rows_put(Reducer *self, const char *data, Py_ssize_t n)
+{
+    return buf_put(&self->rows, data, n);
 }
 
 /* value in decimal (snprintf's locale handling took most of a row's time) */
@@ -321,7 +357,7 @@ rows_dict(Reducer *self, PyObject *dict)
 static int
 rows_add(Reducer *self, PyObject **values)
 {
-    Py_ssize_t before = self->rows_len;
+    Py_ssize_t before = self->rows.len;
     int rc = rows_put(self, before ? ",[" : "[", before ? 2 : 1);
     for (int i = 0; rc == 0 && i < N_STEP_FIELDS; i++) {
         if (i > 0) {
@@ -336,12 +372,47 @@ rows_add(Reducer *self, PyObject **values)
         rc = rows_put(self, "]", 1);
     }
     if (rc < 0) {
-        self->rows_len = before;
+        self->rows.len = before;
     }
     return rc;
 }
 
-/* A StepTiming appended to done; the step's references are handed over.
+/* The batch size as a mark: an int of 64 bits (a bool as 0 or 1), else NO_BATCH. */
+static long long
+batch_mark(PyObject *batch)
+{
+    if (!PyLong_Check(batch)) {
+        return NO_BATCH;
+    }
+    int overflow;
+    long long value = PyLong_AsLongLongAndOverflow(batch, &overflow);
+    if (overflow || value == NO_BATCH || (value == -1 && PyErr_Occurred())) {
+        PyErr_Clear();
+        return NO_BATCH;
+    }
+    return value;
+}
+
+/* The step's progress mark (progress.MARK_FIELDS) after the buffer's others. */
+static int
+marks_add(Reducer *self, Step *step, long long end)
+{
+    long long data_wait = 0;
+    PyObject *ns = PyDict_GetItemWithError(step->phase_ns, str_data_wait);
+    if (ns == NULL && PyErr_Occurred()) {
+        return -1;
+    }
+    if (ns != NULL && (data_wait = PyLong_AsLongLong(ns)) == -1 && PyErr_Occurred()) {
+        return -1;
+    }
+    long long mark[N_MARKS] = {self->next_index, step->start, end,
+                               batch_mark(step->batch_size), data_wait, step->gc_count,
+                               step->gc_pause};
+    return buf_put(&self->marks, (const char *)mark, sizeof(mark));
+}
+
+/* The step written as its row and its mark and, with keep_steps, made a StepTiming appended
+ * to done; the step's references are handed over.
  *
  * StepTiming is a frozen, slotted dataclass: its generated __init__ sets each field with
  * object.__setattr__, 1.6 us a step from Python. The instance is made here as that __init__
@@ -364,37 +435,37 @@ emit(Reducer *self, Step *step, long long end, PyObject *boundary)
     };
     PyTypeObject *type = (PyTypeObject *)self->step_type;
     PyObject *timing = NULL;
+    Py_ssize_t rows_before = self->rows.len, marks_before = self->marks.len;
     int rc = -1;
     for (int i = 0; i < N_STEP_FIELDS; i++) {
         if (values[i] == NULL) {
             goto done;
         }
     }
-    timing = type->tp_alloc(type, 0);
-    if (timing == NULL) {
-        goto done;
-    }
-    /* A run keeps every step (1M steps made a full collection 200 ms longer here): a step
-     * holds ints, strs, None and dicts of str -> int, so it cannot be part of a cycle, and
-     * the collector need not visit it. */
-    PyObject_GC_UnTrack(timing);
-    for (int i = 0; i < N_STEP_FIELDS; i++) {
-        PyObject *slot = self->slots[i];
-        if (Py_TYPE(slot)->tp_descr_set(slot, timing, values[i]) < 0) {
+    if (self->keep_steps) {
+        timing = type->tp_alloc(type, 0);
+        if (timing == NULL) {
             goto done;
         }
+        /* A run keeps every step (1M steps made a full collection 200 ms longer here): a
+         * step holds ints, strs, None and dicts of str -> int, so it cannot be part of a
+         * cycle, and the collector need not visit it. */
+        PyObject_GC_UnTrack(timing);
+        for (int i = 0; i < N_STEP_FIELDS; i++) {
+            PyObject *slot = self->slots[i];
+            if (Py_TYPE(slot)->tp_descr_set(slot, timing, values[i]) < 0) {
+                goto done;
+            }
+        }
     }
-    Py_ssize_t rows_before = self->rows_len;
-    if (rows_add(self, values) < 0) {
+    if (rows_add(self, values) < 0 || marks_add(self, step, end) < 0
+        || (timing != NULL && PyList_Append(self->done, timing) < 0)) {
+        self->rows.len = rows_before; /* the step is lost: so are its row and mark */
+        self->marks.len = marks_before;
         goto done;
     }
-    if (PyList_Append(self->done, timing) == 0) {
-        self->next_index++;
-        rc = 0;
-    }
-    else {
-        self->rows_len = rows_before; /* the step is lost: so is its row */
-    }
+    self->next_index++;
+    rc = 0;
 done:
     for (int i = 0; i < N_STEP_FIELDS; i++) {
         Py_XDECREF(values[i]);
@@ -960,16 +1031,16 @@ reducer_take_rows(Reducer *self, PyObject *Py_UNUSED(ignored))
     if (!initialised(self)) {
         return NULL;
     }
-    PyObject *rows = PyBytes_FromStringAndSize(self->rows, self->rows_len);
-    if (rows != NULL) {
-        self->rows_len = 0;
-        if (self->rows_cap > ROWS_KEPT) { /* a burst of steps: give the memory back */
-            PyMem_Free(self->rows);
-            self->rows = NULL;
-            self->rows_cap = 0;
-        }
+    return buf_take(&self->rows);
+}
+
+static PyObject *
+reducer_take_marks(Reducer *self, PyObject *Py_UNUSED(ignored))
+{
+    if (!initialised(self)) {
+        return NULL;
     }
-    return rows;
+    return buf_take(&self->marks);
 }
 
 static PyObject *
@@ -1051,12 +1122,13 @@ static int
 reducer_init(Reducer *self, PyObject *args, PyObject *kwargs)
 {
     static char *names[] = {"owner_thread", "model_names", "step_type", "model_mode_after",
-                            "encode", NULL};
+                            "encode", "keep_steps", NULL};
     PyObject *owner, *model_names, *step_type, *encode;
     Py_ssize_t after;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO!OnO:Reducer", names, &owner,
-                                     &PyDict_Type, &model_names, &step_type, &after,
-                                     &encode)) {
+    int keep_steps = 1;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO!OnO|$p:Reducer", names, &owner,
+                                     &PyDict_Type, &model_names, &step_type, &after, &encode,
+                                     &keep_steps)) {
         return -1;
     }
     if (!PyCallable_Check(encode)) {
@@ -1086,6 +1158,7 @@ reducer_init(Reducer *self, PyObject *args, PyObject *kwargs)
     self->step_type = Py_NewRef(step_type);
     self->encode = Py_NewRef(encode);
     self->model_mode_after = after;
+    self->keep_steps = keep_steps;
     return 0;
 }
 
@@ -1175,7 +1248,8 @@ reducer_dealloc(Reducer *self)
     reducer_clear(self);
     PyMem_Free(self->tentative);
     PyMem_Free(self->models);
-    PyMem_Free(self->rows);
+    PyMem_Free(self->rows.data);
+    PyMem_Free(self->marks.data);
     type->tp_free((PyObject *)self);
 }
 
@@ -1208,6 +1282,9 @@ static PyMethodDef reducer_methods[] = {
      "Return the steps finished since the last call."},
     {"take_rows", (PyCFunction)reducer_take_rows, METH_NOARGS,
      "Return the record rows (JSON, comma-separated) of the steps made since the last call."},
+    {"take_marks", (PyCFunction)reducer_take_marks, METH_NOARGS,
+     "Return the progress marks (int64s, progress.MARK_FIELDS) of the steps made since the "
+     "last call."},
     {"finish", (PyCFunction)reducer_finish, METH_NOARGS,
      "Settle tentative model steps and return the steps left."},
     {"model_calls", (PyCFunction)reducer_model_calls, METH_NOARGS,
@@ -1244,8 +1321,10 @@ reduce_exec(PyObject *module)
     str_optimizer = PyUnicode_InternFromString("optimizer");
     str_model = PyUnicode_InternFromString("model");
     str_unknown_class = PyUnicode_InternFromString("?");
+    str_data_wait = PyUnicode_InternFromString("data_wait");
     if (str_other == NULL || str_forward == NULL || str_explicit == NULL
-        || str_optimizer == NULL || str_model == NULL || str_unknown_class == NULL) {
+        || str_optimizer == NULL || str_model == NULL || str_unknown_class == NULL
+        || str_data_wait == NULL) {
         return -1;
     }
     if (events_api == NULL) { /* the C event buffer, where _hotpath was built */

@@ -17,7 +17,7 @@ from traindoctor.collect.autoinstrument import TorchSink
 from traindoctor.collect.environment import PROBE_TIMEOUT_S, SLOW_PROBES, probe_environment
 from traindoctor.collect.events import EventBuffer
 from traindoctor.collect.model_lint import describe_model
-from traindoctor.collect.progress import Progress
+from traindoctor.collect.progress import MARK_SIZE, Progress
 from traindoctor.collect.readers import Reader, samples_itself
 from traindoctor.collect.reducer import Reducer, concurrency_stats
 from traindoctor.collect.sampler import lower_thread_priority
@@ -189,17 +189,18 @@ class Monitor:
         self._last_flush = self._clock()
         try:
             self._reducer.drain(self._events)
-            steps = self._reducer.finish() if final else self._reducer.take_steps()
-            rows = self._reducer.take_rows()
+            if final:
+                self._reducer.finish()
+            rows, marks = self._reducer.take_rows(), self._reducer.take_marks()
         except Exception as exc:  # never break the job over our own bug
             self.notice("error", f"step reduction failed: {exc!r}", key="reduce")
-            steps, rows = [], b""
+            rows, marks = b"", b""
         if rows:
             self.collected.step_rows.append(rows)
-            self.collected.step_count += len(steps)
+            self.collected.step_count += len(marks) // MARK_SIZE
             self._pending_rows = rows
-        if steps:
-            self._log_progress(steps)
+        if marks:
+            self._log_progress(marks)
         self._inspect(final=final)
         if final:
             stats = concurrency_stats(self._reducer.model_calls(), self._reducer.model_names)
@@ -322,10 +323,10 @@ class Monitor:
                 key="experiments",
             )
 
-    def _log_progress(self, steps: list[StepTiming]) -> None:
+    def _log_progress(self, marks: bytes) -> None:
         if self._progress is None or self._progress_sink is None:
             return
-        for line in self._progress.add(steps):
+        for line in self._progress.add_marks(marks):
             try:
                 self._progress_sink(line.format())
             except Exception as exc:  # e.g. a closed stderr

@@ -35,6 +35,7 @@ from traindoctor.collect.events import (
     Event,
     EventBuffer,
 )
+from traindoctor.collect.progress import marks_of
 from traindoctor.model import ConcurrencyStat, Phase, StepTiming
 from traindoctor.native import c_part, wanted
 from traindoctor.record.rows import encode_json, step_rows_json
@@ -116,10 +117,19 @@ class StepReducer:
     Args:
         owner_thread: the thread whose phases make up steps (the training loop's thread).
         model_names: ``id(model) -> class name`` (looked up lazily, may grow).
+        keep_steps: keep the finished steps for ``take_steps`` (else only their rows and
+            progress marks are handed out).
     """
 
-    def __init__(self, owner_thread: int, model_names: dict[int, str] | None = None) -> None:
+    def __init__(
+        self,
+        owner_thread: int,
+        model_names: dict[int, str] | None = None,
+        *,
+        keep_steps: bool = True,
+    ) -> None:
         self.owner_thread = owner_thread
+        self._keep_steps = keep_steps
         self.mode: str | None = None
         self.model_names = model_names if model_names is not None else {}
         self._boundary_optimizer: object = None
@@ -130,6 +140,8 @@ class StepReducer:
         self._done: list[StepTiming] = []
         self._unrowed: list[StepTiming] = []
         """The steps made since the last ``take_rows()``."""
+        self._unmarked: list[StepTiming] = []
+        """The steps made since the last ``take_marks()``."""
         self._next_index = 0
         self._gc_start: int | None = None
         self._models: dict[int, _ModelCalls] = {}
@@ -225,6 +237,11 @@ class StepReducer:
         steps, self._unrowed = self._unrowed, []
         return step_rows_json(steps) if steps else b""
 
+    def take_marks(self) -> bytes:
+        """Return the progress marks of the steps made since the last call (``marks_of``)."""
+        steps, self._unmarked = self._unmarked, []
+        return marks_of(steps)
+
     def finish(self) -> list[StepTiming]:
         """Settle tentative model steps (the job is inference-only) and return what is left.
 
@@ -318,21 +335,22 @@ class StepReducer:
         self._open = _Open(start_ns=t)
 
     def _emit(self, step: _Open, end: int, boundary: str) -> None:
-        self._done.append(
-            timing := StepTiming(
-                index=self._next_index,
-                start_ns=step.start_ns,
-                end_ns=end,
-                boundary=boundary,
-                batch_size=step.batch_size,
-                phase_ns=step.phase_ns,  # the _Open is dropped after this: no copy
-                gc_count=step.gc_count,
-                gc_pause_ns=step.gc_pause_ns,
-                gc_max_pause_ns=step.gc_max_pause_ns,
-                gc_phase_ns=step.gc_phase_ns,
-            )
+        timing = StepTiming(
+            index=self._next_index,
+            start_ns=step.start_ns,
+            end_ns=end,
+            boundary=boundary,
+            batch_size=step.batch_size,
+            phase_ns=step.phase_ns,  # the _Open is dropped after this: no copy
+            gc_count=step.gc_count,
+            gc_pause_ns=step.gc_pause_ns,
+            gc_max_pause_ns=step.gc_max_pause_ns,
+            gc_phase_ns=step.gc_phase_ns,
         )
+        if self._keep_steps:
+            self._done.append(timing)
         self._unrowed.append(timing)
+        self._unmarked.append(timing)
         self._next_index += 1
 
     def _concurrency(self, t: int, code: int, arg: int, tid: int) -> None:
@@ -378,6 +396,7 @@ class Reducer(Protocol):
     def drain(self, events: EventBuffer) -> None: ...
     def take_steps(self) -> list[StepTiming]: ...
     def take_rows(self) -> bytes: ...
+    def take_marks(self) -> bytes: ...
     def finish(self) -> list[StepTiming]: ...
     def model_calls(self) -> list[ModelCallsRow]: ...
 
@@ -414,22 +433,28 @@ def native_reducer() -> Any:
 
 
 def new_reducer(
-    owner_thread: int, model_names: dict[int, str] | None = None, *, native: bool | None = None
+    owner_thread: int,
+    model_names: dict[int, str] | None = None,
+    *,
+    native: bool | None = None,
+    keep_steps: bool = True,
 ) -> Reducer:
     """A reducer for ``owner_thread``'s steps: the C one where built, else ``StepReducer``.
 
     Args:
         native: the C one (True: it must be built), the Python one (False), or the C one
             when built (None).
+        keep_steps: hand the steps out as ``StepTiming``s (``take_steps``); a run's monitor
+            needs only their rows and progress marks, and the C reducer then makes none.
 
     Raises:
         RuntimeError: ``native`` is True and the C reducer is not built.
     """
     module = wanted(native_reducer, native, "reducer (collect/_reduce)")
     if module is None:
-        return StepReducer(owner_thread, model_names)
+        return StepReducer(owner_thread, model_names, keep_steps=keep_steps)
     names = model_names if model_names is not None else {}
     reducer: Reducer = module.Reducer(
-        owner_thread, names, StepTiming, MODEL_MODE_AFTER_CALLS, encode_json
+        owner_thread, names, StepTiming, MODEL_MODE_AFTER_CALLS, encode_json, keep_steps=keep_steps
     )
     return reducer

@@ -222,7 +222,7 @@ class Session:
                 readers.append(self._nvml)
         self._monitor = Monitor(
             events=self.events,
-            reducer=new_reducer(threading.get_ident()),
+            reducer=new_reducer(threading.get_ident(), keep_steps=False),
             writer=self._writer,
             readers=readers,
             clock=self.clock,
