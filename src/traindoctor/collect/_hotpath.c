@@ -161,22 +161,32 @@ events_push(Events *self, long long t, int code, int kind, long long ival, PyObj
     return 0;
 }
 
-/* Append an event whose arg is an object: None, an int of 64 bits or anything else. */
+/* How an object arg is kept (TD_ARG_*): None, an int of 64 bits (its value in *value), or
+ * the object itself (anything else: a str, a bool, a bigger int...). */
 static int
-events_push_object(Events *self, long long t, int code, PyObject *arg, unsigned long long tid)
+arg_kind(PyObject *arg, long long *value)
 {
     if (arg == Py_None) {
-        return events_push(self, t, code, TD_ARG_NONE, 0, NULL, tid);
+        return TD_ARG_NONE;
     }
     if (PyLong_CheckExact(arg)) {
         int overflow;
-        long long value = PyLong_AsLongLongAndOverflow(arg, &overflow);
-        if (!overflow && !(value == -1 && PyErr_Occurred())) {
-            return events_push(self, t, code, TD_ARG_INT, value, NULL, tid);
+        *value = PyLong_AsLongLongAndOverflow(arg, &overflow);
+        if (!overflow && !(*value == -1 && PyErr_Occurred())) {
+            return TD_ARG_INT;
         }
         PyErr_Clear();
     }
-    return events_push(self, t, code, TD_ARG_OBJ, 0, arg, tid);
+    return TD_ARG_OBJ;
+}
+
+/* Append an event whose arg is an object (arg_kind). */
+static int
+events_push_object(Events *self, long long t, int code, PyObject *arg, unsigned long long tid)
+{
+    long long value = 0;
+    int kind = arg_kind(arg, &value);
+    return events_push(self, t, code, kind, value, kind == TD_ARG_OBJ ? arg : NULL, tid);
 }
 
 static TdEvent *
@@ -461,22 +471,13 @@ emit(Hook *self, long code, int kind, long long ival, PyObject *obj)
     return 0;
 }
 
-/* emit() with an object arg: None, an int of 64 bits (kept as such) or anything else. */
+/* emit() with an object arg (arg_kind). */
 static int
 emit_object(Hook *self, long code, PyObject *arg)
 {
-    if (arg == Py_None) {
-        return emit(self, code, TD_ARG_NONE, 0, NULL);
-    }
-    if (PyLong_CheckExact(arg)) {
-        int overflow;
-        long long value = PyLong_AsLongLongAndOverflow(arg, &overflow);
-        if (!overflow && !(value == -1 && PyErr_Occurred())) {
-            return emit(self, code, TD_ARG_INT, value, NULL);
-        }
-        PyErr_Clear();
-    }
-    return emit(self, code, TD_ARG_OBJ, 0, arg);
+    long long value = 0;
+    int kind = arg_kind(arg, &value);
+    return emit(self, code, kind, value, kind == TD_ARG_OBJ ? arg : NULL);
 }
 
 /* The closing event of a wrapped call: like a ``finally``, it is appended whether the call
