@@ -3,9 +3,12 @@ makes each step), against the line computed from the steps one by one."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from hypothesis import given
 from hypothesis import strategies as st
 
+from tests import builders
 from traindoctor.collect.progress import NO_BATCH, Progress, ProgressLine, marks_of
 from traindoctor.model import StepTiming
 
@@ -83,30 +86,12 @@ def test_lines_from_marks_are_the_lines_step_by_step(
 
 
 def test_a_line_reads_like_dl4j() -> None:
-    steps = [
-        StepTiming(
-            index=i,
-            start_ns=i * 65_000_000,
-            end_ns=(i + 1) * 65_000_000,
-            boundary="optimizer",
-            batch_size=32,
-            phase_ns={"data_wait": 1_000_000},
-            gc_count=1,
-            gc_pause_ns=500_000,
-            gc_max_pause_ns=500_000,
-            gc_phase_ns={},
-        )
-        for i in range(17)
-    ]
+    steps = list(builders.steps(17, phases_ms={"data_wait": 1, "other": 64}, gc_ms=0.5))
     (line,) = Progress(every_steps=17).add_marks(marks_of(steps))
     assert line.format() == (
         "ETL: 1 ms; iteration 16; iteration time: 65 ms; samples/sec: 492.3; "
         "batches/sec: 15.4; GC: 17 (8 ms)"
     )
-    steps[3] = StepTiming(**{**vars_of(steps[3]), "batch_size": None})
+    steps[3] = replace(steps[3], batch_size=None)
     (line,) = Progress(every_steps=17).add_marks(marks_of(steps))
     assert "samples/sec: n/a;" in line.format()  # a step without a batch size: unknown
-
-
-def vars_of(step: StepTiming) -> dict[str, object]:
-    return {name: getattr(step, name) for name in step.__dataclass_fields__}

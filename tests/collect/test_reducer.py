@@ -30,7 +30,6 @@ from traindoctor.collect.events import (
     EventBuffer,
     EventQueue,
     fwd_arg,
-    new_event_buffer,
 )
 from traindoctor.collect.progress import marks_of
 from traindoctor.collect.reducer import (
@@ -45,6 +44,8 @@ from traindoctor.collect.session import Session
 from traindoctor.model import StepTiming
 from traindoctor.native import PURE_PYTHON_ENV
 from traindoctor.record.rows import encode_json, step_rows_json, steps_from_rows
+
+from .test_events import _c_events
 
 ME, OTHER_THREAD = 1, 2
 C = native_reducer()
@@ -61,10 +62,6 @@ def _python(owner: int, names: dict[int, str] | None = None, **kwargs: bool) -> 
 
 def _c(owner: int, names: dict[int, str] | None = None, **kwargs: bool) -> Reducer:
     return new_reducer(owner, names, native=True, **kwargs)
-
-
-def _c_events() -> EventBuffer:
-    return new_event_buffer(native=True)
 
 
 @pytest.fixture(

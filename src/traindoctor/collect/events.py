@@ -98,8 +98,9 @@ class EventQueue(deque[Event]):
 def native_hooks() -> Any:
     """The ``_hotpath`` C module (hooks and ``Events``), or None (``native.c_part``: not built,
     switched off, or built from other event codes than these)."""
-    codes = {"ENTER": ENTER, "EXIT": EXIT, "OPT_END": OPT_END, "FWD_ENTER": FWD_ENTER}
-    return c_part("traindoctor.collect._hotpath", {**codes, "FWD_EXIT": FWD_EXIT})
+    codes = {"ENTER": ENTER, "EXIT": EXIT, "OPT_END": OPT_END}
+    codes.update(FWD_ENTER=FWD_ENTER, FWD_EXIT=FWD_EXIT)
+    return c_part("traindoctor.collect._hotpath", codes)
 
 
 def new_event_buffer(*, native: bool | None = None) -> EventBuffer:
