@@ -158,31 +158,36 @@ def hot_path_us(blocks: int = 40, steps: int = 250) -> tuple[float, float]:
 
 
 def interval(
-    pairs: list[tuple[list[int], list[int]]],
-    statistic: Callable[[list[tuple[list[int], list[int]]]], float],
+    rounds: list[tuple[float, float]],
+    statistic: Callable[[list[tuple[float, float]]], float],
     *,
     resamples: int = RESAMPLES,
     level: float = LEVEL,
     seed: int = 0,
 ) -> tuple[float, float]:
-    """A bootstrap interval of ``statistic`` over rounds: the rounds (each a watched round
-    and the plain round next to it, kept together) drawn with replacement ``resamples``
-    times; the ``level`` central share of the statistic's values. It says how far the
-    machine's noise alone moves the figure between runs like this one."""
+    """A bootstrap interval of ``statistic`` over ``rounds`` (each a watched round's mean
+    step and its plain neighbour's, kept together): the rounds drawn with replacement
+    ``resamples`` times, the ``level`` central share of the statistic's values. It says how
+    far the machine's noise alone moves the figure between runs like this one."""
     rng = random.Random(seed)
-    values = sorted(statistic(rng.choices(pairs, k=len(pairs))) for _ in range(resamples))
+    values = sorted(statistic(rng.choices(rounds, k=len(rounds))) for _ in range(resamples))
     tail = (1.0 - level) / 2
     return values[int(tail * (resamples - 1))], values[round((1.0 - tail) * (resamples - 1))]
 
 
-def median_round_ratio(pairs: list[tuple[list[int], list[int]]]) -> float:
+def round_means(pairs: list[tuple[list[int], list[int]]]) -> list[tuple[float, float]]:
+    """Each pair of rounds' (watched, plain) steps as their mean steps."""
+    return [(statistics.fmean(w), statistics.fmean(p)) for w, p in pairs]
+
+
+def median_round_ratio(rounds: list[tuple[float, float]]) -> float:
     """The median, over rounds, of a watched round's mean step over its plain neighbour's."""
-    return statistics.median(statistics.fmean(w) / statistics.fmean(p) for w, p in pairs)
+    return statistics.median(w / p for w, p in rounds)
 
 
-def total_ratio(pairs: list[tuple[list[int], list[int]]]) -> float:
+def total_ratio(rounds: list[tuple[float, float]]) -> float:
     """All watched steps' time over all plain steps' (rounds have as many steps each)."""
-    return sum(sum(w) for w, _ in pairs) / sum(sum(p) for _, p in pairs)
+    return sum(w for w, _ in rounds) / sum(p for _, p in rounds)
 
 
 def verdict(estimate: float, high: float, target: float) -> str:
@@ -312,7 +317,7 @@ def main() -> None:
     )
     if "traindoctor" not in ratios:
         return
-    pairs = list(zip(per_step["traindoctor"], plain, strict=True))
+    pairs = round_means(list(zip(per_step["traindoctor"], plain, strict=True)))
     print(f"traindoctor, {LEVEL:.0%} intervals over {len(pairs)} rounds (bootstrap):")
     judged = median_round_ratio(pairs)
     low, high = interval(pairs, median_round_ratio)
