@@ -276,13 +276,13 @@ def main() -> None:
         added = [a - p for a, p in zip(one_off[name], one_off["plain"], strict=True)]
         print(f"{name:<20} {statistics.median(added) / 1e6:+8.1f} ms")
     print("wall time of a round against the plain round next to it (ratio of mean steps):")
-    ratios: dict[str, list[float]] = {}
-    for name, rounds in per_step.items():
-        ratios[name] = [
-            statistics.fmean(t) / statistics.fmean(p) for t, p in zip(rounds, plain, strict=True)
-        ]
-        med = statistics.median(ratios[name])
-        print(f"{name:<20} {_spread(ratios[name])}  overhead {100 * (med - 1):+.1f}%")
+    means = {
+        name: round_means(list(zip(rounds, plain, strict=True)))
+        for name, rounds in per_step.items()
+    }
+    for name, pairs in means.items():
+        med = median_round_ratio(pairs)
+        print(f"{name:<20} {_spread([w / p for w, p in pairs])}  overhead {100 * (med - 1):+.1f}%")
     # The median step shrugs off the machine's bursts (other processes, a collection) that
     # land on one round and not its neighbour; it leaves out the watched job's own slow
     # steps too (a flush, a sample), which the mean above keeps.
@@ -315,9 +315,9 @@ def main() -> None:
         f"hot path: {hot:.2f} us/step (tiny batch-1 step {plain_us:.1f} -> {patched_us:.1f} us, "
         f"medians of single steps; target <= {TARGET_HOT_PATH_US} us)"
     )
-    if "traindoctor" not in ratios:
+    if "traindoctor" not in means:
         return
-    pairs = round_means(list(zip(per_step["traindoctor"], plain, strict=True)))
+    pairs = means["traindoctor"]
     print(f"traindoctor, {LEVEL:.0%} intervals over {len(pairs)} rounds (bootstrap):")
     judged = median_round_ratio(pairs)
     low, high = interval(pairs, median_round_ratio)

@@ -91,7 +91,7 @@ def test_walk_proc_reads_what_psutil_reads_on_this_machine() -> None:
     stable = {
         pid for pid in set(before) & set(after) & set(raw) if before[pid][:2] == after[pid][:2]
     }
-    assert os.getpid() in stable and len(stable) >= 0.8 * len(before)
+    assert os.getpid() in stable and len(stable) >= 0.9 * len(before)
     tick = 1.0 / os.sysconf("SC_CLK_TCK")  # both round to the kernel's ticks
     for pid in stable:
         ppid, name, cpu = raw[pid]
