@@ -10,6 +10,8 @@ from torch import nn
 
 from traindoctor.collect import Session
 from traindoctor.collect.profiling import TraceCapture
+from traindoctor.record import load_run
+from traindoctor.rules import RuleContext
 from traindoctor.traces import analyse_paths, load_events
 
 
@@ -37,6 +39,33 @@ def test_capture_writes_a_kineto_trace_that_traindoctor_reads(tmp_path: Path) ->
 
 def test_a_job_shorter_than_the_schedule_writes_no_trace(tmp_path: Path) -> None:
     capture = TraceCapture(tmp_path / "trace", wait=10, warmup=2, active=5)
-    with Session(tmp_path / "run", readers=[], instrument_torch=True, trace=capture):
+    with Session(tmp_path / "run", readers=[], instrument_torch=True, trace=capture) as doc:
         _train(3)
     assert capture.files() == []
+    assert doc.record is not None and doc.record.profiled == ()  # it never recorded a step
+
+
+def test_the_steps_the_profiler_slowed_are_noted_and_its_trace_writing_is_not_charged(
+    tmp_path: Path,
+) -> None:
+    capture = TraceCapture(tmp_path / "trace", wait=2, warmup=1, active=2)
+    with Session(tmp_path / "run", readers=[], instrument_torch=True, trace=capture) as doc:
+        _train(8)
+    assert doc.record is not None and capture.span is not None
+    for run in (doc.record, load_run(tmp_path / "run")):  # in memory and as saved
+        (span,) = run.profiled
+        assert (span.start_ns, span.end_ns) == capture.span
+        # the warm-up step and the two recorded ones; nothing before, nothing after
+        assert RuleContext(run).profiled_steps == frozenset({2, 3, 4})
+        # the trace was written in the optimizer's post-step hook: the next step starts after
+        assert run.steps[5].start_ns > span.end_ns >= run.steps[4].end_ns
+
+
+def test_a_job_that_ends_while_profiled_ends_the_span_at_the_end(tmp_path: Path) -> None:
+    capture = TraceCapture(tmp_path / "trace", wait=1, warmup=1, active=5)
+    with Session(tmp_path / "run", readers=[], instrument_torch=True, trace=capture) as doc:
+        _train(3)
+    assert doc.record is not None
+    (span,) = doc.record.profiled
+    assert RuleContext(doc.record).profiled_steps == frozenset({1, 2})
+    assert span.end_ns >= doc.record.steps[-1].end_ns

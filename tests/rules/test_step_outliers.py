@@ -1,7 +1,9 @@
 from __future__ import annotations
 
+from dataclasses import replace
+
 from tests.builders import record, steps
-from traindoctor.model import Severity
+from traindoctor.model import ProfiledSpan, Severity, StepTiming
 from traindoctor.rules import RuleContext
 from traindoctor.rules.step_outliers import step_outliers
 
@@ -41,3 +43,33 @@ def test_gc_is_named_when_pauses_explain_the_outliers() -> None:
     )
     (f,) = step_outliers(RuleContext(record(s)))
     assert {e.metric: e.value for e in f.evidence}["phase that grew"] == "gc"
+
+
+def test_steps_under_traindoctors_own_profiler_are_left_out() -> None:
+    # 12 steps slowed by a --trace capture: outliers of the profiler's making, not the job's
+    s = _slowed(steps(300, phases_ms={"forward": 10}), range(120, 132), forward_ms=40)
+    (f,) = step_outliers(RuleContext(record(s)))  # without the span: all 12 are outliers
+    assert {e.metric: e.value for e in f.evidence}["outlier steps"] == 12
+    span = ProfiledSpan(start_ns=s[120].start_ns + 1, end_ns=s[131].end_ns - 1)
+    ctx = RuleContext(record(s, profiled=(span,)))
+    assert ctx.profiled_steps == frozenset(range(120, 132))
+    assert step_outliers(ctx) == []
+    # outliers elsewhere are still found, and the finding says what it left out
+    s = _slowed(s, range(150, 300, 10), forward_ms=40)
+    (f,) = step_outliers(RuleContext(record(s, profiled=(span,))))
+    assert {e.metric: e.value for e in f.evidence}["outlier steps"] == 15
+    assert "12 steps under traindoctor's own torch.profiler capture were left out" in (
+        f.explanation
+    )
+
+
+def _slowed(s: tuple[StepTiming, ...], slow: range, *, forward_ms: float) -> tuple[StepTiming, ...]:
+    """``s`` with ``forward_ms`` more forward in the steps ``slow``, laid end to end again."""
+    out, t = [], s[0].start_ns
+    for st in s:
+        extra = int(forward_ms * 1e6) if st.index in slow else 0
+        phases = {**st.phase_ns, "forward": st.phase("forward") + extra}
+        end = t + st.duration_ns + extra
+        out.append(replace(st, start_ns=t, end_ns=end, phase_ns=phases))
+        t = end
+    return tuple(out)

@@ -236,8 +236,8 @@ class TorchPatches:
             if trigger is not None and trigger.due(optimizer):
                 trigger.run()
                 append((clock(), RESET, None, get_ident()))
-            if capture is not None:
-                capture.step(optimizer)
+            if capture is not None and capture.step(optimizer):
+                append((clock(), RESET, None, get_ident()))  # the profiler's time, not the job's
             if limit is not None:
                 limit.check(optimizer)
 

@@ -33,6 +33,7 @@ from traindoctor.model import (
     LoaderInfo,
     ModelInfo,
     Notice,
+    ProfiledSpan,
     StepTiming,
     SystemSample,
 )
@@ -70,6 +71,7 @@ class Collected:
         self.concurrency: list[ConcurrencyStat] = []
         self.notices: list[Notice] = []
         self.experiments: list[BoundVerdict] = []
+        self.profiled: list[ProfiledSpan] = []
 
     def steps(self) -> list[StepTiming]:
         """The steps, made from their rows.
@@ -261,6 +263,7 @@ class Monitor:
             self.collected.models.append(model_info)
             self._queue("model", [model_info])
         self._collect_experiments(final=final)
+        self._collect_profiled()
         seen = len(self.collected.batch_dtypes)
         new = list(self._sink.batch_dtypes[seen:])
         if new:
@@ -322,6 +325,16 @@ class Monitor:
                 "samples)",
                 key="experiments",
             )
+
+    def _collect_profiled(self) -> None:
+        capture = self._sink.trace_capture
+        if capture is None or self.collected.profiled:
+            return
+        span = capture.span
+        if span is not None:
+            item = ProfiledSpan(start_ns=span[0], end_ns=span[1])
+            self.collected.profiled.append(item)
+            self._queue("profiled", [item])
 
     def _log_progress(self, marks: bytes) -> None:
         if self._progress is None or self._progress_sink is None:

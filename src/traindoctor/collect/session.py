@@ -237,7 +237,7 @@ class Session:
         _ACTIVE = self
         self._install_torch()
         if self.trace_capture is not None:
-            self.trace_capture.start()
+            self.trace_capture.start(self.clock)
             if self.trace_capture.error:
                 self._monitor_notice(self.trace_capture.error)
         self._gc.install()
@@ -297,6 +297,7 @@ class Session:
             concurrency=tuple(got.concurrency),
             notices=tuple(got.notices),
             experiments=tuple(got.experiments),
+            profiled=tuple(got.profiled),
             end=end,
             warnings=tuple(warnings),
         )

@@ -18,6 +18,7 @@ __all__ = [
     "ModelInfo",
     "Notice",
     "ProcessUsage",
+    "ProfiledSpan",
     "RunEnd",
     "RunMeta",
     "RunRecord",
@@ -238,6 +239,17 @@ class Notice:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class ProfiledSpan:
+    """A stretch of the run that traindoctor's own torch.profiler capture slowed
+    (``run --trace``): from the profiler's first recorded step to the end of writing its trace.
+    The steps in it are the job's, but inflated by the profiler (15-45% a step)."""
+
+    start_ns: int
+    end_ns: int
+    what: str = "torch.profiler"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class RunEnd:
     """How the job ended."""
 
@@ -267,6 +279,9 @@ class RunRecord:
     notices: tuple[Notice, ...] = ()
     experiments: tuple[BoundVerdict, ...] = ()
     """Data-only / compute-only measurements made during the run (``--experiments``)."""
+    profiled: tuple[ProfiledSpan, ...] = ()
+    """Where traindoctor's own profiler capture ran (``--trace``): rules that judge single
+    steps leave those steps out."""
     end: RunEnd | None = None
     warnings: tuple[str, ...] = ()
     """Problems met while loading the record (truncated tail, say)."""

@@ -27,6 +27,7 @@ from traindoctor.model import (
     LoaderInfo,
     ModelInfo,
     Notice,
+    ProfiledSpan,
     StepTiming,
     SystemSample,
 )
@@ -47,6 +48,7 @@ ITEM_TYPES: Final[dict[str, tuple[str, type]]] = {
     "concurrency": ("concurrency", ConcurrencyStat),
     "notice": ("notices", Notice),
     "experiment": ("experiments", BoundVerdict),
+    "profiled": ("profiled", ProfiledSpan),
 }
 
 #: line types whose latest line replaces the earlier ones rather than adding to them

@@ -35,6 +35,17 @@ class RuleContext:
         return self.record.steps[self.summary.warmup_steps :]
 
     @cached_property
+    def profiled_steps(self) -> frozenset[int]:
+        """Indexes of the steps traindoctor's own torch.profiler capture ran over (``run
+        --trace``): the job's steps, slowed by the profiler."""
+        spans = self.record.profiled
+        return frozenset(
+            s.index
+            for s in self.record.steps
+            if any(s.start_ns < span.end_ns and s.end_ns > span.start_ns for span in spans)
+        )
+
+    @cached_property
     def system(self) -> tuple[SystemSample, ...]:
         """System samples taken during the steps after warm-up (all of them if no steps)."""
         if not self.steps:

@@ -1,7 +1,8 @@
 """step-outliers: some steps take far longer than the rest.
 
 Detects: steps above mean + 3σ of the measured step times (SageMaker Debugger's StepOutlier
-rule), leaving out steps that saved a checkpoint (``checkpoint-stalls`` covers those). Only
+rule), leaving out steps that saved a checkpoint (``checkpoint-stalls`` covers those) and those
+traindoctor's own profiler capture slowed (``run --trace``). Only
 info when several threads call one model at once: the outliers are that contention's symptom
 (``shared-model-threads`` is the finding to act on).
 Evidence: how many, how long against the median, when they happen, the phase that grew.
@@ -55,7 +56,8 @@ def _shared_model(ctx: RuleContext) -> str | None:
 @rule(id="step-outliers", title="Outlier steps")
 def step_outliers(ctx: RuleContext) -> list[Finding]:
     """Flag more than 10 steps above mean + 3σ after 100 steps."""
-    steps = [s for s in ctx.steps if not s.phase(Phase.CHECKPOINT)]
+    profiled = ctx.profiled_steps
+    steps = [s for s in ctx.steps if not s.phase(Phase.CHECKPOINT) and s.index not in profiled]
     if len(steps) < MIN_STEPS:
         return []
     durations = [s.duration_ns for s in steps]
@@ -81,6 +83,12 @@ def step_outliers(ctx: RuleContext) -> list[Finding]:
             + (" ..." if len(outliers) > 8 else "")
         )
     )
+    left_out = sum(1 for s in ctx.steps if s.index in profiled)
+    profiler_note = (
+        f" {left_out} steps under traindoctor's own torch.profiler capture were left out."
+        if left_out
+        else ""
+    )
     shared = _shared_model(ctx)
     explained = (
         f" Several threads call {shared} at once (see shared-model-threads): contention "
@@ -100,7 +108,7 @@ def step_outliers(ctx: RuleContext) -> list[Finding]:
             explanation=(
                 f"{len(outliers)} of {len(steps)} steps took longer than mean + 3σ "
                 f"({limit / 1e6:.1f} ms; median step {median / 1e6:.1f} ms), {when}. In them "
-                f"{_HINTS.get(cause, f'the {cause} phase grew')}.{explained}"
+                f"{_HINTS.get(cause, f'the {cause} phase grew')}.{explained}{profiler_note}"
             ),
             evidence=(
                 Evidence(
