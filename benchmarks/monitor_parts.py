@@ -7,7 +7,7 @@ the per-core and tree parts parse its snapshots, and the thread's own CPU is sho
 reducing events into steps, writing the record and the inspection of models and loaders.
 Prints microseconds of CPU per training step; docs/overhead.md keeps the results.
 
-    python benchmarks/monitor_parts.py [--steps 4000] [--batch 64]
+    python benchmarks/monitor_parts.py [--steps 4000] [--batch 64] [--flush-every 0.5]
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ import psutil
 
 from overhead import make_loop
 from traindoctor.collect import Session
+from traindoctor.collect.session import FLUSH_EVERY_S
 
 
 class _Timed:
@@ -56,6 +57,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--steps", type=int, default=4000)
     parser.add_argument("--batch", type=int, default=64)
+    parser.add_argument("--flush-every", type=float, default=FLUSH_EVERY_S, help="seconds")
     args = parser.parse_args()
     loop = make_loop(args.steps, args.batch)
     loop()  # warm up
@@ -63,7 +65,9 @@ def main() -> None:
     psutil.disk_io_counters = timed.wrap("  disk", psutil.disk_io_counters)
     psutil.net_io_counters = timed.wrap("  net", psutil.net_io_counters)
     with tempfile.TemporaryDirectory() as tmp:
-        session = Session(Path(tmp) / "run", instrument_torch=True)
+        session = Session(
+            Path(tmp) / "run", instrument_torch=True, flush_every_s=args.flush_every
+        )
         with session:
             monitor: Any = session._monitor  # a benchmark may look inside
             for reader in monitor._readers:

@@ -320,6 +320,12 @@ class ReorderedDict(OrderedDict[str, Any]):
         return list(reversed(list(super().values())))
 
 
+class ShapedTuple(tuple[Any, ...]):
+    """A batch type of the job's own (a subclass of tuple) that says its shape."""
+
+    shape = (11,)
+
+
 ODD_BATCHES = [
     torch.zeros(5, 3),
     torch.tensor(2.0),
@@ -340,6 +346,7 @@ ODD_BATCHES = [
     Shaped(("a",)),  # not a number
     Shaped({}),
     BadShape(),
+    ShapedTuple((torch.zeros(3),)),  # a subclass's own shape first
 ]
 
 
@@ -348,6 +355,11 @@ ODD_BATCHES = [
 def test_batch_size_of_agrees_on_odd_batches(batch: object) -> None:
     assert C is not None
     assert C.batch_size_of(batch) == batch_size_of(batch)
+
+
+def test_a_subclass_of_a_plain_container_is_asked_its_shape() -> None:
+    assert batch_size_of(ShapedTuple((torch.zeros(3),))) == 11
+    assert batch_size_of((torch.zeros(3),)) == 3
 
 
 leaves = st.one_of(

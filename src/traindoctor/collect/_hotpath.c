@@ -509,7 +509,10 @@ batch_size_of(PyObject *batch)
     PyObject *result = NULL;
     for (int depth = 0; depth < 4 && result == NULL; depth++) {
         PyObject *shape = NULL;
-        if (lookup_attr(item, str_shape, &shape) < 0) {
+        /* an exact list, tuple or dict has no ``shape``: no failed lookup (and its exception)
+         * on the way to the tensor, at each batch */
+        int plain = PyList_CheckExact(item) || PyTuple_CheckExact(item) || PyDict_CheckExact(item);
+        if (!plain && lookup_attr(item, str_shape, &shape) < 0) {
             break;
         }
         if (shape != NULL) {

@@ -92,12 +92,16 @@ class TorchSink(Protocol):
     """``id(model) -> (shape, dtype)`` of the first tensor of its first call."""
 
 
+_PLAIN = (list, tuple, dict)
+
+
 def batch_size_of(batch: object) -> int | None:
     """Return the leading dimension of the first tensor-like in ``batch`` (None if unknown,
     or if looking raised: the job's batch is not ours to break)."""
     try:
         for _ in range(4):
-            shape = getattr(batch, "shape", None)
+            # an exact list, tuple or dict has no shape (the C twin skips the lookup)
+            shape = None if type(batch) in _PLAIN else getattr(batch, "shape", None)
             if shape is not None:
                 return int(shape[0]) if len(shape) else None
             if isinstance(batch, (list, tuple)) and batch:
