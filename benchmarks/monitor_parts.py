@@ -65,9 +65,7 @@ def main() -> None:
     psutil.disk_io_counters = timed.wrap("  disk", psutil.disk_io_counters)
     psutil.net_io_counters = timed.wrap("  net", psutil.net_io_counters)
     with tempfile.TemporaryDirectory() as tmp:
-        session = Session(
-            Path(tmp) / "run", instrument_torch=True, flush_every_s=args.flush_every
-        )
+        session = Session(Path(tmp) / "run", instrument_torch=True, flush_every_s=args.flush_every)
         with session:
             monitor: Any = session._monitor  # a benchmark may look inside
             for reader in monitor._readers:
