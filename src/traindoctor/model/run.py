@@ -280,8 +280,8 @@ class RunRecord:
     experiments: tuple[BoundVerdict, ...] = ()
     """Data-only / compute-only measurements made during the run (``--experiments``)."""
     profiled: tuple[ProfiledSpan, ...] = ()
-    """Where traindoctor's own profiler capture ran (``--trace``): rules that judge single
-    steps leave those steps out."""
+    """Where traindoctor's own profiler capture ran (``--trace``): ``step-outliers`` leaves
+    those steps out (``RuleContext.profiled_steps``)."""
     end: RunEnd | None = None
     warnings: tuple[str, ...] = ()
     """Problems met while loading the record (truncated tail, say)."""
