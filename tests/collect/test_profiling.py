@@ -43,6 +43,7 @@ def test_a_job_shorter_than_the_schedule_writes_no_trace(tmp_path: Path) -> None
         _train(3)
     assert capture.files() == []
     assert doc.record is not None and doc.record.profiled == ()  # it never recorded a step
+    assert RuleContext(doc.record).summary.profiled_note == ""
 
 
 def test_the_steps_the_profiler_slowed_are_noted_and_its_trace_writing_is_not_charged(
@@ -57,6 +58,9 @@ def test_the_steps_the_profiler_slowed_are_noted_and_its_trace_writing_is_not_ch
         assert (span.start_ns, span.end_ns) == capture.span
         # the warm-up step and the two recorded ones; nothing before, nothing after
         assert RuleContext(run).profiled_steps == frozenset({2, 3, 4})
+        assert RuleContext(run).summary.profiled_note.startswith(
+            "steps 2-4 ran under traindoctor's torch.profiler capture"
+        )
         # the trace was written in the optimizer's post-step hook: the next step starts after
         assert run.steps[5].start_ns > span.end_ns >= run.steps[4].end_ns
 

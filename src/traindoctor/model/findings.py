@@ -115,6 +115,8 @@ class Summary:
     phase_share: Mapping[str, float] = field(default_factory=dict)
     gc_share: float = 0.0
     warmup_note: str = ""
+    profiled_note: str = ""
+    """Which steps traindoctor's own profiler capture slowed (``run --trace``), if any."""
     monitor_cpu_share: float | None = None
     """CPU time of traindoctor's monitor thread over the run's wall time (its own cost)."""
 

@@ -59,6 +59,8 @@ def _summary(report: Report) -> Panel:
     ]
     if s.warmup_note:
         lines.append(s.warmup_note)
+    if s.profiled_note:
+        lines.append(s.profiled_note)
     if s.monitor_cpu_share is not None:
         lines.append(f"traindoctor's own monitor thread: {s.monitor_cpu_share:.1%} of a core")
     if report.end_status and report.end_status != "ok":

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from functools import cached_property
 
 from traindoctor.model import Phase, RunRecord, StepTiming, Summary, SystemSample, TraceSummary
-from traindoctor.rules.summary import summarize
+from traindoctor.rules.summary import profiled_steps, summarize
 
 __all__ = ["RuleContext", "speedup_if_removed"]
 
@@ -36,14 +36,8 @@ class RuleContext:
 
     @cached_property
     def profiled_steps(self) -> frozenset[int]:
-        """Indexes of the steps traindoctor's own torch.profiler capture ran over (``run
-        --trace``): the job's steps, slowed by the profiler."""
-        spans = self.record.profiled
-        return frozenset(
-            s.index
-            for s in self.record.steps
-            if any(s.start_ns < span.end_ns and s.end_ns > span.start_ns for span in spans)
-        )
+        """Indexes of the steps traindoctor's own torch.profiler capture ran over."""
+        return profiled_steps(self.record)
 
     @cached_property
     def system(self) -> tuple[SystemSample, ...]:

@@ -6,7 +6,13 @@ from collections.abc import Sequence
 
 from traindoctor.model import Phase, RunRecord, StepTiming, Summary
 
-__all__ = ["WARMUP_MAX_SHARE", "WARMUP_SAMPLES", "split_warmup", "summarize"]
+__all__ = [
+    "WARMUP_MAX_SHARE",
+    "WARMUP_SAMPLES",
+    "profiled_steps",
+    "split_warmup",
+    "summarize",
+]
 
 #: SageMaker Debugger's bottleneck rules skip the first 1,000 samples as warm-up
 #: (start-up, first DataLoader worker spawn, allocator and cache warm-up).
@@ -35,6 +41,17 @@ def split_warmup(steps: Sequence[StepTiming]) -> int:
     return max(1, min(count, int(n * WARMUP_MAX_SHARE)))
 
 
+def profiled_steps(record: RunRecord) -> frozenset[int]:
+    """Indexes of the steps traindoctor's own torch.profiler capture ran over (``run
+    --trace``): the job's steps, slowed by the profiler."""
+    spans = record.profiled
+    return frozenset(
+        s.index
+        for s in record.steps
+        if any(s.start_ns < span.end_ns and s.end_ns > span.start_ns for span in spans)
+    )
+
+
 def summarize(record: RunRecord) -> Summary:
     """Compute the summary of ``record``."""
     steps = record.steps
@@ -58,6 +75,13 @@ def summarize(record: RunRecord) -> Summary:
     if warm:
         note = f"first {warm} step(s)" + (f" ({warm_samples} samples)" if warm_samples else "")
         note += " left out as warm-up"
+    profiled = sorted(profiled_steps(record))
+    profiled_note = (
+        f"steps {profiled[0]}-{profiled[-1]} ran under traindoctor's torch.profiler capture "
+        "(--trace): step-outliers leaves them out"
+        if profiled
+        else ""
+    )
     return Summary(
         steps=len(steps),
         warmup_steps=warm,
@@ -70,6 +94,7 @@ def summarize(record: RunRecord) -> Summary:
         phase_share=shares,
         gc_share=sum(s.gc_pause_ns for s in measured) / total_ns if total_ns else 0.0,
         warmup_note=note,
+        profiled_note=profiled_note,
         monitor_cpu_share=_monitor_share(record),
     )
 
