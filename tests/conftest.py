@@ -38,6 +38,19 @@ def _our_callbacks() -> list[object]:
     return [c for c in gc.callbacks if getattr(c, "__module__", "").startswith("traindoctor")]
 
 
+@pytest.fixture(autouse=True, scope="session")
+def own_cache_folder(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """The tests (and the jobs they run) keep py-cpuinfo's answer in a folder of their own,
+    not in the user's cache folder."""
+    before = os.environ.get("XDG_CACHE_HOME")
+    os.environ["XDG_CACHE_HOME"] = str(tmp_path_factory.mktemp("cache"))
+    yield
+    if before is None:
+        del os.environ["XDG_CACHE_HOME"]
+    else:
+        os.environ["XDG_CACHE_HOME"] = before
+
+
 @pytest.fixture(autouse=True)
 def no_leaks() -> Iterator[None]:
     """Fail a test that leaves a traindoctor thread, GC callback, session or patch behind."""

@@ -3,12 +3,16 @@ probes that fail or hang."""
 
 from __future__ import annotations
 
+import json
 import os
 import threading
 from pathlib import Path
 
+import pytest
+
 from tests.collect.test_nvml import ReplayNvml
 from traindoctor.collect.environment import (
+    CPUINFO_CACHE_FILE,
     FAST_PROBES,
     SLOW_PROBES,
     ProbeInputs,
@@ -102,3 +106,56 @@ def test_a_hanging_probe_costs_at_most_the_timeout() -> None:
         for thread in threading.enumerate():
             if thread.name == "traindoctor-probe-hangs":
                 thread.join(5)
+
+
+def _cpuinfo_facts(inputs: ProbeInputs) -> list[EnvFact]:
+    return probe_environment(probes=[p for p in SLOW_PROBES if p[0] == "cpuinfo"], inputs=inputs)
+
+
+def test_cpuinfos_answer_is_kept_for_the_boot_and_read_back(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import cpuinfo
+
+    boot = tmp_path / "boot_id"
+    boot.write_text("11111111-2222\n")
+    inputs = ProbeInputs(environ={}, cache_dir=tmp_path / "cache", boot_id=boot)
+    first = _cpuinfo_facts(inputs)  # the real py-cpuinfo, this machine's CPU
+    assert {f.source for f in first} == {"py-cpuinfo"}
+    kept = json.loads((tmp_path / "cache" / CPUINFO_CACHE_FILE).read_text())
+    assert kept["boot_id"] == "11111111-2222" and kept["flags"]
+
+    def not_again() -> dict[str, object]:
+        raise AssertionError("py-cpuinfo asked again within the boot")
+
+    monkeypatch.setattr(cpuinfo, "get_cpu_info", not_again)
+    again = _cpuinfo_facts(inputs)
+    assert [(f.key, f.value) for f in again] == [(f.key, f.value) for f in first]
+    assert {f.source for f in again} == {"py-cpuinfo (kept from earlier this boot)"}
+
+    # another boot (or a kept file that is not an answer) asks py-cpuinfo again
+    answer = {"brand_raw": "Another CPU", "flags": ["avx2"]}
+    monkeypatch.setattr(cpuinfo, "get_cpu_info", lambda: answer)
+    boot.write_text("33333333-4444\n")
+    assert _facts(_cpuinfo_facts(inputs))["cpu.brand"] == "Another CPU"
+    (tmp_path / "cache" / CPUINFO_CACHE_FILE).write_text('{"boot_id": "33333333-4444", "fl')
+    assert _facts(_cpuinfo_facts(inputs))["cpu.avx2"] is True
+
+
+def test_cpuinfo_without_a_writable_cache_or_a_boot_id_still_answers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import cpuinfo
+
+    monkeypatch.setattr(cpuinfo, "get_cpu_info", lambda: {"brand_raw": "X", "flags": ["avx2"]})
+    blocked = tmp_path / "file"
+    blocked.write_text("")  # a file where the cache folder should go
+    boot = tmp_path / "boot_id"
+    boot.write_text("1\n")
+    for inputs in (
+        ProbeInputs(environ={}, cache_dir=blocked / "cache", boot_id=boot),
+        ProbeInputs(environ={}, cache_dir=tmp_path / "c", boot_id=tmp_path / "no-such-file"),
+        ProbeInputs(environ={}, boot_id=boot),  # no HOME, no XDG_CACHE_HOME: no folder
+    ):
+        assert _facts(_cpuinfo_facts(inputs))["cpu.avx2"] is True
+    assert not (tmp_path / "c").exists()  # without a boot id nothing is kept

@@ -10,7 +10,8 @@ Fact keys (the rules read these):
 
 - ``python.version``, ``platform``
 - ``cpu.logical``, ``cpu.physical``, ``cpu.affinity``, ``cpu.arch``, ``cpu.brand``, ``cpu.avx2``,
-  ``cpu.avx512`` (from py-cpuinfo; costly, so only where ``slow=True``)
+  ``cpu.avx512`` (from py-cpuinfo; costly, so only where ``slow=True``, and its answer kept
+  in the user's cache folder for the rest of the boot)
 - ``env.<NAME>`` for ``ENV_VARS``
 - ``pools.summary``, ``pools.max_threads`` (threadpoolctl: BLAS/OpenMP pools loaded now)
 - ``mem.total_bytes``, ``mem.available_bytes``, ``mem.swap_total_bytes``,
@@ -24,6 +25,7 @@ Fact keys (the rules read these):
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import platform
@@ -41,6 +43,7 @@ import psutil
 from traindoctor.model import EnvFact
 
 __all__ = [
+    "CPUINFO_CACHE_FILE",
     "ENV_VARS",
     "FAST_PROBES",
     "PROBE_TIMEOUT_S",
@@ -67,6 +70,8 @@ ENV_VARS = (
     "LOCAL_WORLD_SIZE",
     "WORLD_SIZE",
 )
+#: py-cpuinfo's answer, kept for the rest of the boot in the user's cache folder.
+CPUINFO_CACHE_FILE = "cpuinfo.json"
 #: A probe that has not answered by then is reported unknown. py-cpuinfo needs ~1.2 s here
 #: (it runs CPUID in a child process); the whole doctor must answer in < 3 s.
 PROBE_TIMEOUT_S = 2.5
@@ -92,6 +97,11 @@ class ProbeInputs:
     """A pynvml-like module; None imports pynvml if installed."""
     import_torch: bool = False
     """Import torch to describe it (the doctor); a watched job's torch is used only if loaded."""
+    cache_dir: Path | None = None
+    """Where py-cpuinfo's answer is kept for the rest of the boot; None: the user's cache
+    folder (``$XDG_CACHE_HOME/traindoctor``, else ``~/.cache/traindoctor``, from ``environ``)."""
+    boot_id: Path = Path("/proc/sys/kernel/random/boot_id")
+    """Names this boot (Linux): a cached answer from another boot is not used."""
 
 
 Probe = Callable[[ProbeInputs], list[EnvFact]]
@@ -252,17 +262,70 @@ def _device_nodes(inputs: ProbeInputs) -> list[EnvFact]:
 
 
 def _cpuinfo(inputs: ProbeInputs) -> list[EnvFact]:
-    import cpuinfo
-
-    info = cpuinfo.get_cpu_info()
+    info, source = _cpu_info(inputs)
     flags = set(info.get("flags") or ())
     if not flags:
         return [_fact("probe.cpuinfo", "unknown: py-cpuinfo returned no CPU flags", "cpuinfo")]
     return [
-        _fact("cpu.brand", str(info.get("brand_raw") or "?"), "py-cpuinfo"),
-        _fact("cpu.avx2", "avx2" in flags, "py-cpuinfo"),
-        _fact("cpu.avx512", "avx512f" in flags, "py-cpuinfo"),
+        _fact("cpu.brand", str(info.get("brand_raw") or "?"), source),
+        _fact("cpu.avx2", "avx2" in flags, source),
+        _fact("cpu.avx512", "avx512f" in flags, source),
     ]
+
+
+def _cpu_info(inputs: ProbeInputs) -> tuple[dict[str, Any], str]:
+    """py-cpuinfo's brand and flags, and where they came from.
+
+    py-cpuinfo runs a Python child process for ~1.2 s (1.1 s of CPU here), at the end of every
+    watched run and in the doctor. The CPU does not change within a boot, so its answer is
+    kept in the cache folder, named by the boot's id and py-cpuinfo's version, and read back
+    by later runs of the same boot. A cache that cannot be read or written is passed over.
+    """
+    import cpuinfo
+
+    version = str(getattr(cpuinfo, "CPUINFO_VERSION_STRING", "?"))
+    boot = _read_text(inputs.boot_id)
+    folder = inputs.cache_dir or _user_cache_dir(inputs.environ)
+    path = None if boot is None or folder is None else folder / CPUINFO_CACHE_FILE
+    key = {"boot_id": boot, "cpuinfo_version": version}
+    if path is not None:
+        try:
+            kept = json.loads(path.read_text("utf-8"))
+            if (
+                isinstance(kept, dict)
+                and all(kept.get(k) == v for k, v in key.items())
+                and isinstance(kept.get("flags"), list)
+                and all(isinstance(flag, str) for flag in kept["flags"])
+            ):
+                return kept, "py-cpuinfo (kept from earlier this boot)"
+        except (OSError, ValueError):
+            pass  # none yet, or unreadable: ask py-cpuinfo
+    info = cpuinfo.get_cpu_info()
+    answer = {**key, "brand_raw": info.get("brand_raw"), "flags": list(info.get("flags") or ())}
+    if path is not None and answer["flags"]:
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            part = path.with_name(f"{path.name}.{os.getpid()}.part")
+            part.write_text(json.dumps(answer), "utf-8")
+            os.replace(part, path)  # a reader never sees half a file
+        except OSError as exc:
+            logger.debug("py-cpuinfo's answer not kept in %s: %s", path, exc)
+    return answer, "py-cpuinfo"
+
+
+def _read_text(path: Path) -> str | None:
+    try:
+        return path.read_text("ascii").strip() or None
+    except (OSError, ValueError):
+        return None
+
+
+def _user_cache_dir(environ: Mapping[str, str]) -> Path | None:
+    """``$XDG_CACHE_HOME/traindoctor``, else ``~/.cache/traindoctor``; None without a home."""
+    base = environ.get("XDG_CACHE_HOME") or (
+        str(Path(environ["HOME"]) / ".cache") if environ.get("HOME") else None
+    )
+    return None if not base else Path(base) / "traindoctor"
 
 
 def _nvml(inputs: ProbeInputs) -> list[EnvFact]:
