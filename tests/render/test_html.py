@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.builders import env, meta, record, samples, steps
-from traindoctor.model import ModelInfo, ProcessUsage
+from traindoctor.model import ModelInfo, ProcessUsage, ProfiledSpan
 from traindoctor.render import render_text
 from traindoctor.render.html import html_context, render_html
 from traindoctor.report import build_report
@@ -132,3 +132,15 @@ def test_saved_run_with_a_profiler_trace_shows_its_tables(tmp_path: Path) -> Non
                  str(tmp_path / "r.json")]) == 0  # fmt: skip
     rules = {f["rule"] for f in json.loads((tmp_path / "r.json").read_text())["findings"]}
     assert "gpu-idle" in rules
+
+
+def test_the_steps_under_traindoctors_profiler_are_a_band_of_their_own() -> None:
+    s = steps(300, phases_ms={"forward": 10})
+    span = ProfiledSpan(start_ns=s[10].start_ns, end_ns=s[16].end_ns)
+    rec = record(s, system=samples(s), profiled=(span,))
+    ctx = html_context(rec, build_report(rec))
+    (band,) = [m for m in ctx["plots"]["marks"] if m["kind"] == "profiler"]
+    origin = ctx["plots"]["system"]["t"][0] - samples(s)[0].t_ns / 1e9  # the plots' zero
+    assert band["start"] == pytest.approx(s[10].start_ns / 1e9 + origin, abs=1e-3)
+    assert band["end"] == pytest.approx(s[16].end_ns / 1e9 + origin, abs=1e-3)
+    assert all(m["kind"] == "finding" for m in ctx["plots"]["marks"] if m is not band)

@@ -4,6 +4,7 @@ kept in test-artifacts/ for a person to look at."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import shutil
 from pathlib import Path
@@ -12,6 +13,7 @@ import pytest
 
 from tests.render.test_html import _hostile_record
 from tests.test_compare import _real_run
+from traindoctor.model import ProfiledSpan
 from traindoctor.record import load_run
 from traindoctor.render.html import render_html
 from traindoctor.report import build_report
@@ -44,7 +46,9 @@ _INK_JS = """() => window.tdCharts.map(c => {
 
 def _open(
     page_path: Path, screenshot: Path
-) -> tuple[list[str], list[dict[str, object]], list[str]]:
+) -> tuple[list[str], list[dict[str, object]], list[str], str]:
+    """The page's console problems, each plot's ink, the dialogs it opened and the note under
+    the system plots."""
     from playwright.sync_api import sync_playwright
 
     problems: list[str] = []
@@ -60,21 +64,26 @@ def _open(
             page.goto(page_path.as_uri())
             page.wait_for_function("window.tdReady === true", timeout=15_000)
             ink = page.evaluate(_INK_JS)
+            note = page.inner_text("#system-note")
             screenshot.parent.mkdir(parents=True, exist_ok=True)
             page.screenshot(path=str(screenshot), full_page=True)
         finally:
             browser.close()
-    return problems, ink, dialogs
+    return problems, ink, dialogs, note
 
 
 def test_report_of_a_real_run_renders_in_chromium(tmp_path: Path) -> None:
     # A DataLoader loop of 128 steps, ~3 s: disk and network are read once a second, and the
     # I/O plot needs two readings.
     rec = load_run(_real_run(tmp_path, "run", 0.02))
+    # as if run --trace had profiled steps 40-46: their band is drawn and named
+    span = ProfiledSpan(start_ns=rec.steps[40].start_ns, end_ns=rec.steps[46].end_ns)
+    rec = dataclasses.replace(rec, profiled=(span,))
     page = tmp_path / "report.html"
     page.write_text(render_html(rec, build_report(rec)))
-    problems, ink, dialogs = _open(page, ARTIFACTS / "html-report-real-run.png")
+    problems, ink, dialogs, note = _open(page, ARTIFACTS / "html-report-real-run.png")
     assert problems == [] and dialogs == []
+    assert "Blue band: traindoctor's own torch.profiler capture" in note
     ids = {c["id"] for c in ink}
     assert {"steps", "throughput", "cpu", "memory", "io"} <= ids
     thin = [c for c in ink if c["ink"] < INK or not c["points"]]
@@ -86,8 +95,9 @@ def test_hostile_strings_do_not_run_in_the_browser(tmp_path: Path) -> None:
     rec = _hostile_record()
     page = tmp_path / "hostile.html"
     page.write_text(render_html(rec, build_report(rec)))
-    problems, ink, dialogs = _open(page, ARTIFACTS / "html-report-hostile.png")
+    problems, ink, dialogs, note = _open(page, ARTIFACTS / "html-report-hostile.png")
     assert dialogs == []  # alert(1) never ran
+    assert "Red bands" in note and "Blue band" not in note  # no --trace, no profiler band
     assert problems == []
     assert all(c["ink"] >= INK and c["points"] for c in ink)
     assert "io" not in {c["id"] for c in ink}  # no disk/network readings: no empty plot
@@ -99,5 +109,5 @@ def test_a_run_with_no_steps_or_samples_gives_a_page_without_empty_plots(tmp_pat
     rec = record(())
     page = tmp_path / "empty.html"
     page.write_text(render_html(rec, build_report(rec)))
-    problems, ink, dialogs = _open(page, ARTIFACTS / "html-report-empty.png")
+    problems, ink, dialogs, _ = _open(page, ARTIFACTS / "html-report-empty.png")
     assert problems == [] and dialogs == [] and ink == []

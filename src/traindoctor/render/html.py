@@ -31,15 +31,28 @@ def html_context(
     """What the page shows, as JSON values."""
     s = report.summary
     lines = timelines(record, s.warmup_steps, max_points=max_points)
+    def seconds(t_ns: int) -> float:
+        return round((t_ns - lines.origin_ns) / 1e9, 3)
+
     marks = [
         {
+            "kind": "finding",
             "rule": f.rule,
             "label": f"{i}. {f.rule}",
-            "start": round((f.span_ns[0] - lines.origin_ns) / 1e9, 3),
-            "end": round((f.span_ns[1] - lines.origin_ns) / 1e9, 3),
+            "start": seconds(f.span_ns[0]),
+            "end": seconds(f.span_ns[1]),
         }
         for i, f in enumerate(report.findings, 1)
         if f.span_ns is not None
+    ] + [
+        {
+            "kind": "profiler",
+            "rule": "",
+            "label": "torch.profiler (--trace)",
+            "start": seconds(span.start_ns),
+            "end": seconds(span.end_ns),
+        }
+        for span in record.profiled
     ]
     return {
         "title": " ".join(record.meta.command) or record.meta.run_id,
@@ -350,9 +363,11 @@ const marks = {
       const x0 = Math.max(a.left, x.getPixelForValue(m.start));
       const x1 = Math.min(a.right, x.getPixelForValue(m.end));
       if (!(x1 > x0)) continue;
-      c.fillStyle = "rgba(198,40,40,0.08)"; c.fillRect(x0, a.top, x1 - x0, a.bottom - a.top);
-      c.strokeStyle = "rgba(198,40,40,0.6)"; c.strokeRect(x0, a.top, x1 - x0, a.bottom - a.top);
-      c.fillStyle = "#c62828"; c.font = "11px sans-serif"; c.fillText(m.label, x0 + 3, a.top + 12);
+      const rgb = m.kind === "profiler" ? "21,101,192" : "198,40,40";
+      c.fillStyle = "rgba(" + rgb + ",0.08)"; c.fillRect(x0, a.top, x1 - x0, a.bottom - a.top);
+      c.strokeStyle = "rgba(" + rgb + ",0.6)"; c.strokeRect(x0, a.top, x1 - x0, a.bottom - a.top);
+      c.fillStyle = "rgb(" + rgb + ")"; c.font = "11px sans-serif";
+      c.fillText(m.label, x0 + 3, a.top + 12);
     }
     c.restore();
   },
@@ -417,7 +432,11 @@ if (D.system) {
   document.getElementById("system-note").textContent =
     (y.bucket > 1 ? "Each point is a bucket of " + y.bucket + " samples (mean; max dashed). "
      : "") + "CPU in % of one core (" + y.cores + " cores: " + 100 * y.cores + "% is all)." +
-    (D.marks.length ? " Red bands: the time a finding is about (numbered as above)." : "");
+    (D.marks.some(m => m.kind === "finding")
+     ? " Red bands: the time a finding is about (numbered as above)." : "") +
+    (D.marks.some(m => m.kind === "profiler")
+     ? " Blue band: traindoctor's own torch.profiler capture (--trace), which slowed those " +
+       "steps." : "");
   window.tdCharts.push(chart("cpu", [
     line("this job", y.t, y["job CPU"], 0), line("its workers", y.t, y["workers CPU"], 1),
     line("other processes", y.t, y["other processes CPU"], 3),
