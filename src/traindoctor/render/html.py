@@ -31,6 +31,7 @@ def html_context(
     """What the page shows, as JSON values."""
     s = report.summary
     lines = timelines(record, s.warmup_steps, max_points=max_points)
+
     def seconds(t_ns: int) -> float:
         return round((t_ns - lines.origin_ns) / 1e9, 3)
 
