@@ -15,7 +15,7 @@ import jsonschema
 
 from tests.builders import meta, record, samples, steps
 from tests.cli.test_cli import _run
-from traindoctor.model import GpuSample
+from traindoctor.model import GpuSample, ProfiledSpan
 from traindoctor.render.perfetto import render_perfetto
 
 SCHEMA = json.loads((Path(__file__).parents[1] / "data" / "chrome_trace_schema.json").read_text())
@@ -73,6 +73,20 @@ def test_one_slice_per_phase_per_step_counters_and_gc_instants() -> None:
     assert len(gc) == 20 and gc[0]["args"]["total pause (ms)"] == 1.5
     # User strings are JSON strings, nothing more: they come back unchanged.
     assert '<script>alert("x")</script>' in trace["otherData"]["command"]
+
+
+def test_the_span_traindoctors_profiler_slowed_is_a_slice_of_its_own() -> None:
+    s = steps(20, phases_ms={"forward": 10})
+    rec = record(s, profiled=(ProfiledSpan(start_ns=s[5].start_ns, end_ns=s[11].end_ns),))
+    trace = json.loads(render_perfetto(rec))
+    jsonschema.validate(trace, SCHEMA)
+    events = trace["traceEvents"]
+    names = {e["args"]["name"]: e["tid"] for e in events if e["name"] == "thread_name"}
+    (own,) = [e for e in events if e["ph"] == "X" and e["tid"] == names["traindoctor"]]
+    assert own["name"] == "torch.profiler capture (--trace)"
+    assert (own["ts"], own["dur"]) == (5 * 10_000, 7 * 10_000)  # steps 5-11, 10 ms each
+    plain = json.loads(render_perfetto(record(s)))["traceEvents"]
+    assert "traindoctor" not in {e["args"]["name"] for e in plain if e["name"] == "thread_name"}
 
 
 def test_report_writes_perfetto_of_a_real_run(tmp_path: Path) -> None:

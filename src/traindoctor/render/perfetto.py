@@ -8,6 +8,7 @@ Opens in ui.perfetto.dev and chrome://tracing. One process, "traindoctor: <comma
   each phase ran, so every phase's slice starts at its step's start;
 - GC: an instant at the end of each step that had collections (args: count, total and
   longest pause) — the record keeps pauses per step, not their exact times;
+- a ``traindoctor`` track: the span its own torch.profiler capture slowed (``run --trace``);
 - counters: CPU (the job, its workers, other processes; % of one core), memory (RSS of the
   tree and of the main process, malloc heap; MiB), per-core CPU, and per GPU its utilisation
   and memory.
@@ -28,6 +29,8 @@ __all__ = ["record_to_trace", "render_perfetto"]
 
 PID = 1
 STEPS_TID = 1
+#: traindoctor's own work that slowed the job (the --trace capture).
+OWN_TID = 2
 #: Phase tracks start here (in the order phases first appear in the record).
 FIRST_PHASE_TID = 10
 MIB = 2**20
@@ -55,6 +58,16 @@ def record_to_trace(record: RunRecord) -> dict[str, Any]:
                 events.append(_meta("thread_sort_index", tid, {"sort_index": tid}))
     for step in record.steps:
         events.extend(_step_events(step, origin, phase_tids))
+    if record.profiled:
+        events.append(_meta("thread_name", OWN_TID, {"name": "traindoctor"}))
+        events.append(_meta("thread_sort_index", OWN_TID, {"sort_index": 1}))
+    for span in record.profiled:
+        start = _us(span.start_ns, origin)
+        events.append(
+            _slice(f"{span.what} capture (--trace)", OWN_TID, start,
+                   _us(span.end_ns, origin) - start,
+                   {"note": "the job's steps here ran under traindoctor's profiler"})
+        )  # fmt: skip
     for sample in record.system:
         ts = _us(sample.t_ns, origin)
         cpu = {
