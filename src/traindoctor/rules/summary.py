@@ -45,6 +45,8 @@ def profiled_steps(record: RunRecord) -> frozenset[int]:
     """Indexes of the steps traindoctor's own torch.profiler capture ran over (``run
     --trace``): the job's steps, slowed by the profiler."""
     spans = record.profiled
+    if not spans:  # most runs: no pass over their (maybe millions of) steps
+        return frozenset()
     return frozenset(
         s.index
         for s in record.steps
