@@ -8,6 +8,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from traindoctor.cli.trace import render_trace
 from traindoctor.collect import Session
 from traindoctor.collect.profiling import TraceCapture
 from traindoctor.record import load_run
@@ -35,6 +36,9 @@ def test_capture_writes_a_kineto_trace_that_traindoctor_reads(tmp_path: Path) ->
     summary = analyse_paths([capture.folder])
     assert summary.ranks[0].temporal is None  # a CPU machine: no GPU events, and it says so
     assert any("no GPU events" in w for w in summary.warnings)
+    text = render_trace(summary)  # and no empty GPU tables in the terminal
+    assert "no GPU events" in text
+    assert not any(t in text for t in ("Temporal breakdown", "top kernels", "idle time"))
 
 
 def test_a_job_shorter_than_the_schedule_writes_no_trace(tmp_path: Path) -> None:

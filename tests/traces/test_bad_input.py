@@ -91,6 +91,11 @@ def test_cli_one_line_error_and_json_shape(
     ]  # fmt: skip
     assert [f["rule"] for f in data["findings"]] == ["gpu-idle"]  # idle 77.78%
     assert data["findings"][0]["estimated_speedup"] > 1
+    capsys.readouterr()
+    assert main(["trace", str(TRACES / "hta_nccl_a100_r0of2")]) == 0
+    text = capsys.readouterr().out  # a GPU trace: every table
+    for table in ("Temporal breakdown", "rank 0: top kernels", "rank 0: idle time by stream"):
+        assert table in text
 
 
 def test_files_of_different_jobs_are_named_and_not_compared(tmp_path: Path) -> None:

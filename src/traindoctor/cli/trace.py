@@ -116,7 +116,8 @@ def render_trace(summary: TraceSummary, *, width: int = 100) -> str:
             "n/a" if r.comm_comp_overlap_pct is None else f"{r.comm_comp_overlap_pct:.2f}%",
             "-" if r.launch is None else f"{r.launch.launches:,}",
         )
-    console.print(table)
+    if any(r.temporal is not None or r.launch is not None or r.type_us for r in summary.ranks):
+        console.print(table)  # a trace without GPU events has nothing for it (the note says so)
     types = Table(
         title="GPU time by kernel type, all ranks (µs; overlaps apart)",
         title_justify="left",
@@ -136,7 +137,8 @@ def render_trace(summary: TraceSummary, *, width: int = 100) -> str:
         top.add_column("share", justify="right")
         for k in r.kernels[:_TOP]:
             top.add_row(k.name, k.kernel_type, f"{k.sum_us:,}", f"{k.share_pct:.2f}%")
-        console.print(top)
+        if top.row_count:
+            console.print(top)
         idle = Table(
             title=f"rank {r.rank}: idle time by stream (µs)", title_justify="left", box=None
         )
@@ -146,7 +148,8 @@ def render_trace(summary: TraceSummary, *, width: int = 100) -> str:
             idle.add_row(
                 str(s.stream), f"{s.host_wait_us:,}", f"{s.kernel_wait_us:,}", f"{s.other_us:,}"
             )
-        console.print(idle)
+        if idle.row_count:
+            console.print(idle)
         if r.launch is not None:
             ls = r.launch
             console.print(
