@@ -5,9 +5,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 import torch
 from torch import nn
 
+from traindoctor.cli import main
 from traindoctor.cli.trace import render_trace
 from traindoctor.collect import Session
 from traindoctor.collect.profiling import TraceCapture
@@ -77,3 +79,17 @@ def test_a_job_that_ends_while_profiled_ends_the_span_at_the_end(tmp_path: Path)
     (span,) = doc.record.profiled
     assert RuleContext(doc.record).profiled_steps == frozenset({1, 2})
     assert span.end_ns >= doc.record.steps[-1].end_ns
+
+
+def test_report_of_a_traced_run_says_what_the_trace_lacks_once(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run = tmp_path / "run"
+    capture = TraceCapture(run / "trace", wait=1, warmup=1, active=2)
+    with Session(run, readers=[], instrument_torch=True, trace=capture):
+        _train(8)
+    capsys.readouterr()
+    assert main(["report", str(run)]) == 0
+    text = capsys.readouterr().out
+    assert text.count("no GPU events") == 1  # the report's warning, not the trace's note too
+    assert "steps 1-3 ran under traindoctor's torch.profiler capture" in text

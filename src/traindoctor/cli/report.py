@@ -58,7 +58,7 @@ def run(args: argparse.Namespace) -> int:
         else:
             text = render_text(report, width=args.width)
             if trace is not None:
-                text = render_trace(trace, width=args.width) + text
+                text = render_trace(trace, width=args.width, notes=False) + text
     if args.output is None:
         sys.stdout.write(text)
     else:

@@ -148,6 +148,6 @@ def _with_trace(
         return dataclasses.replace(report, warnings=(*report.warnings, note)), None
     summary = analyse_paths([capture.folder])
     if show:
-        sys.stderr.write(render_trace(summary, width=width))
+        sys.stderr.write(render_trace(summary, width=width, notes=False))
     stderr_line(f"profiler trace: {files[0]}")
     return fold_trace(report, summary), summary

@@ -95,8 +95,9 @@ def summary_to_dict(summary: TraceSummary, findings: list[Finding] | None = None
     }
 
 
-def render_trace(summary: TraceSummary, *, width: int = 100) -> str:
-    """Per-rank tables as terminal text."""
+def render_trace(summary: TraceSummary, *, width: int = 100, notes: bool = True) -> str:
+    """Per-rank tables as terminal text, and the analysis's notes (``notes``: a run's report
+    prints them among its own warnings instead)."""
     console = Console(width=width, file=io.StringIO(), record=True, color_system=None)
     table = Table(title="Temporal breakdown (µs, % of GPU kernel time)", title_justify="left")
     for column in ("rank", "kernel time", "idle", "compute", "non-compute", "memcpy share",
@@ -158,6 +159,6 @@ def render_trace(summary: TraceSummary, *, width: int = 100) -> str:
                 f"{ls.short_kernels:,}, runtime > 50 µs {ls.runtime_outliers:,}, "
                 f"delay > 100 µs {ls.delay_outliers:,}"
             )
-    for warning in summary.warnings:
+    for warning in summary.warnings if notes else ():
         console.print(f"note: {warning}")
     return console.export_text()
