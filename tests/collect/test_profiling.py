@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
 
 from traindoctor.cli import main
 from traindoctor.cli.trace import render_trace
@@ -93,3 +94,32 @@ def test_report_of_a_traced_run_says_what_the_trace_lacks_once(
     text = capsys.readouterr().out
     assert text.count("no GPU events") == 1  # the report's warning, not the trace's note too
     assert "steps 1-3 ran under traindoctor's torch.profiler capture" in text
+
+
+def _train_from_loader(n: int, batch: int) -> None:
+    model = nn.Linear(4, 2)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    for (x,) in DataLoader(TensorDataset(torch.randn(n, 4)), batch_size=batch):
+        opt.zero_grad()
+        model(x).sum().backward()
+        opt.step()
+
+
+@pytest.mark.parametrize(
+    ("batch", "profiled"),
+    [
+        (100, {10, 11, 12}),  # after the warm-up's 1,000 samples: 10 steps of 100
+        (1, {20, 21, 22}),  # 1,000 samples would take too long: after max_wait steps
+        (500, {2, 3, 4}),  # 1,000 samples in 2 steps: after wait steps
+    ],
+)
+def test_the_capture_starts_after_the_jobs_warm_up(
+    tmp_path: Path, batch: int, profiled: set[int]
+) -> None:
+    capture = TraceCapture(tmp_path / "trace", wait=2, max_wait=20, warmup=1, active=2)
+    with Session(tmp_path / "run", readers=[], instrument_torch=True, trace=capture) as doc:
+        _train_from_loader(3000 if batch > 1 else 40, batch)
+    assert doc.record is not None
+    assert RuleContext(doc.record).profiled_steps == frozenset(profiled)
+    (path,) = capture.files()  # and it was written
+    assert any(s.startswith("ProfilerStep#") for s, _ in load_events(path).steps)

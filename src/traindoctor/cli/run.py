@@ -75,8 +75,8 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     p.add_argument(
         "--trace",
         action="store_true",
-        help="capture a short torch.profiler trace of the job's steps (into the run folder, "
-        "Perfetto-loadable) and fold its analysis into the report",
+        help="capture a short torch.profiler trace of the job's steps after its warm-up "
+        "(into the run folder, Perfetto-loadable) and fold its analysis into the report",
     )
     p.add_argument("--no-report", action="store_true", help="do not print the diagnosis")
     p.add_argument("--width", type=int, default=100, help="width of the printed report")

@@ -325,6 +325,7 @@ class TorchPatches:
         checks = [DTYPE_CHECKS]
 
         trigger = self._sink.experiment_trigger
+        capture = self._sink.trace_capture  # counts samples until the job's warm-up is over
 
         if self._c is not None:
 
@@ -334,7 +335,10 @@ class TorchPatches:
                     dtypes.extend(_dtypes_of(batch))
                 if trigger is not None:
                     trigger.saw_batch(it, batch)
-                elif not checks[0]:
+                waiting = capture is not None and capture.waiting
+                if capture is not None and waiting:
+                    capture.saw_batch(batch)
+                if not checks[0] and trigger is None and not waiting:
                     hook.after = None  # nothing left to do after a batch
 
             hook = self._c.next(original, _DATA_WAIT, append, clock, after)
@@ -354,6 +358,8 @@ class TorchPatches:
                 dtypes.extend(_dtypes_of(batch))
             if trigger is not None:
                 trigger.saw_batch(it, batch)
+            if capture is not None and capture.waiting:
+                capture.saw_batch(batch)
             return batch
 
         return __next__
