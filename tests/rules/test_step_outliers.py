@@ -2,6 +2,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import pytest
+
 from tests.builders import record, steps
 from traindoctor.model import ProfiledSpan, Severity, StepTiming
 from traindoctor.rules import RuleContext
@@ -54,6 +56,11 @@ def test_steps_under_traindoctors_own_profiler_are_left_out() -> None:
     ctx = RuleContext(record(s, profiled=(span,)))
     assert ctx.profiled_steps == frozenset(range(120, 132))
     assert step_outliers(ctx) == []
+    # nor are they the job's in the summary, nor in what the other rules read
+    assert ctx.summary.mean_step_ms == pytest.approx(10.0)
+    assert RuleContext(record(s)).summary.mean_step_ms > 11.0
+    assert not ctx.profiled_steps & {st.index for st in ctx.steps}
+    assert ctx.summary.profiled_note.startswith("steps 120-131 ran under traindoctor's")
     # outliers elsewhere are still found, and the finding says what it left out
     s = _slowed(s, range(150, 300, 10), forward_ms=40)
     (f,) = step_outliers(RuleContext(record(s, profiled=(span,))))

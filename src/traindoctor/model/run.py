@@ -280,8 +280,8 @@ class RunRecord:
     experiments: tuple[BoundVerdict, ...] = ()
     """Data-only / compute-only measurements made during the run (``--experiments``)."""
     profiled: tuple[ProfiledSpan, ...] = ()
-    """Where traindoctor's own profiler capture ran (``--trace``): ``step-outliers`` leaves
-    those steps out (``RuleContext.profiled_steps``)."""
+    """Where traindoctor's own profiler capture ran (``--trace``): the summary and the rules
+    leave those steps out (``rules.summary.profiled_steps``)."""
     end: RunEnd | None = None
     warnings: tuple[str, ...] = ()
     """Problems met while loading the record (truncated tail, say)."""

@@ -31,8 +31,10 @@ class RuleContext:
 
     @cached_property
     def steps(self) -> tuple[StepTiming, ...]:
-        """Steps after warm-up."""
-        return self.record.steps[self.summary.warmup_steps :]
+        """Steps after warm-up, less those traindoctor's own profiler slowed (``--trace``)."""
+        after = self.record.steps[self.summary.warmup_steps :]
+        profiled = self.profiled_steps
+        return tuple(s for s in after if s.index not in profiled) if profiled else after
 
     @cached_property
     def profiled_steps(self) -> frozenset[int]:

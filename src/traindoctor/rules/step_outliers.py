@@ -1,8 +1,8 @@
 """step-outliers: some steps take far longer than the rest.
 
 Detects: steps above mean + 3σ of the measured step times (SageMaker Debugger's StepOutlier
-rule), leaving out steps that saved a checkpoint (``checkpoint-stalls`` covers those) and those
-traindoctor's own profiler capture slowed (``run --trace``). Only
+rule), leaving out steps that saved a checkpoint (``checkpoint-stalls`` covers those; the
+rules never see those traindoctor's own profiler capture slowed, ``run --trace``). Only
 info when several threads call one model at once: the outliers are that contention's symptom
 (``shared-model-threads`` is the finding to act on).
 Evidence: how many, how long against the median, when they happen, the phase that grew.
@@ -56,8 +56,7 @@ def _shared_model(ctx: RuleContext) -> str | None:
 @rule(id="step-outliers", title="Outlier steps")
 def step_outliers(ctx: RuleContext) -> list[Finding]:
     """Flag more than 10 steps above mean + 3σ after 100 steps."""
-    profiled = ctx.profiled_steps
-    steps = [s for s in ctx.steps if not s.phase(Phase.CHECKPOINT) and s.index not in profiled]
+    steps = [s for s in ctx.steps if not s.phase(Phase.CHECKPOINT)]  # profiled ones are out
     if len(steps) < MIN_STEPS:
         return []
     durations = [s.duration_ns for s in steps]
@@ -83,7 +82,7 @@ def step_outliers(ctx: RuleContext) -> list[Finding]:
             + (" ..." if len(outliers) > 8 else "")
         )
     )
-    left_out = sum(1 for s in ctx.steps if s.index in profiled)
+    left_out = sum(1 for i in ctx.profiled_steps if i >= ctx.summary.warmup_steps)
     profiler_note = (
         f" {left_out} steps under traindoctor's own torch.profiler capture were left out."
         if left_out

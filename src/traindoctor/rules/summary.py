@@ -58,7 +58,9 @@ def summarize(record: RunRecord) -> Summary:
     """Compute the summary of ``record``."""
     steps = record.steps
     warm = split_warmup(steps)
-    measured = steps[warm:]
+    profiled = profiled_steps(record)
+    # the steps traindoctor's own profiler slowed (run --trace) are not the job's: left out
+    measured = [s for s in steps[warm:] if s.index not in profiled] if profiled else steps[warm:]
     total_ns = sum(s.duration_ns for s in measured)
     shares: dict[str, float] = {}
     if total_ns:
@@ -77,10 +79,10 @@ def summarize(record: RunRecord) -> Summary:
     if warm:
         note = f"first {warm} step(s)" + (f" ({warm_samples} samples)" if warm_samples else "")
         note += " left out as warm-up"
-    profiled = sorted(profiled_steps(record))
+    first, last = (min(profiled), max(profiled)) if profiled else (0, 0)
     profiled_note = (
-        f"steps {profiled[0]}-{profiled[-1]} ran under traindoctor's torch.profiler capture "
-        "(--trace): step-outliers leaves them out"
+        f"steps {first}-{last} ran under traindoctor's torch.profiler capture (--trace): "
+        "left out of these figures and of the diagnosis"
         if profiled
         else ""
     )
