@@ -335,10 +335,9 @@ class TorchPatches:
                     dtypes.extend(_dtypes_of(batch))
                 if trigger is not None:
                     trigger.saw_batch(it, batch)
-                waiting = capture is not None and capture.waiting
-                if capture is not None and waiting:
+                if capture is not None and capture.waiting:
                     capture.saw_batch(batch)
-                if not checks[0] and trigger is None and not waiting:
+                elif not checks[0] and trigger is None:
                     hook.after = None  # nothing left to do after a batch
 
             hook = self._c.next(original, _DATA_WAIT, append, clock, after)
