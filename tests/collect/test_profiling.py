@@ -1,5 +1,6 @@
-"""``run --trace``'s capture: a real torch.profiler trace of the job's steps, written where
-``traindoctor trace`` reads it; a job too short for the schedule writes none."""
+"""``run --trace``'s capture: a real torch.profiler trace of the job's steps after its warm-up,
+written where ``traindoctor trace`` reads it (a job too short writes none); the steps it
+slowed noted in the record and left out of the figures, its own time not charged to the job."""
 
 from __future__ import annotations
 
