@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from traindoctor.collect.autoinstrument import batch_size_of
-from traindoctor.collect.trigger import EXPERIMENT_AFTER_SAMPLES
+from traindoctor.collect.trigger import EXPERIMENT_AFTER_SAMPLES, FirstOptimizerSteps
 
 __all__ = [
     "TRACE_ACTIVE",
@@ -66,8 +66,7 @@ class TraceCapture:
         self._schedule = (warmup, active)
         self._profiler: Any = None
         self._entered = False
-        self._optimizer: int | None = None
-        self._steps = 0
+        self._steps = FirstOptimizerSteps()
         self._samples = 0
         self._recorded = 0
         self._clock: Callable[[], int] = time.perf_counter_ns
@@ -122,11 +121,8 @@ class TraceCapture:
         """
         if self._profiler is None:
             return False
-        if self._optimizer is None:
-            self._optimizer = id(optimizer)
-        elif id(optimizer) != self._optimizer:
+        if not self._steps.step(optimizer):
             return False
-        self._steps += 1
         if not self._entered:
             return self._start_if_due()
         try:
@@ -156,8 +152,9 @@ class TraceCapture:
     def _start_if_due(self) -> bool:
         wait, wait_samples, max_wait = self._wait
         # no batch size seen (no DataLoader, or sizes unknown): steps alone decide
-        warm = self._samples >= wait_samples or self._samples == 0 or self._steps >= max_wait
-        if self._steps < wait or not warm:
+        steps = self._steps.count
+        warm = self._samples >= wait_samples or self._samples == 0 or steps >= max_wait
+        if steps < wait or not warm:
             return False
         self._entered = True
         try:

@@ -22,6 +22,7 @@ __all__ = [
     "EXPERIMENT_AFTER_STEPS",
     "ExperimentObjects",
     "ExperimentTrigger",
+    "FirstOptimizerSteps",
     "StepLimit",
     "StepLimitReached",
 ]
@@ -32,6 +33,24 @@ logger = logging.getLogger(__name__)
 #: samples) and for at least this many steps (workers started, allocator warm).
 EXPERIMENT_AFTER_STEPS = 30
 EXPERIMENT_AFTER_SAMPLES = 1000
+
+
+class FirstOptimizerSteps:
+    """Counts the steps of the first optimizer seen: the job's others (a GAN's second
+    optimizer, say) step through the same post-step hook and are not its steps."""
+
+    def __init__(self) -> None:
+        self._optimizer: int | None = None
+        self.count = 0
+
+    def step(self, optimizer: object) -> bool:
+        """Count ``optimizer``'s step if it is the first optimizer; whether it was."""
+        if self._optimizer is None:
+            self._optimizer = id(optimizer)
+        elif id(optimizer) != self._optimizer:
+            return False
+        self.count += 1
+        return True
 
 
 @dataclass(frozen=True)
@@ -62,8 +81,7 @@ class ExperimentTrigger:
         self._callback = callback
         self._after_steps = after_steps
         self._after_samples = after_samples
-        self._optimizer: int | None = None
-        self._steps = 0
+        self._steps = FirstOptimizerSteps()
         self._samples = 0
         self._batch: Any = None
         # Strong references until the experiment ran: a loader written inline
@@ -102,12 +120,9 @@ class ExperimentTrigger:
         """Count a step of the first optimizer; True once, when the experiment should run."""
         if self.done:
             return False
-        if self._optimizer is None:
-            self._optimizer = id(optimizer)
-        elif id(optimizer) != self._optimizer:
+        if not self._steps.step(optimizer):
             return False
-        self._steps += 1
-        return self._steps >= self._after_steps and self._samples >= self._after_samples
+        return self._steps.count >= self._after_steps and self._samples >= self._after_samples
 
     def run(self) -> None:
         """Run the experiment now (in the job's thread); never raises."""
@@ -126,7 +141,9 @@ class ExperimentTrigger:
             return
         try:
             results, notes = self._callback(
-                ExperimentObjects(model=model, loader=loader, batch=batch, steps_before=self._steps)
+                ExperimentObjects(
+                    model=model, loader=loader, batch=batch, steps_before=self._steps.count
+                )
             )
         except Exception as exc:  # the job goes on whatever the experiment did
             logger.debug("experiment failed", exc_info=True)
@@ -157,15 +174,9 @@ class StepLimit:
 
     def __init__(self, steps: int) -> None:
         self.steps = steps
-        self._optimizer: int | None = None
-        self._count = 0
+        self._counted = FirstOptimizerSteps()
 
     def check(self, optimizer: object) -> None:
         """Count a step; raise StepLimitReached when the limit is reached."""
-        if self._optimizer is None:
-            self._optimizer = id(optimizer)
-        elif id(optimizer) != self._optimizer:
-            return
-        self._count += 1
-        if self._count >= self.steps:
+        if self._counted.step(optimizer) and self._counted.count >= self.steps:
             raise StepLimitReached(f"tuning run: {self.steps} steps done")
