@@ -17,7 +17,14 @@ noise and drift hit all alike; garbage is collected before each round. Prints:
 - the hot path's cost per step: a tiny 8-wide MLP at batch 1 (~0.1-0.2 ms a step, so the
   fixed per-step cost stands out), every step timed on its own, patched median minus plain
   median over alternating blocks (a median of 10,000 single steps shrugs off the machine's
-  noise, which a minimum of 200-step averages did not).
+  noise, which a minimum of 200-step averages did not);
+- how long the job's threads (the main thread and torch's pool) waited on a run queue for a
+  core during the timed steps (``/proc/<pid>/task/<tid>/schedstat``, Linux): what the monitor's
+  and sampler's CPU costs the job where it lands on the job's cores. Added to the hot path, it
+  is the time taken from the job, a figure the machine's other load moves far less than the
+  wall time (it waits alike in both configurations);
+- the job's own full collections a round (``--freeze``: ``gc.freeze()`` after the warm-up,
+  which makes them cheap).
 
     python benchmarks/overhead.py [--rounds 21] [--steps 500] [--batch 64] [--skip 800]
     python benchmarks/overhead.py --only traindoctor hot-path   # plain and these, more rounds
@@ -28,6 +35,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import gc
+import os
 import random
 import statistics
 import tempfile
@@ -39,6 +47,8 @@ import torch
 from torch import nn
 
 from traindoctor.collect import Session
+from traindoctor.collect.events import new_event_buffer
+from traindoctor.collect.gcwatch import GcWatch
 
 TARGET_OVERHEAD = 0.01  # <= 1% step time (issue 2)
 TARGET_HOT_PATH_US = 5.0  # <= 5 us per step (issue 2)
@@ -49,8 +59,9 @@ LEVEL = 0.9
 _SHORT_NAMES = ("traindoctor", "not-niced", "no-sampling", "hot-path", "profiler")
 
 
-def make_loop(steps: int, batch: int = 64) -> Callable[[], list[int]]:
-    """Return a function that trains ``steps`` steps and returns each step's nanoseconds."""
+def make_loop(steps: int, batch: int = 64) -> Callable[..., list[int]]:
+    """Return a function that trains ``steps`` steps and returns each step's nanoseconds;
+    ``loop(mark, mark_at)`` calls ``mark()`` once ``mark_at`` steps are done (0: before)."""
     torch.manual_seed(0)
     data = torch.utils.data.TensorDataset(
         torch.randn(steps * batch, 128), torch.randint(0, 10, (steps * batch,))
@@ -62,9 +73,11 @@ def make_loop(steps: int, batch: int = 64) -> Callable[[], list[int]]:
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     loss_fn = nn.CrossEntropyLoss()
 
-    def loop() -> list[int]:
+    def loop(mark: Callable[[], None] | None = None, mark_at: int = 0) -> list[int]:
         clock = time.perf_counter_ns
         times = []
+        if mark is not None and mark_at == 0:
+            mark()
         last = clock()
         for x, y in loader:
             opt.zero_grad()
@@ -73,6 +86,8 @@ def make_loop(steps: int, batch: int = 64) -> Callable[[], list[int]]:
             now = clock()
             times.append(now - last)
             last = now
+            if mark is not None and len(times) == mark_at:
+                mark()
         return times
 
     return loop
@@ -114,6 +129,107 @@ class _Watched:
         end = session.record.end if session.record is not None else None
         if end is not None and end.monitor_cpu_ns is not None:
             self.monitor_us_per_step.append(end.monitor_cpu_ns / 1e3 / self._steps)
+
+
+def _threads() -> list[int]:
+    """This process's thread ids (Linux; none elsewhere)."""
+    try:
+        return [int(tid) for tid in os.listdir("/proc/self/task")]
+    except OSError:
+        return []
+
+
+def _waited_ns(tids: list[int]) -> int | None:
+    """How long the threads ``tids`` have waited on a run queue for a core, in all
+    (``/proc/<pid>/task/<tid>/schedstat``'s second field; None where it cannot be read)."""
+    total = 0
+    for tid in tids:
+        try:
+            with open(f"/proc/self/task/{tid}/schedstat", "rb") as file:
+                total += int(file.read().split()[1])
+        except (OSError, IndexError, ValueError):
+            return None
+    return total
+
+
+class _Waits:
+    """Per round, the µs a timed step the job's threads (those alive before the round's
+    session: the main thread and torch's pool) waited on a run queue for a core. It prices
+    the monitor's and sampler's CPU where it lands: on the job's cores, it makes the job
+    wait. Much less noisy than the wall time, as the machine's other load waits alike."""
+
+    def __init__(self, steps: int) -> None:
+        self._steps = steps
+        self._tids: list[int] = []
+        self._start: int | None = None
+        self.us: dict[str, list[float | None]] = {}
+
+    def begin(self) -> None:
+        """At the start of a round, before its session: which threads are the job's."""
+        self._tids = _threads()
+        self._start = None
+
+    def mark(self) -> None:
+        """At the first timed step."""
+        self._start = _waited_ns(self._tids)
+
+    def end(self, config: str) -> None:
+        """At the last step, before the session stops."""
+        end = _waited_ns(self._tids)
+        start = self._start
+        waited = None if end is None or start is None else (end - start) / self._steps / 1e3
+        self.us.setdefault(config, []).append(waited)
+
+
+class _Collections:
+    """A ``gc.callbacks`` entry counting collections per configuration: all of them (each
+    costs the job traindoctor's GC callback too) and the full ones with their time (the
+    job's own, one or two a round here at ~110 ms each)."""
+
+    def __init__(self) -> None:
+        self.config: str | None = None
+        self.count: dict[str, int] = {}
+        self.full: dict[str, int] = {}
+        self.full_ns: dict[str, int] = {}
+        self._start = 0
+
+    def __call__(self, phase: str, info: dict[str, int]) -> None:
+        config = self.config
+        if config is None:
+            return
+        if phase == "start":
+            self._start = time.perf_counter_ns()
+            return
+        self.count[config] = self.count.get(config, 0) + 1
+        if info["generation"] == 2:
+            self.full[config] = self.full.get(config, 0) + 1
+            self.full_ns[config] = (
+                self.full_ns.get(config, 0) + time.perf_counter_ns() - self._start
+            )
+
+
+def gc_callback_ns(collections: int = 5000, repeats: int = 7) -> float:
+    """What traindoctor's GC callback adds to one collection: young collections
+    (``gc.collect(0)``, ~40 ns here) with and without a session's ``GcWatch``, alternating,
+    median of ``repeats``. The tiny step of ``hot_path_us`` runs few collections; a loop
+    that allocates (a DataLoader collating a batch of samples) runs one or two a step."""
+    watch = GcWatch(new_event_buffer(), time.perf_counter_ns)
+
+    def run() -> float:
+        start = time.perf_counter_ns()
+        for _ in range(collections):
+            gc.collect(0)
+        return (time.perf_counter_ns() - start) / collections
+
+    added = []
+    for _ in range(repeats):
+        bare = run()
+        watch.install()
+        try:
+            added.append(run() - bare)
+        finally:
+            watch.uninstall()
+    return statistics.median(added)
 
 
 def _profiled() -> contextlib.AbstractContextManager[object]:
@@ -185,6 +301,11 @@ def median_round_ratio(rounds: list[tuple[float, float]]) -> float:
     return statistics.median(w / p for w, p in rounds)
 
 
+def median_difference(rounds: list[tuple[float, float]]) -> float:
+    """The median, over rounds, of a watched round's figure minus its plain neighbour's."""
+    return statistics.median(w - p for w, p in rounds)
+
+
 def total_ratio(rounds: list[tuple[float, float]]) -> float:
     """All watched steps' time over all plain steps' (rounds have as many steps each)."""
     return sum(w for w, _ in rounds) / sum(p for _, p in rounds)
@@ -225,6 +346,11 @@ def main() -> None:
         help="run plain and these configurations only (traindoctor, not-niced, no-sampling, "
         "hot-path, profiler)",
     )  # fmt: skip
+    parser.add_argument(
+        "--freeze", action="store_true",
+        help="gc.freeze() after the warm-up: the loop's own full collections (~110 ms each, "
+        "one or two a round here, in both configurations) leave the comparison",
+    )  # fmt: skip
     args = parser.parse_args()
     if args.hot_only:
         plain_us, patched_us = hot_path_us(args.hot_blocks)
@@ -235,8 +361,13 @@ def main() -> None:
     plain_us, patched_us = hot_path_us(args.hot_blocks)
     loop = make_loop(args.skip + args.steps, args.batch)
     loop()  # warm up
+    if args.freeze:
+        gc.freeze()
     per_step: dict[str, list[list[int]]] = {}
     one_off: dict[str, list[int]] = {}
+    collections = _Collections()
+    gc.callbacks.append(collections)
+    waits = _Waits(args.steps)
     with tempfile.TemporaryDirectory() as tmp:
         full = _Watched(Path(tmp), args.skip + args.steps)
         asleep = _Watched(Path(tmp), args.skip + args.steps, monitor_asleep=True)
@@ -258,18 +389,32 @@ def main() -> None:
                 # enough objects behind that the next round ran a full collection (136-216 ms
                 # in a process with torch) and came out +25-55%, whatever it was.
                 gc.collect()
+                collections.config = name
+                waits.begin()
                 with configs[name]():
-                    times = loop()
+                    times = loop(waits.mark, args.skip)
+                    waits.end(name)
+                collections.config = None
                 # The first steps hold the session's one-off work (the model's inspection
                 # and the environment probe at its first flush), which a job pays once.
                 per_step.setdefault(name, []).append(times[args.skip :])
                 one_off.setdefault(name, []).append(sum(times[: args.skip]))
+    gc.callbacks.remove(collections)
+    callback_us = gc_callback_ns() / 1e3
     plain = per_step.pop("plain")
     step_us = statistics.median(statistics.fmean(times) for times in plain) / 1e3
     print(
         f"plain loop: median {step_us / 1e3:.3f} ms/step (batch {args.batch}), "
         f"{args.rounds} rounds x {args.steps} steps, interleaved (order alternating), "
-        f"after {args.skip} untimed steps a round"
+        f"after {args.skip} untimed steps a round{', gc.freeze() after warm-up' * args.freeze}"
+    )
+    print(
+        "the job's full collections (generation 2) a round, mean: "
+        + ", ".join(
+            f"{name.strip()} {collections.full.get(name, 0) / args.rounds:.2f} "
+            f"({collections.full_ns.get(name, 0) / args.rounds / 1e6:.1f} ms)"
+            for name in names
+        )
     )
     print("the untimed steps: time added to a round's start, median of rounds (one-off work):")
     for name in per_step:
@@ -315,6 +460,30 @@ def main() -> None:
         f"hot path: {hot:.2f} us/step (tiny batch-1 step {plain_us:.1f} -> {patched_us:.1f} us, "
         f"medians of single steps; target <= {TARGET_HOT_PATH_US} us)"
     )
+    # The tiny step collects garbage rarely; this loop's collation makes one or two a step,
+    # and each pays the GC callback: part of the hot path here, which the tiny step misses.
+    per_step = collections.count.get("plain", 0) / (args.rounds * (args.skip + args.steps))
+    gc_us = per_step * callback_us
+    print(
+        f"GC callback: {callback_us:.2f} us a collection x {per_step:.2f} collections a step "
+        f"of this loop = {gc_us:.2f} us/step more on the hot path"
+    )
+    hot += gc_us
+    if full.monitor_us_per_step:
+        # A cross-check with little of the machine's noise in it: the CPU traindoctor spends,
+        # against the step. The job loses about this if every µs of the monitor's CPU takes a
+        # core from it (the case on two busy cores); less where a core is free.
+        spent = hot + monitor
+        print(
+            f"CPU accounted: hot path (GC callbacks included) + monitor = {spent:.1f} us/step "
+            f"({spent / step_us:.2%} of a plain step)"
+        )
+    plain_waits = waits.us["plain"]
+    known = all(w is not None for w in plain_waits)
+    if known:
+        print("the job's threads' wait for a core (/proc schedstat), us a step, median of rounds:")
+        for name in names:
+            print(f"{name:<20} {statistics.median(w or 0.0 for w in waits.us[name]):6.1f}")
     if "traindoctor" not in means:
         return
     pairs = means["traindoctor"]
@@ -327,7 +496,28 @@ def main() -> None:
     print(f"  total step time    {total - 1:+.2%}  ({t_low - 1:+.2%} to {t_high - 1:+.2%})")
     step_verdict = verdict(judged, high, TARGET_OVERHEAD)
     hot_verdict = "OK" if hot <= TARGET_HOT_PATH_US else "OVER TARGET"
+    hot_verdict += f" ({hot:.2f} us/step with this loop's GC callbacks)"
+    taken = None
+    if known:
+        # The time taken from the job by the two ways it pays: the hot path on its thread,
+        # and waiting for a core the monitor or the sampler holds. Each round's added wait
+        # against its plain neighbour's, the interval over rounds like the ratio's.
+        watched_waits = waits.us["traindoctor"]
+        wait_pairs = [(w or 0.0, p or 0.0) for w, p in zip(watched_waits, plain_waits, strict=True)]
+        added = median_difference(wait_pairs)
+        w_low, w_high = interval(wait_pairs, median_difference)
+        taken = (added + hot) / step_us
+        print(
+            f"  time taken from the job's threads: waits for a core {added:+.1f} us a step "
+            f"({w_low:+.1f} to {w_high:+.1f}) + hot path {hot:.1f} us = {taken:+.2%} "
+            f"({(w_low + hot) / step_us:+.2%} to {(w_high + hot) / step_us:+.2%})"
+        )
     print(f"target <= {TARGET_OVERHEAD:.0%} step time (median round ratio): {step_verdict}")
+    if taken is not None:
+        taken_verdict = verdict(1 + taken, 1 + (w_high + hot) / step_us, TARGET_OVERHEAD)
+        print(
+            f"target <= {TARGET_OVERHEAD:.0%} step time (time taken from the job): {taken_verdict}"
+        )
     print(f"target <= {TARGET_HOT_PATH_US} us/step hot path: {hot_verdict}")
 
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from traindoctor.collect.autoinstrument import batch_size_of
+from traindoctor.model import WARMUP_SAMPLES
 
 __all__ = [
     "EXPERIMENT_AFTER_SAMPLES",
@@ -29,10 +30,11 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-#: The experiment waits for the warm-up the rules skip (SageMaker Debugger's first 1,000
-#: samples) and for at least this many steps (workers started, allocator warm).
+#: The experiment waits for the warm-up the rules skip (``WARMUP_SAMPLES``: SageMaker
+#: Debugger's first 1,000 samples) and for at least this many steps (workers started,
+#: allocator warm).
 EXPERIMENT_AFTER_STEPS = 30
-EXPERIMENT_AFTER_SAMPLES = 1000
+EXPERIMENT_AFTER_SAMPLES = WARMUP_SAMPLES
 
 
 class FirstOptimizerSteps:

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     )
     from traindoctor.model.phases import Phase
     from traindoctor.model.run import (
+        WARMUP_SAMPLES,
         ConcurrencyStat,
         EnvFact,
         GpuProcess,
@@ -61,6 +62,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "SCHEMA_VERSION",
+    "WARMUP_SAMPLES",
     "BoundVerdict",
     "Check",
     "Checkup",
@@ -146,6 +148,7 @@ _HOMES = {
     "TraceSummary": "traces",
     "TuneResult": "experiments",
     "TuneTrial": "experiments",
+    "WARMUP_SAMPLES": "run",
     "fields_getter": "schema",
     "from_jsonable": "schema",
     "json_default": "schema",

@@ -9,6 +9,7 @@ from traindoctor.model.experiments import BoundVerdict
 from traindoctor.model.phases import Phase
 
 __all__ = [
+    "WARMUP_SAMPLES",
     "ConcurrencyStat",
     "EnvFact",
     "GpuProcess",
@@ -25,6 +26,11 @@ __all__ = [
     "StepTiming",
     "SystemSample",
 ]
+
+#: A run's first samples are warm-up (start-up, the first DataLoader workers' spawn, allocator
+#: and cache warm-up): SageMaker Debugger's bottleneck rules skip the first 1,000. The rules'
+#: shares leave them out, and the in-run experiments and trace capture wait for them.
+WARMUP_SAMPLES = 1000
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -4,19 +4,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from traindoctor.model import Phase, RunRecord, StepTiming, Summary
+from traindoctor.model import WARMUP_SAMPLES, Phase, RunRecord, StepTiming, Summary
 
 __all__ = [
     "WARMUP_MAX_SHARE",
-    "WARMUP_SAMPLES",
+    "WARMUP_SAMPLES",  # (re-exported: the rules' warm-up is the model's)
     "profiled_steps",
     "split_warmup",
     "summarize",
 ]
 
-#: SageMaker Debugger's bottleneck rules skip the first 1,000 samples as warm-up
-#: (start-up, first DataLoader worker spawn, allocator and cache warm-up).
-WARMUP_SAMPLES = 1000
 #: Steps treated as warm-up when the batch size is unknown.
 WARMUP_STEPS_UNKNOWN_BATCH = 3
 #: Never drop more than this share of a short run's steps as warm-up.
