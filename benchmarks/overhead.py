@@ -462,10 +462,10 @@ def main() -> None:
     )
     # The tiny step collects garbage rarely; this loop's collation makes one or two a step,
     # and each pays the GC callback: part of the hot path here, which the tiny step misses.
-    per_step = collections.count.get("plain", 0) / (args.rounds * (args.skip + args.steps))
-    gc_us = per_step * callback_us
+    rate = collections.count.get("plain", 0) / (args.rounds * (args.skip + args.steps))
+    gc_us = rate * callback_us
     print(
-        f"GC callback: {callback_us:.2f} us a collection x {per_step:.2f} collections a step "
+        f"GC callback: {callback_us:.2f} us a collection x {rate:.2f} collections a step "
         f"of this loop = {gc_us:.2f} us/step more on the hot path"
     )
     hot += gc_us
@@ -479,7 +479,7 @@ def main() -> None:
             f"({spent / step_us:.2%} of a plain step)"
         )
     plain_waits = waits.us["plain"]
-    known = all(w is not None for w in plain_waits)
+    known = all(w is not None for rounds in waits.us.values() for w in rounds)
     if known:
         print("the job's threads' wait for a core (/proc schedstat), us a step, median of rounds:")
         for name in names:

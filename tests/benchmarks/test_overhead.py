@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import gc
+import hashlib
 import importlib.util
+import os
 import random
 import sys
+import threading
 from pathlib import Path
 from types import ModuleType
 
@@ -76,3 +80,67 @@ def test_the_verdict_says_whether_noise_could_account_for_the_figure(
     assert overhead.verdict(1.008, 1.015, 0.01).startswith("OK within noise")
     assert "+1.5%" in overhead.verdict(1.008, 1.015, 0.01)
     assert overhead.verdict(1.012, 1.02, 0.01) == "OVER TARGET"
+
+
+def test_the_median_difference_of_rounds(overhead: ModuleType) -> None:
+    assert overhead.median_difference([(7.0, 2.0), (3.0, 2.0), (10.0, 1.0)]) == 5.0
+
+
+def test_the_loop_marks_the_first_timed_step(overhead: ModuleType) -> None:
+    loop = overhead.make_loop(5, batch=2)
+    marks: list[int] = []
+    times = loop(lambda: marks.append(len(marks)), 3)
+    assert len(times) == 5 and marks == [0]
+    loop(lambda: marks.append(len(marks)), 0)  # 0: before the first step
+    assert marks == [0, 1]
+
+
+@pytest.mark.skipif(
+    not Path("/proc/self/task").is_dir() or not hasattr(os, "sched_setaffinity"),
+    reason="Linux /proc schedstat and CPU affinity",
+)
+def test_waits_for_a_core_are_counted_when_threads_share_one(overhead: ModuleType) -> None:
+    if not Path(f"/proc/self/task/{threading.get_native_id()}/schedstat").exists():
+        pytest.skip("the kernel keeps no schedstat")
+    data = b"x" * (8 << 20)
+    stop = threading.Event()
+
+    def burn() -> None:  # sha256 of a large buffer runs without the GIL
+        while not stop.is_set():
+            hashlib.sha256(data).digest()
+
+    affinity = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, {min(affinity)})  # (threads started from here inherit it)
+    threads = [threading.Thread(target=burn) for _ in range(2)]
+    try:
+        for thread in threads:
+            thread.start()
+        tids = [t.native_id for t in threads if t.native_id is not None]
+        before = overhead._waited_ns(tids)
+        stop.wait(0.3)
+        after = overhead._waited_ns(tids)
+    finally:
+        stop.set()
+        for thread in threads:
+            thread.join()
+        os.sched_setaffinity(0, affinity)
+    assert before is not None and after is not None
+    # two threads that never sleep on one core: each waits while the other runs, so together
+    # they wait about as long as the wall time (far more than 0.1 of it, whatever the load)
+    assert after - before > 30_000_000
+    assert overhead._waited_ns([2**22 + 12345]) is None  # no such thread: unknown, not 0
+
+
+def test_collections_are_counted_per_configuration(overhead: ModuleType) -> None:
+    counter = overhead._Collections()
+    gc.callbacks.append(counter)
+    try:
+        gc.collect()  # no configuration: not counted
+        counter.config = "plain"
+        gc.collect()
+        gc.collect(0)
+        counter.config = None
+    finally:
+        gc.callbacks.remove(counter)
+    assert counter.count == {"plain": 2}
+    assert counter.full == {"plain": 1} and counter.full_ns["plain"] > 0
