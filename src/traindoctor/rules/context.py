@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from functools import cached_property
 
 from traindoctor.model import Phase, RunRecord, StepTiming, Summary, SystemSample, TraceSummary
-from traindoctor.rules.summary import profiled_steps, summarize
+from traindoctor.rules.summary import measured_steps, profiled_steps, summarize
 
 __all__ = ["RuleContext", "speedup_if_removed"]
 
@@ -32,9 +32,7 @@ class RuleContext:
     @cached_property
     def steps(self) -> tuple[StepTiming, ...]:
         """Steps after warm-up, less those traindoctor's own profiler slowed (``--trace``)."""
-        after = self.record.steps[self.summary.warmup_steps :]
-        profiled = self.profiled_steps
-        return tuple(s for s in after if s.index not in profiled) if profiled else after
+        return measured_steps(self.record.steps, self.summary.warmup_steps, self.profiled_steps)
 
     @cached_property
     def profiled_steps(self) -> frozenset[int]:

@@ -9,6 +9,7 @@ from traindoctor.model import WARMUP_SAMPLES, Phase, RunRecord, StepTiming, Summ
 __all__ = [
     "WARMUP_MAX_SHARE",
     "WARMUP_SAMPLES",  # (re-exported: the rules' warm-up is the model's)
+    "measured_steps",
     "profiled_steps",
     "split_warmup",
     "summarize",
@@ -51,13 +52,22 @@ def profiled_steps(record: RunRecord) -> frozenset[int]:
     )
 
 
+def measured_steps(
+    steps: tuple[StepTiming, ...], warm: int, profiled: frozenset[int]
+) -> tuple[StepTiming, ...]:
+    """The steps the figures and the rules judge: those after the ``warm`` warm-up steps, less
+    the ``profiled`` ones (``profiled_steps``: traindoctor's own profiler slowed them, so they
+    are not the job's)."""
+    after = steps[warm:]
+    return tuple(s for s in after if s.index not in profiled) if profiled else after
+
+
 def summarize(record: RunRecord) -> Summary:
     """Compute the summary of ``record``."""
     steps = record.steps
     warm = split_warmup(steps)
     profiled = profiled_steps(record)
-    # the steps traindoctor's own profiler slowed (run --trace) are not the job's: left out
-    measured = [s for s in steps[warm:] if s.index not in profiled] if profiled else steps[warm:]
+    measured = measured_steps(steps, warm, profiled)
     total_ns = sum(s.duration_ns for s in measured)
     shares: dict[str, float] = {}
     if total_ns:
