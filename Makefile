@@ -56,6 +56,7 @@ asan: venv
 	  $(PY) -m pytest -q -p no:cacheprovider tests/traces/test_loader_paths.py \
 	  tests/traces/test_fuzz.py tests/collect/test_hotpath.py tests/collect/test_forward_patch.py \
 	  tests/collect/test_reducer.py tests/collect/test_session.py tests/collect/test_events.py \
+	  tests/collect/test_gcwatch.py \
 	  tests/collect/test_sampler.py tests/collect/test_readers.py \
 	  || status=$$?; \
 	for m in $(C_PARTS); do \

@@ -14,7 +14,7 @@
  * of tuples made the job's collector run ~77 times a second on a tiny training loop that
  * never ran it otherwise (docs/overhead.md). _reduce.c reads the structs directly.
  *
- * One type, ``Hook``, in five modes, each made by a module function:
+ * One type, ``Hook``, in six modes, each made by a module function:
  *
  *   phase(original, phase, append, clock)        a call timed as ``phase`` (backward, save)
  *   next(original, phase, append, clock, after)  a DataLoader iterator's ``__next__``: the
@@ -27,6 +27,8 @@
  *   mark(code, arg, append, clock)               a hook appending one event with ``arg``
  *   mark_id(code, append, clock)                 the same, the arg being id() of the first
  *                                                argument (optimizer step hooks)
+ *   gc(append, clock)                            a ``gc.callbacks`` entry: GC_START or
+ *                                                GC_STOP with the generation (gcwatch.py)
  *
  * Hooks are method descriptors, like the Python functions they replace: set on a class they
  * get the instance as their first argument.
@@ -41,9 +43,9 @@
 #include "_events.h"
 
 /* Event codes: the same values as traindoctor/collect/events.py (checked at import there). */
-enum { ENTER = 0, EXIT = 1, OPT_END = 3, FWD_ENTER = 4, FWD_EXIT = 5 };
+enum { ENTER = 0, EXIT = 1, OPT_END = 3, FWD_ENTER = 4, FWD_EXIT = 5, GC_START = 6, GC_STOP = 7 };
 
-enum Mode { MODE_PHASE, MODE_NEXT, MODE_FORWARD, MODE_MARK, MODE_MARK_ID };
+enum Mode { MODE_PHASE, MODE_NEXT, MODE_FORWARD, MODE_MARK, MODE_MARK_ID, MODE_GC };
 
 typedef struct {
     PyObject_HEAD
@@ -69,6 +71,7 @@ static PyObject *str_shape;
 static PyObject *perf_counter_ns; /* time.perf_counter_ns, read directly where it is the clock */
 static PyObject *str_training;
 static PyObject *str_values;
+static PyObject *str_generation;
 
 static int
 lookup_attr(PyObject *obj, PyObject *name, PyObject **result)
@@ -734,6 +737,29 @@ call_mark(Hook *self, PyObject *const *args, size_t nargsf, PyObject *kwnames)
     return failed ? NULL : Py_NewRef(Py_None);
 }
 
+/* A ``gc.callbacks`` entry, called as (phase, info) by the collector before and after each
+ * collection: GC_START (phase "start") or GC_STOP with ``info["generation"]``, as gcwatch.py's
+ * Python callback appends them. The collector makes ``info`` for any callback; what this
+ * saves is the callback's Python frame and its event tuple (docs/overhead.md). */
+static PyObject *
+call_gc(Hook *self, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    if (PyVectorcall_NARGS(nargsf) != 2 || kwnames != NULL || !PyUnicode_Check(args[0])) {
+        PyErr_SetString(PyExc_TypeError, "a gc callback takes (phase, info)");
+        return NULL;
+    }
+    int code = PyUnicode_CompareWithASCIIString(args[0], "start") == 0 ? GC_START : GC_STOP;
+    PyObject *generation = PyObject_GetItem(args[1], str_generation);
+    if (generation == NULL) {
+        return NULL;
+    }
+    long long value = 0;
+    int kind = arg_kind(generation, &value);
+    int failed = emit(self, code, kind, value, kind == TD_ARG_OBJ ? generation : NULL);
+    Py_DECREF(generation);
+    return failed ? NULL : Py_NewRef(Py_None);
+}
+
 static PyObject *
 hook_vectorcall(PyObject *op, PyObject *const *args, size_t nargsf, PyObject *kwnames)
 {
@@ -745,6 +771,8 @@ hook_vectorcall(PyObject *op, PyObject *const *args, size_t nargsf, PyObject *kw
         return call_next(self, args, nargsf, kwnames);
     case MODE_FORWARD:
         return call_forward(self, args, nargsf, kwnames);
+    case MODE_GC:
+        return call_gc(self, args, nargsf, kwnames);
     default:
         return call_mark(self, args, nargsf, kwnames);
     }
@@ -984,6 +1012,16 @@ make_mark_id(PyObject *module, PyObject *args)
 }
 
 static PyObject *
+make_gc(PyObject *module, PyObject *args)
+{
+    PyObject *append, *clock;
+    if (!PyArg_ParseTuple(args, "OO:gc", &append, &clock)) {
+        return NULL;
+    }
+    return new_hook(MODE_GC, append, clock);
+}
+
+static PyObject *
 py_batch_size_of(PyObject *module, PyObject *batch)
 {
     return batch_size_of(batch);
@@ -1001,6 +1039,8 @@ static PyMethodDef hotpath_methods[] = {
                                       "event."},
     {"mark_id", make_mark_id, METH_VARARGS,
      "mark_id(code, append, clock): a hook appending one event with id(first argument)."},
+    {"gc", make_gc, METH_VARARGS,
+     "gc(append, clock): a gc.callbacks entry appending GC_START/GC_STOP with the generation."},
     {"batch_size_of", py_batch_size_of, METH_O,
      "The leading dimension of the first tensor-like in batch (None if unknown)."},
     {NULL},
@@ -1029,14 +1069,18 @@ hotpath_exec(PyObject *module)
     str_shape = PyUnicode_InternFromString("shape");
     str_training = PyUnicode_InternFromString("training");
     str_values = PyUnicode_InternFromString("values");
-    if (str_shape == NULL || str_training == NULL || str_values == NULL) {
+    str_generation = PyUnicode_InternFromString("generation");
+    if (str_shape == NULL || str_training == NULL || str_values == NULL
+        || str_generation == NULL) {
         return -1;
     }
     if (PyModule_AddIntConstant(module, "ENTER", ENTER) < 0
         || PyModule_AddIntConstant(module, "EXIT", EXIT) < 0
         || PyModule_AddIntConstant(module, "OPT_END", OPT_END) < 0
         || PyModule_AddIntConstant(module, "FWD_ENTER", FWD_ENTER) < 0
-        || PyModule_AddIntConstant(module, "FWD_EXIT", FWD_EXIT) < 0) {
+        || PyModule_AddIntConstant(module, "FWD_EXIT", FWD_EXIT) < 0
+        || PyModule_AddIntConstant(module, "GC_START", GC_START) < 0
+        || PyModule_AddIntConstant(module, "GC_STOP", GC_STOP) < 0) {
         return -1;
     }
     return 0;

@@ -99,7 +99,7 @@ def native_hooks() -> Any:
     """The ``_hotpath`` C module (hooks and ``Events``), or None (``native.c_part``: not built,
     switched off, or built from other event codes than these)."""
     codes = {"ENTER": ENTER, "EXIT": EXIT, "OPT_END": OPT_END}
-    codes.update(FWD_ENTER=FWD_ENTER, FWD_EXIT=FWD_EXIT)
+    codes.update(FWD_ENTER=FWD_ENTER, FWD_EXIT=FWD_EXIT, GC_START=GC_START, GC_STOP=GC_STOP)
     return c_part("traindoctor.collect._hotpath", codes)
 
 
