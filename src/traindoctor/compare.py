@@ -109,7 +109,7 @@ def compare_runs(before: RunRecord, after: RunRecord, *, threshold: float = 0.05
         ),
         key=lambda c: (-abs(c.change_ms), c.phase),
     )
-    report_b, report_a = build_report(before), build_report(after)
+    report_b, report_a = build_report(before, ctx_b), build_report(after, ctx_a)
     sev_b = {f.rule: f for f in report_b.findings}
     sev_a = {f.rule: f for f in report_a.findings}
     changes = []

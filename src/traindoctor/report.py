@@ -40,9 +40,10 @@ _TUNE_EVIDENCE = {
 }
 
 
-def build_report(record: RunRecord) -> Report:
-    """Run every rule on ``record`` and return the report (findings ranked)."""
-    ctx = RuleContext(record)
+def build_report(record: RunRecord, context: RuleContext | None = None) -> Report:
+    """Run every rule on ``record`` and return the report (findings ranked); ``context``: the
+    record's ``RuleContext`` where the caller has one (its summary is then not made again)."""
+    ctx = RuleContext(record) if context is None else context
     findings, skipped = run_rules(ctx)
     findings = attach_measurements(findings, record.experiments, ctx.summary)
     warnings = list(record.warnings)

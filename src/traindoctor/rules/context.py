@@ -27,7 +27,7 @@ class RuleContext:
     @cached_property
     def summary(self) -> Summary:
         """Headline numbers (warm-up excluded)."""
-        return summarize(self.record)
+        return summarize(self.record, self.profiled_steps)
 
     @cached_property
     def steps(self) -> tuple[StepTiming, ...]:

@@ -62,11 +62,13 @@ def measured_steps(
     return tuple(s for s in after if s.index not in profiled) if profiled else after
 
 
-def summarize(record: RunRecord) -> Summary:
-    """Compute the summary of ``record``."""
+def summarize(record: RunRecord, profiled: frozenset[int] | None = None) -> Summary:
+    """Compute the summary of ``record``; ``profiled``: its ``profiled_steps`` where the caller
+    has them already (found here otherwise)."""
     steps = record.steps
     warm = split_warmup(steps)
-    profiled = profiled_steps(record)
+    if profiled is None:
+        profiled = profiled_steps(record)
     measured = measured_steps(steps, warm, profiled)
     total_ns = sum(s.duration_ns for s in measured)
     shares: dict[str, float] = {}
