@@ -77,8 +77,7 @@ def test_uninstall_removes_the_callback_and_stops_the_events() -> None:
 
 @pytest.mark.parametrize("native", [False, pytest.param(True, marks=needs_c)])
 def test_an_info_without_a_generation_raises_like_the_python_twin(native: bool) -> None:
-    watch = GcWatch(EventQueue(), Counter(), native=native)
-    callback: Any = watch._callback
+    callback: Any = GcWatch(EventQueue(), Counter(), native=native).callback
     with pytest.raises(KeyError):
         callback("start", {})
 
@@ -86,7 +85,7 @@ def test_an_info_without_a_generation_raises_like_the_python_twin(native: bool) 
 @needs_c
 def test_the_c_callback_checks_its_arguments_and_leaks_nothing() -> None:
     events = C.Events()
-    callback: Any = GcWatch(events, Counter(), native=True)._callback
+    callback: Any = GcWatch(events, Counter(), native=True).callback
     assert isinstance(callback, C.Hook)
     with pytest.raises(TypeError):
         callback("start")

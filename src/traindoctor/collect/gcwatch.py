@@ -48,6 +48,11 @@ class GcWatch:
             python_gc_callback(events, clock) if module is None else module.gc(events.append, clock)
         )
 
+    @property
+    def callback(self) -> Callable[[str, dict[str, Any]], object]:
+        """The ``gc.callbacks`` entry: the C hook or its Python twin."""
+        return self._callback
+
     def install(self) -> None:
         """Start watching collections."""
         if self._callback not in gc.callbacks:
