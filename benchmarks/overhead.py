@@ -497,7 +497,7 @@ def main() -> None:
     step_verdict = verdict(judged, high, TARGET_OVERHEAD)
     hot_verdict = "OK" if hot <= TARGET_HOT_PATH_US else "OVER TARGET"
     hot_verdict += f" ({hot:.2f} us/step with this loop's GC callbacks)"
-    taken = None
+    taken = taken_high = None
     if known:
         # The time taken from the job by the two ways it pays: the hot path on its thread,
         # and waiting for a core the monitor or the sampler holds. Each round's added wait
@@ -507,14 +507,15 @@ def main() -> None:
         added = median_difference(wait_pairs)
         w_low, w_high = interval(wait_pairs, median_difference)
         taken = (added + hot) / step_us
+        taken_high = (w_high + hot) / step_us
         print(
             f"  time taken from the job's threads: waits for a core {added:+.1f} us a step "
             f"({w_low:+.1f} to {w_high:+.1f}) + hot path {hot:.1f} us = {taken:+.2%} "
-            f"({(w_low + hot) / step_us:+.2%} to {(w_high + hot) / step_us:+.2%})"
+            f"({(w_low + hot) / step_us:+.2%} to {taken_high:+.2%})"
         )
     print(f"target <= {TARGET_OVERHEAD:.0%} step time (median round ratio): {step_verdict}")
-    if taken is not None:
-        taken_verdict = verdict(1 + taken, 1 + (w_high + hot) / step_us, TARGET_OVERHEAD)
+    if taken is not None and taken_high is not None:
+        taken_verdict = verdict(1 + taken, 1 + taken_high, TARGET_OVERHEAD)
         print(
             f"target <= {TARGET_OVERHEAD:.0%} step time (time taken from the job): {taken_verdict}"
         )
