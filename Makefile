@@ -9,17 +9,17 @@ venv: $(VENV)/.installed
 
 # The C parts (hot-path hooks, step reducer, trace scanner; hatch_build.py compiles them): the
 # editable install builds them in place, so it runs again when their source changes.
-C_PARTS := collect/_hotpath collect/_reduce collect/_sample traces/_scan
+C_PARTS := collect/hooks/_hotpath collect/reduce/_reduce collect/sampling/_sample traces/_scan
 
 $(VENV)/.installed: pyproject.toml hatch_build.py constraints.txt \
-		$(C_PARTS:%=src/traindoctor/%.c)
+		$(C_PARTS:%=src/stepdoctor/%.c)
 	python3 -m venv $(VENV)
 	$(PIP) install torch==2.13.0
 	$(PIP) install -c constraints.txt -e '.[dev,gpu]'
 	touch $@
 
 demo: venv
-	$(VENV)/bin/traindoctor run examples/train_digits.py --epochs 3
+	$(VENV)/bin/stepdoctor run examples/train_digits.py --epochs 3
 
 lint: venv
 	$(VENV)/bin/ruff check src tests benchmarks examples hatch_build.py
@@ -38,7 +38,7 @@ browser:
 # CI has a compiler, so there the C parts must have been built (tests/collect/test_hotpath.py,
 # tests/traces/test_loader_paths.py).
 test: lint browser
-	TRAINDOCTOR_REQUIRE_C_PARTS=1 $(PY) -m pytest --cov --cov-report=term -q
+	STEPDOCTOR_REQUIRE_C_PARTS=1 $(PY) -m pytest --cov --cov-report=term -q
 
 # The C parts built with AddressSanitizer and UBSan, then the tests that drive them (the
 # normal build is put back afterwards).
@@ -47,12 +47,12 @@ asan: venv
 	@set -e; inc=$$($(PY) -c "import sysconfig; print(sysconfig.get_paths()['include'])"); \
 	suffix=$$($(PY) -c "import sysconfig; print(sysconfig.get_config_var('EXT_SUFFIX'))"); \
 	for m in $(C_PARTS); do \
-	  cp src/traindoctor/$$m$$suffix src/traindoctor/$$m$$suffix.keep; \
+	  cp src/stepdoctor/$$m$$suffix src/stepdoctor/$$m$$suffix.keep; \
 	  gcc -g -O1 -fno-omit-frame-pointer -fsanitize=address,undefined \
-	    -fno-sanitize-recover=undefined -fPIC -shared -I$$inc src/traindoctor/$$m.c \
-	    -o src/traindoctor/$$m$$suffix; \
+	    -fno-sanitize-recover=undefined -fPIC -shared -I$$inc src/stepdoctor/$$m.c \
+	    -o src/stepdoctor/$$m$$suffix; \
 	done; \
-	status=0; LD_PRELOAD="$(ASAN_LIBS)" ASAN_OPTIONS=detect_leaks=0 TRAINDOCTOR_REQUIRE_C_PARTS=1 \
+	status=0; LD_PRELOAD="$(ASAN_LIBS)" ASAN_OPTIONS=detect_leaks=0 STEPDOCTOR_REQUIRE_C_PARTS=1 \
 	  $(PY) -m pytest -q -p no:cacheprovider tests/traces/test_loader_paths.py \
 	  tests/traces/test_fuzz.py tests/collect/test_hotpath.py tests/collect/test_forward_patch.py \
 	  tests/collect/test_reducer.py tests/collect/test_session.py tests/collect/test_events.py \
@@ -60,11 +60,11 @@ asan: venv
 	  tests/collect/test_sampler.py tests/collect/test_readers.py \
 	  || status=$$?; \
 	for m in $(C_PARTS); do \
-	  mv src/traindoctor/$$m$$suffix.keep src/traindoctor/$$m$$suffix; \
+	  mv src/stepdoctor/$$m$$suffix.keep src/stepdoctor/$$m$$suffix; \
 	done; exit $$status
 
 bench: venv
 	$(PY) benchmarks/overhead.py
 
 clean:
-	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .coverage traindoctor-runs test-artifacts
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .coverage stepdoctor-runs test-artifacts

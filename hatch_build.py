@@ -1,17 +1,17 @@
-"""Hatchling build hook: compile traindoctor's optional C parts into the wheel.
+"""Hatchling build hook: compile stepdoctor's optional C parts into the wheel.
 
-The C parts are the hot path's hooks (``collect/_hotpath.c``), the step reducer
-(``collect/_reduce.c``), the /proc sampler thread (``collect/_sample.c``, POSIX) and the trace
-scanner (``traces/_scan.c``). Each has a pure-Python
-twin that is the reference and the fallback (``traindoctor/native.py``), so a part that does
-not compile (no C compiler, no Python headers) is reported as a warning and left out: the
-package still installs and works, as a pure-Python wheel if none was built.
+The C parts are the hot path's hooks (``collect/hooks/_hotpath.c``), the step reducer
+(``collect/reduce/_reduce.c``), the /proc sampler thread (``collect/sampling/_sample.c``,
+POSIX) and the trace scanner (``traces/_scan.c``). Each has a pure-Python twin that is the
+reference and the fallback (``stepdoctor/native.py``), so a part that does not compile (no C
+compiler, no Python headers) is reported as a warning and left out: the package
+still installs and works, as a pure-Python wheel if none was built.
 
 Each part is compiled next to its source (setuptools' ``build_ext --inplace`` drives the
 platform's compiler, as it would for a setuptools project): an editable install imports it from
 ``src/`` at once, and a wheel takes it in with ``force_include`` (the built files are ignored by
 git, which hatchling's file selection follows). ``make test`` sets
-``TRAINDOCTOR_REQUIRE_C_PARTS=1`` so that CI fails when a part did not build.
+``STEPDOCTOR_REQUIRE_C_PARTS=1`` so that CI fails when a part did not build.
 """
 
 from __future__ import annotations
@@ -26,10 +26,10 @@ from hatchling.builders.hooks.plugin.interface import BuildHookInterface
 
 #: (module, source) of every C part.
 EXTENSIONS = (
-    ("traindoctor.collect._hotpath", "src/traindoctor/collect/_hotpath.c"),
-    ("traindoctor.collect._reduce", "src/traindoctor/collect/_reduce.c"),
-    ("traindoctor.collect._sample", "src/traindoctor/collect/_sample.c"),
-    ("traindoctor.traces._scan", "src/traindoctor/traces/_scan.c"),
+    ("stepdoctor.collect.hooks._hotpath", "src/stepdoctor/collect/hooks/_hotpath.c"),
+    ("stepdoctor.collect.reduce._reduce", "src/stepdoctor/collect/reduce/_reduce.c"),
+    ("stepdoctor.collect.sampling._sample", "src/stepdoctor/collect/sampling/_sample.c"),
+    ("stepdoctor.traces._scan", "src/stepdoctor/traces/_scan.c"),
 )
 
 
@@ -74,9 +74,9 @@ class CPartsBuildHook(BuildHookInterface):
             except Exception as exc:  # a compiler's failure has many types; all mean "not built"
                 message = str(exc).strip().splitlines()[-1:] or [type(exc).__name__]
                 self.app.display_warning(
-                    f"traindoctor: the C part {module} was not built ({message[0]}); "
+                    f"stepdoctor: the C part {module} was not built ({message[0]}); "
                     "its pure-Python twin will be used"
                 )
                 return None
-        print(f"traindoctor: built {module}", file=sys.stderr)
+        print(f"stepdoctor: built {module}", file=sys.stderr)
         return target

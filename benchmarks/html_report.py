@@ -19,8 +19,8 @@ sys.path.insert(0, str(Path(__file__).parents[1]))
 
 from tests.builders import record, samples, steps
 
-from traindoctor.render.html import render_html
-from traindoctor.report import build_report
+from stepdoctor.render.html import render_html
+from stepdoctor.report import build_report
 
 TARGET_S = 5.0
 TARGET_BYTES = 5 * 2**20

@@ -22,8 +22,8 @@ from typing import Any
 import psutil
 
 from overhead import make_loop
-from traindoctor.collect import Session
-from traindoctor.collect.session import FLUSH_EVERY_S
+from stepdoctor.collect import Session
+from stepdoctor.collect.session import FLUSH_EVERY_S
 
 
 class _Timed:

@@ -1,7 +1,7 @@
-"""Overhead of traindoctor on a tiny training loop, against a plain loop in the same run.
+"""Overhead of stepdoctor on a tiny training loop, against a plain loop in the same run.
 
 The same ~1-3 ms/step loop (an MLP; ``--batch 64`` is ~1.2 ms here, ``--batch 192`` ~2.3 ms)
-runs plain, under a traindoctor ``Session`` (torch patches, GC callback, 10 Hz sampler, record
+runs plain, under a stepdoctor ``Session`` (torch patches, GC callback, 10 Hz sampler, record
 on disk, the monitor thread at nice 19), under the same with the monitor thread at the job's
 priority, under a Session that samples nothing (the monitor still reduces and writes steps),
 under a Session whose monitor thread stays asleep during the loop (the hot path alone) and
@@ -27,7 +27,7 @@ noise and drift hit all alike; garbage is collected before each round. Prints:
   which makes them cheap).
 
     python benchmarks/overhead.py [--rounds 21] [--steps 500] [--batch 64] [--skip 800]
-    python benchmarks/overhead.py --only traindoctor hot-path   # plain and these, more rounds
+    python benchmarks/overhead.py --only stepdoctor hot-path   # plain and these, more rounds
 """
 
 from __future__ import annotations
@@ -46,9 +46,9 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from traindoctor.collect import Session
-from traindoctor.collect.events import new_event_buffer
-from traindoctor.collect.gcwatch import GcWatch
+from stepdoctor.collect import Session
+from stepdoctor.collect.hooks.events import new_event_buffer
+from stepdoctor.collect.hooks.gcwatch import GcWatch
 
 TARGET_OVERHEAD = 0.01  # <= 1% step time (issue 2)
 TARGET_HOT_PATH_US = 5.0  # <= 5 us per step (issue 2)
@@ -56,7 +56,7 @@ TARGET_HOT_PATH_US = 5.0  # <= 5 us per step (issue 2)
 RESAMPLES = 4000
 LEVEL = 0.9
 #: ``--only`` names of the configurations after plain, in order.
-_SHORT_NAMES = ("traindoctor", "not-niced", "no-sampling", "hot-path", "profiler")
+_SHORT_NAMES = ("stepdoctor", "not-niced", "no-sampling", "hot-path", "profiler")
 
 
 def make_loop(steps: int, batch: int = 64) -> Callable[..., list[int]]:
@@ -183,7 +183,7 @@ class _Waits:
 
 class _Collections:
     """A ``gc.callbacks`` entry counting collections per configuration: all of them (each
-    costs the job traindoctor's GC callback too) and the full ones with their time (the
+    costs the job stepdoctor's GC callback too) and the full ones with their time (the
     job's own, one or two a round here at ~110 ms each)."""
 
     def __init__(self) -> None:
@@ -209,7 +209,7 @@ class _Collections:
 
 
 def gc_callback_ns(collections: int = 5000, repeats: int = 7) -> float:
-    """What traindoctor's GC callback adds to one collection: young collections
+    """What stepdoctor's GC callback adds to one collection: young collections
     (``gc.collect(0)``, ~40 ns here) with and without a session's ``GcWatch``, alternating,
     median of ``repeats``. The tiny step of ``hot_path_us`` runs few collections; a loop
     that allocates (a DataLoader collating a batch of samples) runs one or two a step."""
@@ -343,7 +343,7 @@ def main() -> None:
     )  # fmt: skip
     parser.add_argument(
         "--only", nargs="*", default=None, metavar="NAME",
-        help="run plain and these configurations only (traindoctor, not-niced, no-sampling, "
+        help="run plain and these configurations only (stepdoctor, not-niced, no-sampling, "
         "hot-path, profiler)",
     )  # fmt: skip
     parser.add_argument(
@@ -373,7 +373,7 @@ def main() -> None:
         asleep = _Watched(Path(tmp), args.skip + args.steps, monitor_asleep=True)
         configs: dict[str, Callable[[], contextlib.AbstractContextManager[object]]] = {
             "plain": contextlib.nullcontext,
-            "traindoctor": full,
+            "stepdoctor": full,
             "  monitor not niced": _Watched(Path(tmp), args.skip + args.steps, nice=False),
             "  no sampling": _Watched(Path(tmp), args.skip + args.steps, sampling=False),
             "  hot path only": asleep,
@@ -470,7 +470,7 @@ def main() -> None:
     )
     hot += gc_us
     if full.monitor_us_per_step:
-        # A cross-check with little of the machine's noise in it: the CPU traindoctor spends,
+        # A cross-check with little of the machine's noise in it: the CPU stepdoctor spends,
         # against the step. The job loses about this if every µs of the monitor's CPU takes a
         # core from it (the case on two busy cores); less where a core is free.
         spent = hot + monitor
@@ -484,10 +484,10 @@ def main() -> None:
         print("the job's threads' wait for a core (/proc schedstat), us a step, median of rounds:")
         for name in names:
             print(f"{name:<20} {statistics.median(w or 0.0 for w in waits.us[name]):6.1f}")
-    if "traindoctor" not in means:
+    if "stepdoctor" not in means:
         return
-    pairs = means["traindoctor"]
-    print(f"traindoctor, {LEVEL:.0%} intervals over {len(pairs)} rounds (bootstrap):")
+    pairs = means["stepdoctor"]
+    print(f"stepdoctor, {LEVEL:.0%} intervals over {len(pairs)} rounds (bootstrap):")
     judged = median_round_ratio(pairs)
     low, high = interval(pairs, median_round_ratio)
     print(f"  median round ratio {judged - 1:+.2%}  ({low - 1:+.2%} to {high - 1:+.2%})")
@@ -502,7 +502,7 @@ def main() -> None:
         # The time taken from the job by the two ways it pays: the hot path on its thread,
         # and waiting for a core the monitor or the sampler holds. Each round's added wait
         # against its plain neighbour's, the interval over rounds like the ratio's.
-        watched_waits = waits.us["traindoctor"]
+        watched_waits = waits.us["stepdoctor"]
         wait_pairs = [(w or 0.0, p or 0.0) for w, p in zip(watched_waits, plain_waits, strict=True)]
         added = median_difference(wait_pairs)
         w_low, w_high = interval(wait_pairs, median_difference)

@@ -1,13 +1,13 @@
-"""traindoctor's trace analysis against Holistic Trace Analysis, interleaved in one run.
+"""stepdoctor's trace analysis against Holistic Trace Analysis, interleaved in one run.
 
-For each shared trace case: load + temporal breakdown with traindoctor and with HTA, each in
+For each shared trace case: load + temporal breakdown with stepdoctor and with HTA, each in
 its own fresh process (so peak RSS is that analysis's own), alternating which goes first,
-``--rounds`` times. Prints the median wall-time ratio (HTA / traindoctor) with its spread and
+``--rounds`` times. Prints the median wall-time ratio (HTA / stepdoctor) with its spread and
 the peak RSS of each. HTA lives in its own virtual environment (``--hta-python``; install it
 there with ``pip install HolisticTraceAnalysis==0.5.0 -c constraints.txt``).
 
 ``--synthetic-mb N`` also writes an N-MB trace by replicating the A100 trace's events (ts and
-correlation ids shifted) and reports traindoctor's time and peak RSS on it (streaming: RSS
+correlation ids shifted) and reports stepdoctor's time and peak RSS on it (streaming: RSS
 must stay far below the file size).
 
     python benchmarks/trace_vs_hta.py --hta-python /tmp/hta-venv/bin/python [--rounds 3]
@@ -25,7 +25,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-SHARED = Path(os.environ.get("TRAINDOCTOR_SHARED", Path(__file__).parents[2] / "shared"))
+SHARED = Path(os.environ.get("STEPDOCTOR_SHARED", Path(__file__).parents[2] / "shared"))
 TARGET_SPEED = 10.0  # >= 10x faster than HTA (issue 5)
 TARGET_MEMORY = 1 / 3  # <= a third of HTA's peak RSS
 
@@ -33,7 +33,7 @@ _TD = """
 import json, resource, sys, time
 from pathlib import Path
 start = time.perf_counter()
-from traindoctor.traces import analyse_paths
+from stepdoctor.traces import analyse_paths
 s = analyse_paths([Path(sys.argv[1])], fast=sys.argv[2:] == ["fast"])
 [r.temporal for r in s.ranks]
 print(json.dumps({"s": time.perf_counter() - start,
@@ -97,13 +97,13 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--synthetic-mb", type=int, default=0)
     parser.add_argument(
-        "--fast", action="store_true", help="traindoctor with fast=True (simdjson, whole files)"
+        "--fast", action="store_true", help="stepdoctor with fast=True (simdjson, whole files)"
     )
     args = parser.parse_args()
     cases = sorted(p for p in (SHARED / "traces").iterdir() if p.is_dir())
     ratios, memory = [], []
     if args.hta_python:
-        print(f"{'case':<28} {'traindoctor s':>13} {'HTA s':>8} {'x faster':>9} "
+        print(f"{'case':<28} {'stepdoctor s':>13} {'HTA s':>8} {'x faster':>9} "
               f"{'td MB':>7} {'HTA MB':>7}")  # fmt: skip
         for case in cases:
             td_runs, hta_runs = [], []

@@ -1,6 +1,6 @@
 """Train a small MLP on scikit-learn's bundled digits data set (offline, CPU, ~10 s).
 
-Run it under traindoctor:  traindoctor run examples/train_digits.py --epochs 3
+Run it under stepdoctor:  stepdoctor run examples/train_digits.py --epochs 3
 """
 
 from __future__ import annotations

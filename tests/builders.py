@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from traindoctor.model import (
+from stepdoctor.model import (
     EnvFact,
     LoaderInfo,
     RunEnd,

@@ -34,8 +34,8 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 
 def _our_callbacks() -> list[object]:
-    """traindoctor's GC callbacks (hypothesis adds one of its own for good, on first use)."""
-    return [c for c in gc.callbacks if getattr(c, "__module__", "").startswith("traindoctor")]
+    """stepdoctor's GC callbacks (hypothesis adds one of its own for good, on first use)."""
+    return [c for c in gc.callbacks if getattr(c, "__module__", "").startswith("stepdoctor")]
 
 
 @pytest.fixture(autouse=True, scope="session")
@@ -53,13 +53,13 @@ def own_cache_folder(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]
 
 @pytest.fixture(autouse=True)
 def no_leaks() -> Iterator[None]:
-    """Fail a test that leaves a traindoctor thread, GC callback, session or patch behind."""
-    from traindoctor.collect import current_session
+    """Fail a test that leaves a stepdoctor thread, GC callback, session or patch behind."""
+    from stepdoctor.collect import current_session
 
     callbacks = _our_callbacks()
     torch_before = _torch_state()
     yield
-    leaked = [t.name for t in threading.enumerate() if t.name.startswith("traindoctor")]
+    leaked = [t.name for t in threading.enumerate() if t.name.startswith("stepdoctor")]
     assert not leaked, f"threads left running: {leaked}"
     assert _our_callbacks() == callbacks, "gc.callbacks changed"
     assert current_session() is None, "a session is still active"

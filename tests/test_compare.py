@@ -1,4 +1,4 @@
-"""``traindoctor compare``: the test statistic against scipy's, verdicts on built runs, and two
+"""``stepdoctor compare``: the test statistic against scipy's, verdicts on built runs, and two
 real runs of which one sleeps in its callbacks."""
 
 from __future__ import annotations
@@ -14,12 +14,12 @@ from pathlib import Path
 import pytest
 from scipy.stats import mannwhitneyu
 
+from stepdoctor.cli import main
+from stepdoctor.compare import compare_runs, mann_whitney_u
+from stepdoctor.model import StepTiming
+from stepdoctor.record import load_run
+from stepdoctor.report import build_report
 from tests.builders import record, steps
-from traindoctor.cli import main
-from traindoctor.compare import compare_runs, mann_whitney_u
-from traindoctor.model import StepTiming
-from traindoctor.record import load_run
-from traindoctor.report import build_report
 
 
 @pytest.mark.parametrize("seed", range(5))
@@ -81,7 +81,7 @@ def _real_run(tmp_path: Path, name: str, sleep: float) -> Path:
     script = tmp_path / f"{name}.py"
     script.write_text(SCRIPT.format(sleep=sleep))
     subprocess.run(
-        [sys.executable, "-m", "traindoctor", "run", "--out", str(tmp_path / name), str(script)],
+        [sys.executable, "-m", "stepdoctor", "run", "--out", str(tmp_path / name), str(script)],
         capture_output=True, text=True, timeout=180, check=True, cwd=tmp_path,
         env={**os.environ, "PYTHONWARNINGS": "ignore"},
     )  # fmt: skip

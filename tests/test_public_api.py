@@ -3,21 +3,21 @@ from __future__ import annotations
 import subprocess
 import sys
 
-import traindoctor
+import stepdoctor
 
 
 def test_all_is_sorted_and_complete() -> None:
-    assert traindoctor.__all__ == sorted(traindoctor.__all__)
-    for name in traindoctor.__all__:
-        assert hasattr(traindoctor, name), name
+    assert stepdoctor.__all__ == sorted(stepdoctor.__all__)
+    for name in stepdoctor.__all__:
+        assert hasattr(stepdoctor, name), name
 
 
 def test_core_imports_and_works_without_torch() -> None:
     code = (
         "import sys; sys.modules['torch'] = None\n"
-        "import traindoctor, traindoctor.cli, traindoctor.report, traindoctor.render\n"
-        "from traindoctor.model import RunMeta, RunRecord\n"
-        "r = traindoctor.build_report(RunRecord(meta=RunMeta(run_id='x', started_unix_s=0)))\n"
+        "import stepdoctor, stepdoctor.cli, stepdoctor.report, stepdoctor.render\n"
+        "from stepdoctor.model import RunMeta, RunRecord\n"
+        "r = stepdoctor.build_report(RunRecord(meta=RunMeta(run_id='x', started_unix_s=0)))\n"
         "assert 'torch' not in [m for m in sys.modules if sys.modules[m] is not None]\n"
         "print(len(r.skipped))\n"
     )

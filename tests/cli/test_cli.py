@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from traindoctor.cli import main
+from stepdoctor.cli import main
 
 TRAIN = """
 import sys, torch
@@ -28,7 +28,7 @@ def _run(tmp_path: Path, tail: str = "", *args: str) -> subprocess.CompletedProc
         [
             sys.executable,
             "-m",
-            "traindoctor",
+            "stepdoctor",
             "run",
             "--out",
             str(tmp_path / "run"),
@@ -60,10 +60,10 @@ def test_job_exception_passes_through_and_record_is_finalised(tmp_path: Path) ->
     proc = _run(tmp_path, "raise ValueError('boom')")
     assert proc.returncode == 1
     assert "ValueError: boom" in proc.stderr
-    assert "traindoctor/collect" not in proc.stderr  # the job's traceback, not ours
+    assert "stepdoctor/collect" not in proc.stderr  # the job's traceback, not ours
     assert "job ended: exception" in proc.stderr
     out = subprocess.run(
-        [sys.executable, "-m", "traindoctor", "report", "--format", "json", str(tmp_path / "run")],
+        [sys.executable, "-m", "stepdoctor", "report", "--format", "json", str(tmp_path / "run")],
         capture_output=True,
         text=True,
         check=True,
@@ -97,19 +97,19 @@ def test_report_on_corrupt_record_is_one_line(capsys: object, tmp_path: Path) ->
     assert main(["report", str(bad)]) == 1
     err = capsys.readouterr().err  # type: ignore[attr-defined]
     assert (
-        err == f"traindoctor: error: {bad}: corrupt run record at byte 0: the header line "
+        err == f"stepdoctor: error: {bad}: corrupt run record at byte 0: the header line "
         "is not JSON (Expecting value: line 1 column 1 (char 0))\n"
     )
 
 
 def test_version_and_module_entry_point() -> None:
     out = subprocess.run(
-        [sys.executable, "-m", "traindoctor", "--version"],
+        [sys.executable, "-m", "stepdoctor", "--version"],
         capture_output=True,
         text=True,
         check=True,
     )
-    assert out.stdout.startswith("traindoctor ")
+    assert out.stdout.startswith("stepdoctor ")
 
 
 def test_run_writes_the_html_report(tmp_path: Path) -> None:
@@ -117,7 +117,7 @@ def test_run_writes_the_html_report(tmp_path: Path) -> None:
     script.write_text(TRAIN.format(tail=""))
     page = tmp_path / "report.html"
     proc = subprocess.run(
-        [sys.executable, "-m", "traindoctor", "run", "--out", str(tmp_path / "run"),
+        [sys.executable, "-m", "stepdoctor", "run", "--out", str(tmp_path / "run"),
          "--html", str(page), "--no-report", str(script)],
         capture_output=True, text=True, timeout=120, cwd=tmp_path,
         env={**os.environ, "PYTHONWARNINGS": "ignore"},

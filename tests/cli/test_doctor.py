@@ -1,4 +1,4 @@
-"""``traindoctor doctor`` on this machine, and ``traindoctor.lint`` on real models."""
+"""``stepdoctor doctor`` on this machine, and ``stepdoctor.lint`` on real models."""
 
 from __future__ import annotations
 
@@ -10,18 +10,18 @@ from pathlib import Path
 import torch
 from torch import nn
 
-import traindoctor
+import stepdoctor
+from stepdoctor.checkup import EXIT_CODES, checkup
+from stepdoctor.model import Severity
+from stepdoctor.probes.environment import ProbeInputs
+from stepdoctor.render import render_checkup_text
 from tests.collect.test_nvml import ReplayNvml
-from traindoctor.checkup import EXIT_CODES, checkup
-from traindoctor.collect.environment import ProbeInputs
-from traindoctor.model import Severity
-from traindoctor.render import render_checkup_text
 
 
 def test_doctor_on_this_machine_is_honest(tmp_path: Path) -> None:
     out = tmp_path / "doctor.json"
     proc = subprocess.run(
-        [sys.executable, "-m", "traindoctor", "doctor", "--json", str(out), "--width", "120"],
+        [sys.executable, "-m", "stepdoctor", "doctor", "--json", str(out), "--width", "120"],
         capture_output=True,
         text=True,
         timeout=60,
@@ -62,10 +62,10 @@ def test_checkup_with_a_recorded_gpu_and_cpu_only_torch_is_critical(tmp_path: Pa
 
 def test_lint_finds_an_oversized_model_and_passes_a_small_one() -> None:
     big = nn.Sequential(nn.Linear(256, 4096), nn.ReLU(), nn.Linear(4096, 20_000)).double()
-    findings = traindoctor.lint(big, torch.randn(4, 256, dtype=torch.float64))
+    findings = stepdoctor.lint(big, torch.randn(4, 256, dtype=torch.float64))
     rules = [f.rule for f in findings]
     assert rules == ["float64", "oversized-network"]
     oversized = findings[1]
     assert any(e.metric == "forward FLOPs per sample" for e in oversized.evidence)
     small = nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 4))
-    assert traindoctor.lint(small, torch.randn(2, 16)) == []
+    assert stepdoctor.lint(small, torch.randn(2, 16)) == []

@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 import torch
 
-from traindoctor.collect.autoinstrument import TorchPatches
-from traindoctor.collect.events import ENTER, EXIT, EventBuffer, EventQueue
-from traindoctor.model import LoaderInfo
+from stepdoctor.collect.hooks.autoinstrument import TorchPatches
+from stepdoctor.collect.hooks.events import ENTER, EXIT, EventBuffer, EventQueue
+from stepdoctor.model import LoaderInfo
 
 MPS_WARNING = (
     "The operator 'aten::sgn.out' is not currently supported on the MPS backend and will fall "

@@ -10,15 +10,15 @@ from pathlib import Path
 
 import pytest
 
-from tests.collect.test_nvml import ReplayNvml
-from traindoctor.collect.environment import (
+from stepdoctor.model import EnvFact
+from stepdoctor.probes.environment import (
     CPUINFO_CACHE_FILE,
     FAST_PROBES,
     SLOW_PROBES,
     ProbeInputs,
     probe_environment,
 )
-from traindoctor.model import EnvFact
+from tests.collect.test_nvml import ReplayNvml
 
 
 def _facts(facts: list[EnvFact]) -> dict[str, object]:
@@ -100,11 +100,11 @@ def test_a_hanging_probe_costs_at_most_the_timeout() -> None:
     try:
         facts = _facts(probe_environment(probes=[("hangs", hangs)], timeout_s=0.2))
         assert facts == {"probe.hangs": "timed out after 0.2 s"}
-        assert any(t.name == "traindoctor-probe-hangs" for t in threading.enumerate())
+        assert any(t.name == "stepdoctor-probe-hangs" for t in threading.enumerate())
     finally:
         release.set()
         for thread in threading.enumerate():
-            if thread.name == "traindoctor-probe-hangs":
+            if thread.name == "stepdoctor-probe-hangs":
                 thread.join(5)
 
 

@@ -1,7 +1,7 @@
-"""The event buffers: the C ``Events`` of ``collect/_hotpath.c`` (structs) against its twin
+"""The event buffers: the C ``Events`` of ``collect/hooks/_hotpath.c`` (structs) against its twin
 ``EventQueue``; what the C hooks cost the garbage collector with each; the hooks' own clock.
 
-``make test`` sets ``TRAINDOCTOR_REQUIRE_C_PARTS=1``: there the C module must have been built.
+``make test`` sets ``STEPDOCTOR_REQUIRE_C_PARTS=1``: there the C module must have been built.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from traindoctor.collect.events import (
+from stepdoctor.collect.hooks.events import (
     ENTER,
     EXIT,
     GC_START,
@@ -28,10 +28,10 @@ from traindoctor.collect.events import (
     native_hooks,
     new_event_buffer,
 )
-from traindoctor.native import PURE_PYTHON_ENV
+from stepdoctor.native import PURE_PYTHON_ENV
 
 C = native_hooks()
-REQUIRED = os.environ.get("TRAINDOCTOR_REQUIRE_C_PARTS", "") == "1"
+REQUIRED = os.environ.get("STEPDOCTOR_REQUIRE_C_PARTS", "") == "1"
 needs_c = pytest.mark.skipif(
     C is None and not REQUIRED, reason="the C hooks were not built (no compiler at install)"
 )

@@ -8,8 +8,8 @@ import threading
 import torch
 from torch import nn
 
-from traindoctor.collect.autoinstrument import NARROW_AFTER_CALLS, TorchPatches
-from traindoctor.collect.events import FWD_ENTER, FWD_EXIT
+from stepdoctor.collect.hooks.autoinstrument import NARROW_AFTER_CALLS, TorchPatches
+from stepdoctor.collect.hooks.events import FWD_ENTER, FWD_EXIT
 
 from .test_accelerator_patches import Sink
 

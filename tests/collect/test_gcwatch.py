@@ -1,4 +1,4 @@
-"""The ``gc.callbacks`` entry (``collect/gcwatch.py``): the C hook against its Python twin,
+"""The ``gc.callbacks`` entry (``collect/hooks/gcwatch.py``): the C hook against its Python twin,
 on real collections."""
 
 from __future__ import annotations
@@ -11,10 +11,10 @@ from typing import Any
 
 import pytest
 
-from traindoctor.collect.events import GC_START, GC_STOP, Event, EventQueue, native_hooks
-from traindoctor.collect.gcwatch import GcWatch
-from traindoctor.collect.session import Session
-from traindoctor.native import PURE_PYTHON_ENV
+from stepdoctor.collect.hooks.events import GC_START, GC_STOP, Event, EventQueue, native_hooks
+from stepdoctor.collect.hooks.gcwatch import GcWatch
+from stepdoctor.collect.session import Session
+from stepdoctor.native import PURE_PYTHON_ENV
 
 from .test_hotpath import HOOKS_AND_BUFFERS, Counter, needs_c
 

@@ -1,7 +1,7 @@
-"""The C hooks (``collect/_hotpath.c``) against their pure-Python twins: the same training
+"""The C hooks (``collect/hooks/_hotpath.c``) against their pure-Python twins: the same training
 loop under each appends the same events; exceptions, descriptors, references and odd batches.
 
-``make test`` sets ``TRAINDOCTOR_REQUIRE_C_PARTS=1``: there the C module must have been built
+``make test`` sets ``STEPDOCTOR_REQUIRE_C_PARTS=1``: there the C module must have been built
 (CI has a compiler), elsewhere the C half is skipped with a reason.
 """
 
@@ -21,21 +21,21 @@ from hypothesis import given
 from hypothesis import strategies as st
 from torch import nn
 
-from traindoctor.collect import autoinstrument
-from traindoctor.collect.autoinstrument import (
+from stepdoctor.collect.hooks import autoinstrument
+from stepdoctor.collect.hooks.autoinstrument import (
     NARROW_AFTER_CALLS,
     PURE_PYTHON_ENV,
     TorchPatches,
-    batch_size_of,
     native_hooks,
 )
-from traindoctor.collect.events import ENTER, EXIT, FWD_ENTER, FWD_EXIT, OPT_END, Event
-from traindoctor.collect.session import Session
+from stepdoctor.collect.hooks.batches import batch_size_of
+from stepdoctor.collect.hooks.events import ENTER, EXIT, FWD_ENTER, FWD_EXIT, OPT_END, Event
+from stepdoctor.collect.session import Session
 
 from .test_accelerator_patches import Sink
 
 C = native_hooks()
-REQUIRED = os.environ.get("TRAINDOCTOR_REQUIRE_C_PARTS", "") == "1"
+REQUIRED = os.environ.get("STEPDOCTOR_REQUIRE_C_PARTS", "") == "1"
 needs_c = pytest.mark.skipif(
     C is None and not REQUIRED, reason="the C hooks were not built (no compiler at install)"
 )
@@ -120,7 +120,7 @@ def run_loop(native: bool, job: Job, structs: bool = False) -> Sink:
 
 @needs_c
 def test_c_hooks_are_built_and_match_the_event_codes() -> None:
-    assert C is not None, "TRAINDOCTOR_REQUIRE_C_PARTS=1 but collect/_hotpath is not built"
+    assert C is not None, "STEPDOCTOR_REQUIRE_C_PARTS=1 but collect/hooks/_hotpath is not built"
     assert (C.ENTER, C.EXIT, C.OPT_END, C.FWD_ENTER, C.FWD_EXIT) == (
         ENTER,
         EXIT,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from traindoctor.collect.model_lint import describe_model
+from stepdoctor.probes.model_lint import describe_model
 
 
 class Net(nn.Module):

@@ -7,7 +7,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-from traindoctor.collect.nvml import NvmlReader
+from stepdoctor.collect.sampling.nvml import NvmlReader
 
 DATA = json.loads((Path(__file__).parents[1] / "data" / "nvml_a100_replay.json").read_text())
 

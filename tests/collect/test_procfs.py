@@ -10,7 +10,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from traindoctor.collect.procfs import (
+from stepdoctor.collect.sampling.procfs import (
     CLK_TCK,
     PAGE_SIZE,
     ProcFs,

@@ -1,5 +1,5 @@
 """``run --trace``'s capture: a real torch.profiler trace of the job's steps after its warm-up,
-written where ``traindoctor trace`` reads it (a job too short writes none); the steps it
+written where ``stepdoctor trace`` reads it (a job too short writes none); the steps it
 slowed noted in the record and left out of the figures, its own time not charged to the job."""
 
 from __future__ import annotations
@@ -11,13 +11,13 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
-from traindoctor.cli import main
-from traindoctor.cli.trace import render_trace
-from traindoctor.collect import Session
-from traindoctor.collect.profiling import TraceCapture
-from traindoctor.record import load_run
-from traindoctor.rules import RuleContext
-from traindoctor.traces import analyse_paths, load_events
+from stepdoctor.cli import main
+from stepdoctor.cli.trace import render_trace
+from stepdoctor.collect import Session
+from stepdoctor.collect.hooks.profiling import TraceCapture
+from stepdoctor.record import load_run
+from stepdoctor.rules import RuleContext
+from stepdoctor.traces import analyse_paths, load_events
 
 
 def _train(steps: int) -> None:
@@ -29,7 +29,7 @@ def _train(steps: int) -> None:
         opt.step()
 
 
-def test_capture_writes_a_kineto_trace_that_traindoctor_reads(tmp_path: Path) -> None:
+def test_capture_writes_a_kineto_trace_that_stepdoctor_reads(tmp_path: Path) -> None:
     capture = TraceCapture(tmp_path / "trace", wait=1, warmup=1, active=2)
     with Session(tmp_path / "run", readers=[], instrument_torch=True, trace=capture):
         _train(8)
@@ -67,7 +67,7 @@ def test_the_steps_the_profiler_slowed_are_noted_and_its_trace_writing_is_not_ch
         # the warm-up step and the two recorded ones; nothing before, nothing after
         assert RuleContext(run).profiled_steps == frozenset({2, 3, 4})
         assert RuleContext(run).summary.profiled_note.startswith(
-            "steps 2-4 ran under traindoctor's torch.profiler capture"
+            "steps 2-4 ran under stepdoctor's torch.profiler capture"
         )
         # the trace was written in the optimizer's post-step hook: the next step starts after
         assert run.steps[5].start_ns > span.end_ns >= run.steps[4].end_ns
@@ -94,7 +94,7 @@ def test_report_of_a_traced_run_says_what_the_trace_lacks_once(
     assert main(["report", str(run)]) == 0
     text = capsys.readouterr().out
     assert text.count("no GPU events") == 1  # the report's warning, not the trace's note too
-    assert "steps 1-3 ran under traindoctor's torch.profiler capture" in text
+    assert "steps 1-3 ran under stepdoctor's torch.profiler capture" in text
 
 
 def _train_from_loader(n: int, batch: int) -> None:

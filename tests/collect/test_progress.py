@@ -8,9 +8,9 @@ from dataclasses import replace
 from hypothesis import given
 from hypothesis import strategies as st
 
+from stepdoctor.collect.reduce.progress import NO_BATCH, Progress, ProgressLine, marks_of
+from stepdoctor.model import StepTiming
 from tests import builders
-from traindoctor.collect.progress import NO_BATCH, Progress, ProgressLine, marks_of
-from traindoctor.model import StepTiming
 
 
 def _reference(steps: list[StepTiming]) -> ProgressLine:

@@ -12,9 +12,9 @@ from pathlib import Path
 import psutil
 import pytest
 
-from traindoctor.collect.procfs import PAGE_SIZE, ProcFs, ProcStat
-from traindoctor.collect.readers import HeapReader, PsutilReader
-from traindoctor.model import GpuSample, SystemSample
+from stepdoctor.collect.sampling.procfs import PAGE_SIZE, ProcFs, ProcStat
+from stepdoctor.collect.sampling.readers import HeapReader, PsutilReader
+from stepdoctor.model import GpuSample, SystemSample
 
 SECOND = 1_000_000_000
 

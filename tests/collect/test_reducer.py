@@ -1,7 +1,7 @@
 """The step reducer, both of it: ``StepReducer`` (Python, the reference) and the C one
-(``collect/_reduce.c``), run on the same tests and compared on random and real event streams.
+(``collect/reduce/_reduce.c``), run on the same tests and compared on random and real event streams.
 
-``make test`` sets ``TRAINDOCTOR_REQUIRE_C_PARTS=1``: there the C reducer must have been built.
+``make test`` sets ``STEPDOCTOR_REQUIRE_C_PARTS=1``: there the C reducer must have been built.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from traindoctor.collect.events import (
+from stepdoctor.collect.hooks.events import (
     ENTER,
     EXIT,
     FWD_ENTER,
@@ -31,8 +31,8 @@ from traindoctor.collect.events import (
     EventQueue,
     fwd_arg,
 )
-from traindoctor.collect.progress import marks_of
-from traindoctor.collect.reducer import (
+from stepdoctor.collect.reduce.progress import marks_of
+from stepdoctor.collect.reduce.reducer import (
     MODEL_MODE_AFTER_CALLS,
     Reducer,
     StepReducer,
@@ -40,16 +40,16 @@ from traindoctor.collect.reducer import (
     native_reducer,
     new_reducer,
 )
-from traindoctor.collect.session import Session
-from traindoctor.model import StepTiming
-from traindoctor.native import PURE_PYTHON_ENV
-from traindoctor.record.rows import encode_json, step_rows_json, steps_from_rows
+from stepdoctor.collect.session import Session
+from stepdoctor.model import StepTiming
+from stepdoctor.native import PURE_PYTHON_ENV
+from stepdoctor.record.rows import encode_json, step_rows_json, steps_from_rows
 
 from .test_events import _c_events
 
 ME, OTHER_THREAD = 1, 2
 C = native_reducer()
-REQUIRED = os.environ.get("TRAINDOCTOR_REQUIRE_C_PARTS", "") == "1"
+REQUIRED = os.environ.get("STEPDOCTOR_REQUIRE_C_PARTS", "") == "1"
 needs_c = pytest.mark.skipif(
     C is None and not REQUIRED, reason="the C reducer was not built (no compiler at install)"
 )
@@ -202,7 +202,7 @@ def test_concurrent_forward_calls_from_threads(make: MakeReducer) -> None:
 
 @needs_c
 def test_c_reducer_is_built_and_checks_what_it_builds() -> None:
-    assert C is not None, "TRAINDOCTOR_REQUIRE_C_PARTS=1 but collect/_reduce is not built"
+    assert C is not None, "STEPDOCTOR_REQUIRE_C_PARTS=1 but collect/reduce/_reduce is not built"
     with pytest.raises(TypeError, match="StepTiming's ten fields"):
         C.Reducer(ME, {}, dict, MODEL_MODE_AFTER_CALLS, encode_json)  # built slot by slot
     with pytest.raises(TypeError, match="encode must be callable"):

@@ -1,6 +1,6 @@
 """The sampler thread, C and Python twins alike: snapshots of files at an interval.
 
-``make test`` sets ``TRAINDOCTOR_REQUIRE_C_PARTS=1``: there the C sampler must have been built.
+``make test`` sets ``STEPDOCTOR_REQUIRE_C_PARTS=1``: there the C sampler must have been built.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from traindoctor.collect.sampler import (
+from stepdoctor.collect.sampling.sampler import (
     READ_MAX,
     PySampler,
     Sampler,
@@ -22,11 +22,11 @@ from traindoctor.collect.sampler import (
     native_sampler,
     new_sampler,
 )
-from traindoctor.native import PURE_PYTHON_ENV
+from stepdoctor.native import PURE_PYTHON_ENV
 
 MS = 1_000_000
 C = native_sampler()
-REQUIRED = os.environ.get("TRAINDOCTOR_REQUIRE_C_PARTS", "") == "1"
+REQUIRED = os.environ.get("STEPDOCTOR_REQUIRE_C_PARTS", "") == "1"
 needs_c = pytest.mark.skipif(
     C is None and not REQUIRED, reason="the C sampler was not built (no compiler at install)"
 )
@@ -186,7 +186,7 @@ def test_a_forked_child_neither_reads_nor_joins(
 
 @needs_c
 def test_the_c_sampler_is_built_and_refuses_to_work_uninitialised() -> None:
-    assert C is not None, "TRAINDOCTOR_REQUIRE_C_PARTS=1 but collect/_sample is not built"
+    assert C is not None, "STEPDOCTOR_REQUIRE_C_PARTS=1 but collect/sampling/_sample is not built"
     sampler = C.Sampler.__new__(C.Sampler)
     with pytest.raises(RuntimeError):
         sampler.take()

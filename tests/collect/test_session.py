@@ -13,16 +13,16 @@ from pathlib import Path
 import pytest
 import torch
 
-from traindoctor import build_report, watch
-from traindoctor.collect import Session
-from traindoctor.collect.monitor import MONITOR_NICE
-from traindoctor.collect.procfs import ProcFs
-from traindoctor.collect.readers import PsutilReader
-from traindoctor.collect.session import FLUSH_EVERY_S
-from traindoctor.errors import UsageError
-from traindoctor.model import GpuSample, SystemSample
-from traindoctor.native import PURE_PYTHON_ENV
-from traindoctor.record import load_run
+from stepdoctor import build_report, watch
+from stepdoctor.collect import Session
+from stepdoctor.collect.reduce.monitor import MONITOR_NICE
+from stepdoctor.collect.sampling.procfs import ProcFs
+from stepdoctor.collect.sampling.readers import PsutilReader
+from stepdoctor.collect.session import FLUSH_EVERY_S
+from stepdoctor.errors import UsageError
+from stepdoctor.model import GpuSample, SystemSample
+from stepdoctor.native import PURE_PYTHON_ENV
+from stepdoctor.record import load_run
 
 
 class FixedReader:
@@ -139,8 +139,8 @@ def test_exception_in_job_is_recorded_and_propagates(tmp_path: Path) -> None:
 
 KILLED = """
 import sys, time
-from traindoctor.collect import Session
-from traindoctor.collect.monitor import MONITOR_NICE
+from stepdoctor.collect import Session
+from stepdoctor.collect.reduce.monitor import MONITOR_NICE
 s = Session(sys.argv[1], instrument_torch=False).start()
 t0 = time.monotonic()
 i = 0
@@ -243,8 +243,8 @@ def test_a_run_keeps_its_steps_as_rows_not_objects(
             rows = doc._monitor.collected.step_rows
     finally:
         tracemalloc.stop()
-    # what traindoctor's code allocated and still holds (other tests' threads left out)
-    ours = [tracemalloc.Filter(True, "*traindoctor*")]
+    # what stepdoctor's code allocated and still holds (other tests' threads left out)
+    ours = [tracemalloc.Filter(True, "*stepdoctor*")]
     diff = after.filter_traces(ours).compare_to(before.filter_traces(ours), "filename")
     kept = sum(stat.size_diff for stat in diff)
     assert sum(map(len, rows)) / n < 120  # the rows themselves

@@ -10,15 +10,15 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
+from stepdoctor.collect import Session
+from stepdoctor.collect.hooks.trigger import ExperimentObjects, ExperimentTrigger
+from stepdoctor.experiments import Throughput, make_run_experiment, verdict
+from stepdoctor.model import Severity
+from stepdoctor.record import load_run
+from stepdoctor.report import attach_measurements, build_report
+from stepdoctor.rules import RuleContext
+from stepdoctor.rules.input_bound import input_bound
 from tests.builders import record, steps
-from traindoctor.collect import Session
-from traindoctor.collect.trigger import ExperimentObjects, ExperimentTrigger
-from traindoctor.experiments import Throughput, make_run_experiment, verdict
-from traindoctor.model import Severity
-from traindoctor.record import load_run
-from traindoctor.report import attach_measurements, build_report
-from traindoctor.rules import RuleContext
-from traindoctor.rules.input_bound import input_bound
 
 JUMP_NS = 10 * 10**9
 

@@ -11,8 +11,8 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
-from traindoctor.errors import UsageError
-from traindoctor.experiments import Throughput, compute_only, data_only, verdict
+from stepdoctor.errors import UsageError
+from stepdoctor.experiments import Throughput, compute_only, data_only, verdict
 
 
 def _data(n: int = 512) -> TensorDataset:

@@ -9,10 +9,10 @@ import pytest
 import torch
 from torch.utils.data import DataLoader, TensorDataset
 
-from traindoctor.errors import UsageError
-from traindoctor.experiments.overrides import TUNE_ENV, Overrides, apply_overrides
-from traindoctor.experiments.tune import _decide, _Run, plan
-from traindoctor.model import TuneTrial
+from stepdoctor.errors import UsageError
+from stepdoctor.experiments.overrides import TUNE_ENV, Overrides, apply_overrides
+from stepdoctor.experiments.tune import _decide, _Run, plan
+from stepdoctor.model import TuneTrial
 
 
 def test_overrides_round_trip_through_the_environment() -> None:
@@ -77,9 +77,9 @@ def test_decision_needs_eight_percent_and_no_overlap() -> None:
 
 
 def test_tune_results_measure_the_matching_findings_or_downgrade_them() -> None:
+    from stepdoctor.model import Severity, TuneResult
+    from stepdoctor.report import attach_tune, build_report
     from tests.builders import record, steps
-    from traindoctor.model import Severity, TuneResult
-    from traindoctor.report import attach_tune, build_report
 
     s = steps(200, phases_ms={"data_wait": 30, "forward": 40, "backward": 30})
     report = build_report(record(s))

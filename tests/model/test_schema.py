@@ -2,8 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.builders import meta, steps
-from traindoctor.model import (
+from stepdoctor.model import (
     EnvFact,
     Finding,
     Fix,
@@ -14,6 +13,7 @@ from traindoctor.model import (
     from_jsonable,
     to_jsonable,
 )
+from tests.builders import meta, steps
 
 
 def test_round_trip_of_a_record_with_unions_and_enums() -> None:
@@ -58,7 +58,7 @@ def test_json_default_writes_what_to_jsonable_writes() -> None:
     import json
     from types import MappingProxyType
 
-    from traindoctor.model import ProcessUsage, SystemSample, json_default
+    from stepdoctor.model import ProcessUsage, SystemSample, json_default
 
     f = Finding(
         rule="r",

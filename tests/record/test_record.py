@@ -6,9 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.builders import meta, steps
-from traindoctor.errors import RecordCorruptError, RecordError
-from traindoctor.model import (
+from stepdoctor.errors import RecordCorruptError, RecordError
+from stepdoctor.model import (
     SCHEMA_VERSION,
     ConcurrencyStat,
     GpuSample,
@@ -19,8 +18,9 @@ from traindoctor.model import (
     SystemSample,
     to_jsonable,
 )
-from traindoctor.record import RecordWriter, load_run
-from traindoctor.record.rows import STEP_FIELDS, step_rows_json
+from stepdoctor.record import RecordWriter, load_run
+from stepdoctor.record.rows import STEP_FIELDS, step_rows_json
+from tests.builders import meta, steps
 
 
 def _write(tmp_path: Path, *, end: bool = True) -> Path:
@@ -85,7 +85,7 @@ def test_unusable_header_fails_with_file_and_offset(tmp_path: Path) -> None:
     with pytest.raises(RecordCorruptError, match=r"run.jsonl: corrupt run record at byte 0"):
         load_run(path)
     path.write_text(json.dumps({"type": "header", "schema_version": 99, "meta": {}}))
-    with pytest.raises(RecordCorruptError, match="upgrade traindoctor"):
+    with pytest.raises(RecordCorruptError, match="upgrade stepdoctor"):
         load_run(path)
     path.write_bytes(b"")
     with pytest.raises(RecordCorruptError, match="empty"):

@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pytest
 
+from stepdoctor.model import ModelInfo, ProcessUsage, ProfiledSpan
+from stepdoctor.render import render_text
+from stepdoctor.render.html import html_context, render_html
+from stepdoctor.report import build_report
+from stepdoctor.timeline import MAX_POINTS
 from tests.builders import env, meta, record, samples, steps
-from traindoctor.model import ModelInfo, ProcessUsage, ProfiledSpan
-from traindoctor.render import render_text
-from traindoctor.render.html import html_context, render_html
-from traindoctor.report import build_report
-from traindoctor.timeline import MAX_POINTS
 
 HOSTILE = "<script>alert(1)</script>"
 QUOTED = '/data/it\'s "here"/train.py'
@@ -110,9 +110,9 @@ def _snapshot_path():  # type: ignore[no-untyped-def]
 
 
 def test_saved_run_with_a_profiler_trace_shows_its_tables(tmp_path: Path) -> None:
+    from stepdoctor.cli import main
     from tests.cli.test_cli import _run
     from tests.traces.test_oracle import TRACES
-    from traindoctor.cli import main
 
     source = TRACES / "hta_nccl_a100_r0of2"
     if not source.exists():
@@ -134,7 +134,7 @@ def test_saved_run_with_a_profiler_trace_shows_its_tables(tmp_path: Path) -> Non
     assert "gpu-idle" in rules
 
 
-def test_the_steps_under_traindoctors_profiler_are_a_band_of_their_own() -> None:
+def test_the_steps_under_stepdoctors_profiler_are_a_band_of_their_own() -> None:
     s = steps(300, phases_ms={"forward": 10})
     span = ProfiledSpan(start_ns=s[10].start_ns, end_ns=s[16].end_ns)
     rec = record(s, system=samples(s), profiled=(span,))

@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pytest
 
+from stepdoctor.model import ProfiledSpan
+from stepdoctor.record import load_run
+from stepdoctor.render.html import render_html
+from stepdoctor.report import build_report
 from tests.render.test_html import _hostile_record
 from tests.test_compare import _real_run
-from traindoctor.model import ProfiledSpan
-from traindoctor.record import load_run
-from traindoctor.render.html import render_html
-from traindoctor.report import build_report
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 #: Flags for a headless Chromium as root on a machine with no outside network (the machine
@@ -25,7 +25,7 @@ FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-
          "--disable-background-networking", "--disable-component-update",
          "--disable-sync"]  # fmt: skip
 ARTIFACTS = Path(
-    os.environ.get("TRAINDOCTOR_ARTIFACTS", Path(__file__).parents[2] / "test-artifacts")
+    os.environ.get("STEPDOCTOR_ARTIFACTS", Path(__file__).parents[2] / "test-artifacts")
 )
 
 pytestmark = pytest.mark.skipif(
@@ -83,7 +83,7 @@ def test_report_of_a_real_run_renders_in_chromium(tmp_path: Path) -> None:
     page.write_text(render_html(rec, build_report(rec)))
     problems, ink, dialogs, note = _open(page, ARTIFACTS / "html-report-real-run.png")
     assert problems == [] and dialogs == []
-    assert "Blue band: traindoctor's own torch.profiler capture" in note
+    assert "Blue band: stepdoctor's own torch.profiler capture" in note
     ids = {c["id"] for c in ink}
     assert {"steps", "throughput", "cpu", "memory", "io"} <= ids
     thin = [c for c in ink if c["ink"] < INK or not c["points"]]

@@ -13,10 +13,10 @@ from typing import Any
 
 import jsonschema
 
+from stepdoctor.model import GpuSample, ProfiledSpan
+from stepdoctor.render.perfetto import render_perfetto
 from tests.builders import meta, record, samples, steps
 from tests.cli.test_cli import _run
-from traindoctor.model import GpuSample, ProfiledSpan
-from traindoctor.render.perfetto import render_perfetto
 
 SCHEMA = json.loads((Path(__file__).parents[1] / "data" / "chrome_trace_schema.json").read_text())
 
@@ -75,25 +75,25 @@ def test_one_slice_per_phase_per_step_counters_and_gc_instants() -> None:
     assert '<script>alert("x")</script>' in trace["otherData"]["command"]
 
 
-def test_the_span_traindoctors_profiler_slowed_is_a_slice_of_its_own() -> None:
+def test_the_span_stepdoctors_profiler_slowed_is_a_slice_of_its_own() -> None:
     s = steps(20, phases_ms={"forward": 10})
     rec = record(s, profiled=(ProfiledSpan(start_ns=s[5].start_ns, end_ns=s[11].end_ns),))
     trace = json.loads(render_perfetto(rec))
     jsonschema.validate(trace, SCHEMA)
     events = trace["traceEvents"]
     names = {e["args"]["name"]: e["tid"] for e in events if e["name"] == "thread_name"}
-    (own,) = [e for e in events if e["ph"] == "X" and e["tid"] == names["traindoctor"]]
+    (own,) = [e for e in events if e["ph"] == "X" and e["tid"] == names["stepdoctor"]]
     assert own["name"] == "torch.profiler capture (--trace)"
     assert (own["ts"], own["dur"]) == (5 * 10_000, 7 * 10_000)  # steps 5-11, 10 ms each
     plain = json.loads(render_perfetto(record(s)))["traceEvents"]
-    assert "traindoctor" not in {e["args"]["name"] for e in plain if e["name"] == "thread_name"}
+    assert "stepdoctor" not in {e["args"]["name"] for e in plain if e["name"] == "thread_name"}
 
 
 def test_report_writes_perfetto_of_a_real_run(tmp_path: Path) -> None:
     assert _run(tmp_path).returncode == 0
     out = tmp_path / "run.perfetto.json"
     proc = subprocess.run(
-        [sys.executable, "-m", "traindoctor", "report", str(tmp_path / "run"),
+        [sys.executable, "-m", "stepdoctor", "report", str(tmp_path / "run"),
          "--format", "perfetto", "-o", str(out)],
         capture_output=True, text=True, check=False,
     )  # fmt: skip

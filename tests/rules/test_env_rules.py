@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
+from stepdoctor.model import LoaderInfo, ModelInfo, Severity
+from stepdoctor.rules import RuleContext
+from stepdoctor.rules.cpu_features import cpu_features
+from stepdoctor.rules.cudnn_disabled import cudnn_disabled
+from stepdoctor.rules.memory_limits import memory_limits
+from stepdoctor.rules.thread_oversubscription import thread_oversubscription
+from stepdoctor.rules.wrong_backend import wrong_backend
 from tests.builders import env, record, samples, steps
-from traindoctor.model import LoaderInfo, ModelInfo, Severity
-from traindoctor.rules import RuleContext
-from traindoctor.rules.cpu_features import cpu_features
-from traindoctor.rules.cudnn_disabled import cudnn_disabled
-from traindoctor.rules.memory_limits import memory_limits
-from traindoctor.rules.thread_oversubscription import thread_oversubscription
-from traindoctor.rules.wrong_backend import wrong_backend
 
 GIB = 2**30
 # This machine's healthy facts, as the probes give them (2 cores, AVX-512, CPU-only torch).

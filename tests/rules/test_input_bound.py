@@ -1,9 +1,9 @@
 from __future__ import annotations
 
+from stepdoctor.model import LoaderInfo, Severity
+from stepdoctor.rules import RuleContext
+from stepdoctor.rules.input_bound import input_bound
 from tests.builders import env, record, samples, steps
-from traindoctor.model import LoaderInfo, Severity
-from traindoctor.rules import RuleContext
-from traindoctor.rules.input_bound import input_bound
 
 
 def test_fires_critical_with_loader_settings_and_worker_fix() -> None:

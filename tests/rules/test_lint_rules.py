@@ -7,14 +7,14 @@ import dataclasses
 
 import pytest
 
+from stepdoctor.model import ConcurrencyStat, LayerInfo, ModelInfo, Severity
+from stepdoctor.rules import RuleContext
+from stepdoctor.rules.autograd_in_inference import autograd_in_inference
+from stepdoctor.rules.cpu_fallback_ops import cpu_fallback_ops
+from stepdoctor.rules.float64 import float64
+from stepdoctor.rules.oversized_network import oversized_network
+from stepdoctor.rules.tensor_core_alignment import tensor_core_alignment
 from tests.builders import env, record, steps
-from traindoctor.model import ConcurrencyStat, LayerInfo, ModelInfo, Severity
-from traindoctor.rules import RuleContext
-from traindoctor.rules.autograd_in_inference import autograd_in_inference
-from traindoctor.rules.cpu_fallback_ops import cpu_fallback_ops
-from traindoctor.rules.float64 import float64
-from traindoctor.rules.oversized_network import oversized_network
-from traindoctor.rules.tensor_core_alignment import tensor_core_alignment
 
 
 def _dense(name: str, n_in: int, n_out: int) -> LayerInfo:

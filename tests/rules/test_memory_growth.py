@@ -3,10 +3,10 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 
+from stepdoctor.model import GpuSample, Severity
+from stepdoctor.rules import RuleContext
+from stepdoctor.rules.memory_growth import memory_growth
 from tests.builders import record, samples, steps
-from traindoctor.model import GpuSample, Severity
-from traindoctor.rules import RuleContext
-from traindoctor.rules.memory_growth import memory_growth
 
 MIB = 2**20
 

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
+from stepdoctor.model import ConcurrencyStat, ModelInfo
+from stepdoctor.rules import RuleContext
+from stepdoctor.rules.float64 import float64
+from stepdoctor.rules.shared_model_threads import shared_model_threads
 from tests.builders import record, steps
-from traindoctor.model import ConcurrencyStat, ModelInfo
-from traindoctor.rules import RuleContext
-from traindoctor.rules.float64 import float64
-from traindoctor.rules.shared_model_threads import shared_model_threads
 
 
 def _model(dtype: str) -> ModelInfo:

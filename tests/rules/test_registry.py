@@ -2,10 +2,10 @@ from __future__ import annotations
 
 import pytest
 
+from stepdoctor.model import Evidence, Finding, Fix, Severity, Speedup
+from stepdoctor.rules import RULES, RuleContext, rank, rule, run_rules
+from stepdoctor.rules.summary import split_warmup
 from tests.builders import record, steps
-from traindoctor.model import Evidence, Finding, Fix, Severity, Speedup
-from traindoctor.rules import RULES, RuleContext, rank, rule, run_rules
-from traindoctor.rules.summary import split_warmup
 
 EXPECTED = {
     "input-bound",

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from stepdoctor.model import GpuProcess, GpuSample, LoaderInfo, ProcessUsage, Severity
+from stepdoctor.rules import RuleContext
+from stepdoctor.rules.competing_processes import competing_processes
+from stepdoctor.rules.small_batch import small_batch
+from stepdoctor.rules.thread_oversubscription import thread_oversubscription
 from tests.builders import env, record, samples, steps
-from traindoctor.model import GpuProcess, GpuSample, LoaderInfo, ProcessUsage, Severity
-from traindoctor.rules import RuleContext
-from traindoctor.rules.competing_processes import competing_processes
-from traindoctor.rules.small_batch import small_batch
-from traindoctor.rules.thread_oversubscription import thread_oversubscription
 
 
 def test_competing_processes_names_the_top_ones() -> None:

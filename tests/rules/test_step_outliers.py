@@ -4,10 +4,10 @@ from dataclasses import replace
 
 import pytest
 
+from stepdoctor.model import ProfiledSpan, Severity, StepTiming
+from stepdoctor.rules import RuleContext
+from stepdoctor.rules.step_outliers import step_outliers
 from tests.builders import record, steps
-from traindoctor.model import ProfiledSpan, Severity, StepTiming
-from traindoctor.rules import RuleContext
-from traindoctor.rules.step_outliers import step_outliers
 
 
 def test_periodic_outliers_found_with_their_phase() -> None:
@@ -47,7 +47,7 @@ def test_gc_is_named_when_pauses_explain_the_outliers() -> None:
     assert {e.metric: e.value for e in f.evidence}["phase that grew"] == "gc"
 
 
-def test_steps_under_traindoctors_own_profiler_are_left_out() -> None:
+def test_steps_under_stepdoctors_own_profiler_are_left_out() -> None:
     # 12 steps slowed by a --trace capture: outliers of the profiler's making, not the job's
     s = _slowed(steps(300, phases_ms={"forward": 10}), range(120, 132), forward_ms=40)
     (f,) = step_outliers(RuleContext(record(s)))  # without the span: all 12 are outliers
@@ -60,14 +60,12 @@ def test_steps_under_traindoctors_own_profiler_are_left_out() -> None:
     assert ctx.summary.mean_step_ms == pytest.approx(10.0)
     assert RuleContext(record(s)).summary.mean_step_ms > 11.0
     assert not ctx.profiled_steps & {st.index for st in ctx.steps}
-    assert ctx.summary.profiled_note.startswith("steps 120-131 ran under traindoctor's")
+    assert ctx.summary.profiled_note.startswith("steps 120-131 ran under stepdoctor's")
     # outliers elsewhere are still found, and the finding says what it left out
     s = _slowed(s, range(150, 300, 10), forward_ms=40)
     (f,) = step_outliers(RuleContext(record(s, profiled=(span,))))
     assert {e.metric: e.value for e in f.evidence}["outlier steps"] == 15
-    assert "12 steps under traindoctor's own torch.profiler capture were left out" in (
-        f.explanation
-    )
+    assert "12 steps under stepdoctor's own torch.profiler capture were left out" in (f.explanation)
 
 
 def _slowed(s: tuple[StepTiming, ...], slow: range, *, forward_ms: float) -> tuple[StepTiming, ...]:

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+from stepdoctor.model import ConcurrencyStat, Severity
+from stepdoctor.rules import RuleContext
+from stepdoctor.rules.step_outliers import step_outliers
 from tests.builders import record, steps
-from traindoctor.model import ConcurrencyStat, Severity
-from traindoctor.rules import RuleContext
-from traindoctor.rules.step_outliers import step_outliers
 
 
 def test_outliers_from_threads_sharing_a_model_are_info_with_the_cause() -> None:

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
+from stepdoctor.model import Severity
+from stepdoctor.rules import RuleContext
+from stepdoctor.rules.checkpoint_stalls import checkpoint_stalls
+from stepdoctor.rules.gc_pauses import gc_pauses
+from stepdoctor.rules.slow_callbacks import slow_callbacks
 from tests.builders import record, steps
-from traindoctor.model import Severity
-from traindoctor.rules import RuleContext
-from traindoctor.rules.checkpoint_stalls import checkpoint_stalls
-from traindoctor.rules.gc_pauses import gc_pauses
-from traindoctor.rules.slow_callbacks import slow_callbacks
 
 
 def test_slow_callbacks_fires_on_other_time() -> None:

@@ -1,4 +1,4 @@
-"""``traindoctor run --experiments`` on real scenario jobs."""
+"""``stepdoctor run --experiments`` on real scenario jobs."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ def _run(tmp: Path, script: str, *args: str, experiments: bool = True) -> dict[s
     flags = ["--experiments", "--experiment-budget", "6"] if experiments else []
     proc = subprocess.run(
         [
-            sys.executable, "-m", "traindoctor", "run", "--no-report", *flags,
+            sys.executable, "-m", "stepdoctor", "run", "--no-report", *flags,
             "--json", str(out), "--out", str(tmp / f"run-{script}-{experiments}"),
             str(HERE / script), *args,
         ],
@@ -66,7 +66,7 @@ def test_compute_bound_job_is_not_told_to_add_workers(tmp_path: Path) -> None:
 def test_run_with_trace_folds_the_trace_into_the_report(tmp_path: Path) -> None:
     out = tmp_path / "report.json"
     proc = subprocess.run(
-        [sys.executable, "-m", "traindoctor", "run", "--no-report", "--trace",
+        [sys.executable, "-m", "stepdoctor", "run", "--no-report", "--trace",
          "--json", str(out), "--out", str(tmp_path / "run"), str(HERE / "healthy_mlp.py")],
         capture_output=True,
         text=True,

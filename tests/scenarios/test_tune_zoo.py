@@ -1,4 +1,4 @@
-"""``traindoctor tune`` on real scenario jobs (each run a real subprocess)."""
+"""``stepdoctor tune`` on real scenario jobs (each run a real subprocess)."""
 
 from __future__ import annotations
 
@@ -15,14 +15,14 @@ HERE = Path(__file__).parent
 def _tune(tmp: Path, script: str, *flags: str) -> dict[str, object]:
     out = tmp / "tune.json"
     proc = subprocess.run(
-        [sys.executable, "-m", "traindoctor", "tune", *flags, "--json", str(out),
+        [sys.executable, "-m", "stepdoctor", "tune", *flags, "--json", str(out),
          str(HERE / script)],
         capture_output=True,
         text=True,
         timeout=600,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-2000:]
-    assert "traindoctor tune" in proc.stdout
+    assert "stepdoctor tune" in proc.stdout
     result: dict[str, object] = json.loads(out.read_text())
     return result
 

@@ -2,7 +2,7 @@
 
 Every faulty script must put its rule on top, with warning or critical severity; healthy
 scripts must raise no warning or critical finding. Each run is a real subprocess under
-``traindoctor run`` (about 6 s of training plus torch's import).
+``stepdoctor run`` (about 6 s of training plus torch's import).
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ def run_scenario(script: str, tmp_path: Path) -> dict[str, object]:
         [
             sys.executable,
             "-m",
-            "traindoctor",
+            "stepdoctor",
             "run",
             "--no-report",
             "--json",

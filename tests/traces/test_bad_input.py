@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
+from stepdoctor.cli import main
+from stepdoctor.cli.trace import trace_findings
+from stepdoctor.errors import TraceError
+from stepdoctor.traces import analyse_paths, load_events
 from tests.traces.test_oracle import TRACES
-from traindoctor.cli import main
-from traindoctor.cli.trace import trace_findings
-from traindoctor.errors import TraceError
-from traindoctor.traces import analyse_paths, load_events
 
 EVENTS = {
     "traceEvents": [
@@ -71,7 +71,7 @@ def test_cli_one_line_error_and_json_shape(
     bad = _write(tmp_path / "bad.json.gz", b"\x1f\x8bnot really gzip")
     assert main(["trace", str(bad)]) == 1
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and err[0].startswith("traindoctor: error: ") and str(bad) in err[0]
+    assert len(err) == 1 and err[0].startswith("stepdoctor: error: ") and str(bad) in err[0]
     if not (TRACES / "hta_nccl_a100_r0of2").exists():
         pytest.skip("shared/traces is not available here")
     out = tmp_path / "trace.json"

@@ -1,6 +1,6 @@
 """Fuzzing the trace loader and everything after it (hypothesis).
 
-Whatever bytes a file holds, ``traindoctor trace`` ends in one of two ways: a ``TraceError``
+Whatever bytes a file holds, ``stepdoctor trace`` ends in one of two ways: a ``TraceError``
 (one line naming the file) or an analysis that renders, ranks findings and writes JSON. Inputs
 that once broke that are kept in ``fuzz_corpus/`` and replayed by the last test.
 
@@ -19,9 +19,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from traindoctor.cli.trace import render_trace, summary_to_dict, trace_findings
-from traindoctor.errors import TraceError
-from traindoctor.traces import analyse_paths
+from stepdoctor.cli.trace import render_trace, summary_to_dict, trace_findings
+from stepdoctor.errors import TraceError
+from stepdoctor.traces import analyse_paths
 
 CORPUS = Path(__file__).parent / "fuzz_corpus"
 

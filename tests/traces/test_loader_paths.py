@@ -3,7 +3,7 @@ fuzzed files: streaming with ijson (the reference, and the only way with no C pa
 scanner (``traces/_scan.c``, the default where it was built) and simdjson parsing the file
 whole (``fast=True``, when pysimdjson is installed).
 
-``make test`` sets ``TRAINDOCTOR_REQUIRE_C_PARTS=1``: there the C scanner must have been built.
+``make test`` sets ``STEPDOCTOR_REQUIRE_C_PARTS=1``: there the C scanner must have been built.
 """
 
 from __future__ import annotations
@@ -18,19 +18,19 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from stepdoctor.errors import TraceError
+from stepdoctor.native import PURE_PYTHON_ENV
+from stepdoctor.traces import load_events, trace_files
+from stepdoctor.traces.loader import RankEvents, native_scanner
 from tests.traces.test_fuzz import mangled, plausible_rank
 from tests.traces.test_oracle import CASES, TRACES
-from traindoctor.errors import TraceError
-from traindoctor.native import PURE_PYTHON_ENV
-from traindoctor.traces import load_events, trace_files
-from traindoctor.traces.loader import RankEvents, native_scanner
 
 try:
     import simdjson
 except ImportError:
     simdjson = None
 
-REQUIRED = os.environ.get("TRAINDOCTOR_REQUIRE_C_PARTS", "") == "1"
+REQUIRED = os.environ.get("STEPDOCTOR_REQUIRE_C_PARTS", "") == "1"
 WAYS = [
     pytest.param(
         "native",
@@ -201,7 +201,7 @@ def test_the_c_scanner_agrees_on_odd_documents(data: bytes, tmp_path: Path) -> N
 def test_trace_fast_flag_gives_the_same_analysis(tmp_path: Path) -> None:
     import json
 
-    from traindoctor.cli import main
+    from stepdoctor.cli import main
 
     case = TRACES / "param_dlrm_v100_8rank"
     outs = []
@@ -222,7 +222,7 @@ def test_the_c_scanner_gives_the_same_events_whatever_the_chunks(
         pytest.skip("the C scanner was not built")
     (path,) = trace_files([TRACES / "hta_amd_mi250_tiny"])
     whole = load(path, "native")
-    monkeypatch.setattr("traindoctor.traces.loader.SCAN_CHUNK_BYTES", chunk)
+    monkeypatch.setattr("stepdoctor.traces.loader.SCAN_CHUNK_BYTES", chunk)
     assert load(path, "native") == whole == load(path, "stream")
 
 

@@ -12,14 +12,14 @@ from typing import Any
 
 import pytest
 
-from traindoctor.model import TraceSummary
-from traindoctor.traces import analyse_paths
+from stepdoctor.model import TraceSummary
+from stepdoctor.traces import analyse_paths
 
 
 def _shared_traces() -> Path:
-    """shared/traces beside the checkout (or TRAINDOCTOR_SHARED, or /work/shared)."""
+    """shared/traces beside the checkout (or STEPDOCTOR_SHARED, or /work/shared)."""
     for base in (
-        os.environ.get("TRAINDOCTOR_SHARED"),
+        os.environ.get("STEPDOCTOR_SHARED"),
         Path(__file__).parents[2].parent / "shared",
         "/work/shared",
     ):

@@ -5,10 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from tests.builders import meta
-from tests.traces.test_oracle import TRACES
-from traindoctor.cli.trace import trace_findings
-from traindoctor.model import (
+from stepdoctor.cli.trace import trace_findings
+from stepdoctor.model import (
     KernelStat,
     LaunchStats,
     RankTrace,
@@ -17,8 +15,10 @@ from traindoctor.model import (
     TemporalBreakdown,
     TraceSummary,
 )
-from traindoctor.rules import RuleContext, run_rules
-from traindoctor.traces import analyse_paths
+from stepdoctor.rules import RuleContext, run_rules
+from stepdoctor.traces import analyse_paths
+from tests.builders import meta
+from tests.traces.test_oracle import TRACES
 
 shared = pytest.mark.skipif(not TRACES.exists(), reason="shared/traces is not available here")
 
@@ -87,7 +87,7 @@ def test_no_trace_means_the_trace_rules_are_skipped() -> None:
 
 
 def test_rank_list_is_compact() -> None:
-    from traindoctor.rules._traces import rank_list
+    from stepdoctor.rules._traces import rank_list
 
     assert rank_list([5, 0, 1, 2, 3, 7, 8]) == "0-3, 5, 7, 8"
     assert rank_list([4]) == "4"
@@ -107,7 +107,7 @@ def test_findings_of_many_ranks_come_once_per_rule_and_severity() -> None:
     assert any(e.metric == "ranks affected" and e.value == len(grouped.ranks)
                for e in grouped.evidence)  # fmt: skip
     # The worst rank's numbers stand for the group: one finding per rank before grouping.
-    from traindoctor.rules.gpu_idle import gpu_idle
+    from stepdoctor.rules.gpu_idle import gpu_idle
 
     trace = analyse_paths([TRACES / "param_dlrm_v100_8rank"])
     per_rank = [f for f in gpu_idle(RuleContext(_record(), trace=trace))

@@ -1,0 +1,153 @@
+"""``stepdoctor run SCRIPT [ARGS]``: run a training script unmodified and diagnose it."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import sys
+from pathlib import Path
+
+from stepdoctor.cli._common import error_line
+from stepdoctor.cli.trace import render_trace
+from stepdoctor.collect import Session, default_run_dir
+from stepdoctor.collect.hooks.profiling import TraceCapture
+from stepdoctor.collect.hooks.trigger import ExperimentTrigger
+from stepdoctor.collect.runner import check_script, import_torch_if_available, run_script
+from stepdoctor.experiments import DEFAULT_BUDGET_S, make_run_experiment
+from stepdoctor.experiments.overrides import Overrides, apply_overrides
+from stepdoctor.model import Report, TraceSummary
+from stepdoctor.render import render_json, render_text
+from stepdoctor.render.html import render_html
+from stepdoctor.report import build_report, fold_trace
+from stepdoctor.traces import analyse_paths
+from stepdoctor.watching import stderr_line
+
+__all__ = ["add_parser", "run"]
+
+
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Register the command."""
+    p = sub.add_parser(
+        "run",
+        help="run a Python training script under stepdoctor",
+        description="Run SCRIPT as __main__ with ARGS, watch it, diagnose it.",
+    )
+    p.add_argument(
+        "--out",
+        type=Path,
+        help="folder for the run record (default: ./stepdoctor-runs/<timestamp>-<pid>)",
+    )
+    p.add_argument("--json", type=Path, dest="json_path", help="also write the report as JSON")
+    p.add_argument(
+        "--html",
+        type=Path,
+        dest="html_path",
+        metavar="FILE",
+        help="also write the report as one self-contained HTML page with plots",
+    )
+    p.add_argument(
+        "--log-every",
+        type=int,
+        metavar="N",
+        help="print a progress line every N steps (default: every 10 s)",
+    )
+    p.add_argument(
+        "--interval",
+        type=float,
+        default=0.1,
+        metavar="S",
+        help="sampling period of CPU/memory/GPU in seconds (default 0.1)",
+    )
+    p.add_argument(
+        "--experiments",
+        action="store_true",
+        help="after the warm-up, pause the job once to measure data-only and compute-only "
+        "throughput with its own loader, model and batch (the job's results are unchanged)",
+    )
+    p.add_argument(
+        "--experiment-budget",
+        type=float,
+        default=DEFAULT_BUDGET_S,
+        metavar="S",
+        help=f"longest pause for the experiments in seconds (default {DEFAULT_BUDGET_S:g})",
+    )
+    p.add_argument(
+        "--trace",
+        action="store_true",
+        help="capture a short torch.profiler trace of the job's steps after its warm-up "
+        "(into the run folder, Perfetto-loadable) and fold its analysis into the report",
+    )
+    p.add_argument("--no-report", action="store_true", help="do not print the diagnosis")
+    p.add_argument("--width", type=int, default=100, help="width of the printed report")
+    p.add_argument("script", type=Path, help="the Python script to run")
+    p.add_argument("args", nargs=argparse.REMAINDER, help="arguments for the script")
+    p.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the script; return its exit code (stepdoctor's own problems do not change it)."""
+    check_script(args.script)
+    import_torch_if_available()
+    overrides = Overrides.from_env(os.environ)
+    remove_overrides = apply_overrides(overrides) if overrides is not None else None
+    out_dir = args.out or default_run_dir()
+    capture = TraceCapture(out_dir / "trace") if args.trace else None
+    session = Session(
+        out_dir,
+        command=("stepdoctor", "run", str(args.script), *args.args),
+        interval_s=args.interval,
+        log_every_steps=args.log_every,
+        progress_sink=stderr_line,
+        instrument_torch=True,
+        experiment=ExperimentTrigger(make_run_experiment(args.experiment_budget))
+        if args.experiments
+        else None,
+        max_steps=None if overrides is None else overrides.max_steps,
+        trace=capture,
+    )
+    session.start()
+    stderr_line(f"recording to {session.out_dir}")
+    result = None
+    try:
+        result = run_script(args.script, list(args.args))
+    finally:
+        if result is None:  # only a BaseException escaping run_script (it catches all)
+            record = session.stop("exception", 1, "stepdoctor runner failed")
+        else:
+            record = session.stop(result.status, result.exit_code, result.error)
+        if remove_overrides is not None:
+            remove_overrides()
+    try:
+        report = build_report(record)
+        trace = None
+        if capture is not None:
+            report, trace = _with_trace(report, capture, show=not args.no_report, width=args.width)
+        if not args.no_report:
+            sys.stderr.write(render_text(report, width=args.width))
+        if args.json_path is not None:
+            args.json_path.write_text(render_json(report), encoding="utf-8")
+        if args.html_path is not None:
+            args.html_path.write_text(render_html(record, report, trace), encoding="utf-8")
+            stderr_line(f"HTML report: {args.html_path}")
+    except Exception as exc:  # the job's exit code wins over a reporting failure
+        error_line(f"could not build the report: {exc!r} (the run record is kept)")
+    stderr_line(f"run record: {session.record_path}")
+    return result.exit_code
+
+
+def _with_trace(
+    report: Report, capture: TraceCapture, *, show: bool, width: int
+) -> tuple[Report, TraceSummary | None]:
+    """Fold the captured trace's analysis into the report (its findings join, ranked)."""
+    files = capture.files()
+    if not files:
+        note = capture.error or (
+            "no profiler trace was written: the job ended before the profiler's active steps"
+        )
+        return dataclasses.replace(report, warnings=(*report.warnings, note)), None
+    summary = analyse_paths([capture.folder])
+    if show:
+        sys.stderr.write(render_trace(summary, width=width, notes=False))
+    stderr_line(f"profiler trace: {files[0]}")
+    return fold_trace(report, summary), summary

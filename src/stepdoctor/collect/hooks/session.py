@@ -1,0 +1,262 @@
+"""The hot-path half of a watched run: ``step``, ``phase``, ``loader`` and the hooks' lifetime.
+
+Only one session is active at a time in a process; ``current_session()`` returns it, so a
+``stepdoctor.watch()`` inside a script run by ``stepdoctor run`` joins the running session.
+The hot-path methods only read the clock and append (docs/design/hot-path.md).
+
+``BaseSession`` installs and removes the hooks (torch patches, the GC callback, the trace
+capture); what collects and records the events (the monitor thread, the readers, the run
+record) is a subclass's: ``stepdoctor.collect.Session``. This module imports neither the
+reducer nor the samplers.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterable, Iterator
+from types import TracebackType
+from typing import Any, TypeVar
+
+from stepdoctor.collect.hooks.autoinstrument import TorchPatches
+from stepdoctor.collect.hooks.batches import batch_size_of, loader_info
+from stepdoctor.collect.hooks.events import (
+    ENTER,
+    EXIT,
+    STEP,
+    Event,
+    EventBuffer,
+    new_event_buffer,
+)
+from stepdoctor.collect.hooks.gcwatch import GcWatch
+from stepdoctor.collect.hooks.profiling import TraceCapture
+from stepdoctor.collect.hooks.trigger import ExperimentTrigger, StepLimit, StepLimitReached
+from stepdoctor.errors import UsageError
+from stepdoctor.model import LoaderInfo, Phase, RunRecord
+
+__all__ = ["BaseSession", "current_session", "end_status"]
+
+T = TypeVar("T")
+
+_DATA_WAIT = Phase.DATA_WAIT.value
+_ACTIVE: BaseSession | None = None
+
+
+def current_session() -> BaseSession | None:
+    """Return the active session of this process, if any."""
+    return _ACTIVE
+
+
+class _PhaseContext:
+    __slots__ = ("_append", "_clock", "_name")
+
+    def __init__(
+        self, append: Callable[[Event], None], clock: Callable[[], int], name: str
+    ) -> None:
+        self._append = append
+        self._clock = clock
+        self._name = name
+
+    def __enter__(self) -> None:
+        self._append((self._clock(), ENTER, self._name, threading.get_ident()))
+
+    def __exit__(self, *exc: object) -> None:
+        self._append((self._clock(), EXIT, None, threading.get_ident()))
+
+
+class BaseSession(ABC):
+    """The hooks of one watched run and the events they append.
+
+    Args:
+        instrument_torch: ``True`` patches torch (importing it), ``"auto"`` only if the job
+            already imported it, ``False`` never.
+        clock: the event clock (an injectable seam for tests).
+        experiment: runs an experiment once in the job's thread after its warm-up
+            (``stepdoctor run --experiments``).
+        max_steps: end the job after this many optimizer steps (``stepdoctor tune``).
+        trace: capture a short torch.profiler trace of the job's steps (``run --trace``).
+    """
+
+    def __init__(
+        self,
+        *,
+        instrument_torch: bool | str = "auto",
+        clock: Callable[[], int] = time.perf_counter_ns,
+        experiment: ExperimentTrigger | None = None,
+        max_steps: int | None = None,
+        trace: TraceCapture | None = None,
+    ) -> None:
+        self.events: EventBuffer = new_event_buffer()
+        self.experiment_trigger = experiment
+        self.step_limit = None if max_steps is None else StepLimit(max_steps)
+        self.trace_capture = trace
+        self.clock = clock
+        self.models: dict[int, Any] = {}
+        self.loaders: dict[int, LoaderInfo] = {}
+        self.batch_dtypes: list[str] = []
+        self.model_inputs: dict[int, tuple[tuple[int, ...], str | None]] = {}
+        self.fallback_ops: list[str] = []
+        self.h2d_in_forward: list[int] = [0]
+        self.sync_calls: list[int] = [0]
+        self.record: RunRecord | None = None
+        self._instrument_torch = instrument_torch
+        self._append = self.events.append
+        self._phases: dict[str, _PhaseContext] = {}
+        self._gc = GcWatch(self.events, clock)
+        self._patches = TorchPatches(self)
+
+    # -- hot path ------------------------------------------------------------------------
+
+    def step(self, batch_size: int | None = None) -> None:
+        """Mark the end of a training (or inference) step; ``batch_size`` sets samples/s."""
+        self._append((self.clock(), STEP, batch_size, threading.get_ident()))
+
+    def phase(self, name: Phase | str) -> _PhaseContext:
+        """Return a context manager timing a phase (``with doc.phase("h2d"): ...``)."""
+        key = str(name)
+        ctx = self._phases.get(key)
+        if ctx is None:
+            ctx = self._phases[key] = _PhaseContext(self._append, self.clock, key)
+        return ctx
+
+    def loader(self, iterable: Iterable[T]) -> Iterator[T]:
+        """Yield from ``iterable``, timing each wait for the next batch as ``data_wait``."""
+        if hasattr(iterable, "num_workers") and id(iterable) not in self.loaders:
+            self.loaders[id(iterable)] = loader_info(iterable)
+        append, clock, get_ident = self._append, self.clock, threading.get_ident
+        iterator = iter(iterable)
+        while True:
+            tid = get_ident()
+            append((clock(), ENTER, _DATA_WAIT, tid))
+            try:
+                batch = next(iterator)
+            except StopIteration:
+                append((clock(), EXIT, None, tid))
+                return
+            except BaseException:
+                append((clock(), EXIT, None, tid))
+                raise
+            append((clock(), EXIT, batch_size_of(batch), tid))
+            yield batch
+
+    # -- what a subclass collects with ---------------------------------------------------
+
+    @abstractmethod
+    def _open(self) -> None:
+        """Make the record and the collectors, not yet running (before any hook)."""
+
+    @abstractmethod
+    def _run_collectors(self) -> None:
+        """Start the collectors (after every hook is in place)."""
+
+    @abstractmethod
+    def _close(self, status: str, exit_code: int, error: str) -> RunRecord:
+        """Stop the collectors (every hook is off), finish the record and return the run."""
+
+    @abstractmethod
+    def _notice(self, message: str) -> None:
+        """Note a warning about the watching itself in the run's record."""
+
+    # -- lifetime ------------------------------------------------------------------------
+
+    def start(self) -> BaseSession:
+        """Install the hooks and start the collectors.
+
+        Raises:
+            UsageError: another session is already active in this process.
+        """
+        global _ACTIVE
+        if _ACTIVE is not None:
+            raise UsageError(
+                "a stepdoctor session is already active in this process; "
+                "use stepdoctor.watch(), which joins it"
+            )
+        self._open()
+        _ACTIVE = self
+        self._install_torch()
+        if self.trace_capture is not None:
+            self.trace_capture.start(self.clock)
+            if self.trace_capture.error:
+                self._notice(self.trace_capture.error)
+        self._gc.install()
+        self._run_collectors()
+        return self
+
+    def stop(self, status: str = "ok", exit_code: int = 0, error: str = "") -> RunRecord:
+        """Remove every hook, finish the record and return what was recorded.
+
+        Safe to call once per start; the job's own exception is not touched.
+        """
+        global _ACTIVE
+        if self.record is not None:
+            return self.record
+        if self.trace_capture is not None:
+            self.trace_capture.stop()
+            if self.trace_capture.error:
+                self._notice(self.trace_capture.error)
+        self._patches.uninstall()
+        self._gc.uninstall()
+        if _ACTIVE is self:
+            _ACTIVE = None
+        self.record = self._close(status, exit_code, error)
+        return self.record
+
+    def __enter__(self) -> BaseSession:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        status, code, error = end_status(exc)
+        self.stop(status, code, error)
+
+    def _install_torch(self) -> None:
+        wanted = self._instrument_torch
+        if wanted is False or (wanted == "auto" and "torch" not in sys.modules):
+            return
+        try:
+            self._patches.install()
+        except ImportError:
+            if wanted is True:
+                self._notice("torch is not installed: only doc.step()/doc.phase() are timed")
+        except Exception as exc:  # a torch we do not understand must not break the job
+            self._patches.uninstall()
+            self._notice(f"could not instrument torch: {exc!r}")
+
+    def _after_fork_in_child(self) -> None:
+        """In a forked child (a DataLoader worker): stop recording into the copied state."""
+        self._patches.uninstall()
+        self._gc.uninstall()
+        self.events.clear()
+
+
+def end_status(exc: BaseException | None) -> tuple[str, int, str]:
+    """Return (status, exit code, error text) for how a job ended."""
+    if exc is None:
+        return "ok", 0, ""
+    if isinstance(exc, SystemExit):
+        code = exc.code
+        if code is None:
+            return "exit", 0, ""
+        if isinstance(code, int):
+            return "exit", code, ""
+        return "exit", 1, str(code)
+    if isinstance(exc, KeyboardInterrupt):
+        return "interrupted", 130, "KeyboardInterrupt"
+    if isinstance(exc, StepLimitReached):
+        return "stopped", 0, str(exc)
+    return "exception", 1, f"{type(exc).__name__}: {exc}"
+
+
+def _in_child() -> None:
+    if _ACTIVE is not None:
+        _ACTIVE._after_fork_in_child()
+
+
+os.register_at_fork(after_in_child=_in_child)

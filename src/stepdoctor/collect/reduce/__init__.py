@@ -1,0 +1,1 @@
+"""Off the hot path: the monitor thread, the step reducer and the progress lines."""

@@ -1,0 +1,462 @@
+"""Turn hot-path events into steps, off the hot path.
+
+Step boundaries, in order of precedence:
+
+1. ``explicit``: the user called ``Session.step()``; from then on only those calls end steps.
+2. ``optimizer``: the end of a step of the *first* optimizer seen (a GAN's second optimizer, or
+   a scheduler, does not end a step).
+3. ``model``: one step per outermost model call, for inference-only jobs. Until an optimizer
+   step is seen, model-call steps are held back as tentative; the first optimizer step merges
+   them into one (a training step calls the model, maybe several times with gradient
+   accumulation, before its optimizer step). After ``MODEL_MODE_AFTER_CALLS`` calls without an
+   optimizer step, or at the end of the run, the job is taken as inference-only.
+
+Time between events goes to the innermost open phase of the owner thread, or to ``other`` —
+except that time in no phase while other threads run the model's forward counts as
+``forward`` (the loop is waiting for the model, as with a thread pool serving requests).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from stepdoctor.collect.hooks import events as codes
+from stepdoctor.collect.hooks.events import (
+    ENTER,
+    EXIT,
+    FWD_ENTER,
+    FWD_EXIT,
+    GC_START,
+    GC_STOP,
+    OPT_END,
+    STEP,
+    Event,
+    EventBuffer,
+)
+from stepdoctor.collect.reduce.progress import marks_of
+from stepdoctor.model import ConcurrencyStat, Phase, StepTiming
+from stepdoctor.native import c_part, wanted
+from stepdoctor.record.rows import encode_json, step_rows_json
+
+__all__ = [
+    "MODEL_MODE_AFTER_CALLS",
+    "ModelCallsRow",
+    "Reducer",
+    "StepReducer",
+    "concurrency_stats",
+    "native_reducer",
+    "new_reducer",
+]
+
+#: Model calls without an optimizer step before a job is taken as inference-only. Gradient
+#: accumulation over more than 64 micro-batches is rare; 64 tentative steps are ~10 KiB held.
+MODEL_MODE_AFTER_CALLS = 64
+
+ModelCallsRow = tuple[object, str, int, int, int, int, int, int, int, int, int]
+"""``(model_id, class_name, calls, threads, max_concurrent, concurrent_calls, solo_ns,
+solo_calls, concurrent_ns, grad_calls, train_mode_calls)``: one model's forward calls."""
+
+_OTHER = Phase.OTHER.value
+_FORWARD = Phase.FORWARD.value
+_OPTIMIZER = Phase.OPTIMIZER.value
+
+
+class _Open:
+    """The step being accumulated (a plain slotted class: one is made per step)."""
+
+    __slots__ = (
+        "batch_size",
+        "gc_count",
+        "gc_max_pause_ns",
+        "gc_pause_ns",
+        "gc_phase_ns",
+        "phase_ns",
+        "start_ns",
+    )
+
+    def __init__(self, start_ns: int) -> None:
+        self.start_ns = start_ns
+        self.phase_ns: dict[str, int] = {}
+        self.batch_size: int | None = None
+        self.gc_count = 0
+        self.gc_pause_ns = 0
+        self.gc_max_pause_ns = 0
+        self.gc_phase_ns: dict[str, int] = {}
+
+    def merge(self, other: _Open) -> None:
+        for name, ns in other.phase_ns.items():
+            self.phase_ns[name] = self.phase_ns.get(name, 0) + ns
+        self.batch_size = self.batch_size or other.batch_size
+        self.gc_count += other.gc_count
+        self.gc_pause_ns += other.gc_pause_ns
+        self.gc_max_pause_ns = max(self.gc_max_pause_ns, other.gc_max_pause_ns)
+        for name, ns in other.gc_phase_ns.items():
+            self.gc_phase_ns[name] = self.gc_phase_ns.get(name, 0) + ns
+
+
+@dataclass(slots=True)
+class _ModelCalls:
+    class_name: str
+    calls: int = 0
+    threads: set[int] = field(default_factory=set)
+    active: dict[int, tuple[int, bool]] = field(default_factory=dict)
+    max_concurrent: int = 0
+    concurrent_calls: int = 0
+    solo_ns: int = 0
+    solo_calls: int = 0
+    concurrent_ns: int = 0
+    grad_calls: int = 0
+    train_mode_calls: int = 0
+
+
+class StepReducer:
+    """Consume events in order; hand out finished steps.
+
+    Args:
+        owner_thread: the thread whose phases make up steps (the training loop's thread).
+        model_names: ``id(model) -> class name`` (looked up lazily, may grow).
+        keep_steps: keep the finished steps for ``take_steps`` (else only their rows and
+            progress marks are handed out).
+    """
+
+    def __init__(
+        self,
+        owner_thread: int,
+        model_names: dict[int, str] | None = None,
+        *,
+        keep_steps: bool = True,
+    ) -> None:
+        self.owner_thread = owner_thread
+        self._keep_steps = keep_steps
+        self.mode: str | None = None
+        self.model_names = model_names if model_names is not None else {}
+        self._boundary_optimizer: object = None
+        self._stack: list[str] = []
+        self._open: _Open | None = None
+        self._last_t = 0
+        self._tentative: list[tuple[_Open, int]] = []
+        self._done: list[StepTiming] = []
+        self._unrowed: list[StepTiming] = []
+        """The steps made since the last ``take_rows()``."""
+        self._unmarked: list[StepTiming] = []
+        """The steps made since the last ``take_marks()``."""
+        self._next_index = 0
+        self._gc_start: int | None = None
+        self._models: dict[int, _ModelCalls] = {}
+        self._foreign_forwards = 0
+
+    def feed(self, events: Iterable[Event]) -> None:
+        """Process events (in the order they were appended).
+
+        This loop runs on the monitor thread for ~10 events a step, so the open step and the
+        time of the last event are kept in locals (written back around the rarer calls that
+        read them) and the charge of elapsed time to the open phase is inline
+        (docs/overhead.md).
+        """
+        owner = self.owner_thread
+        stack = self._stack
+        step = self._open
+        last_t = self._last_t
+        try:
+            for t, code, arg, tid in events:
+                if code >= FWD_ENTER:
+                    if code >= GC_START:
+                        self._open, self._last_t = step, last_t
+                        if code == GC_START:
+                            self._gc_start = t
+                        elif code == GC_STOP:
+                            self._gc_stop(t, tid == owner)
+                        elif step is not None:  # RESET: drop what the open step holds
+                            step = _Open(start_ns=t)
+                            last_t = t
+                        continue
+                    # FWD_ENTER or FWD_EXIT
+                    if tid != owner:
+                        if step is not None:
+                            self._open, self._last_t = step, last_t
+                            step = self._charge(t)
+                            last_t = self._last_t
+                        self._foreign_forwards += 1 if code == FWD_ENTER else -1
+                    if type(arg) is int:
+                        self._concurrency(t, code, arg, tid)
+                if tid != owner:
+                    continue
+                if step is None:
+                    step = _Open(start_ns=t)
+                    last_t = t
+                elif t > last_t:
+                    phase = stack[-1] if stack else _OTHER
+                    if phase == _OTHER and self._foreign_forwards > 0:
+                        # The loop's thread waits while other threads run the model: model time.
+                        phase = _FORWARD
+                    phase_ns = step.phase_ns
+                    phase_ns[phase] = phase_ns.get(phase, 0) + (t - last_t)
+                    last_t = t
+                if code == ENTER:
+                    stack.append(str(arg))
+                elif code == EXIT:
+                    if stack:
+                        stack.pop()
+                    if type(arg) is int:
+                        step.batch_size = arg
+                elif code == FWD_ENTER:
+                    stack.append(_FORWARD)
+                elif code in (OPT_END, FWD_EXIT, STEP):
+                    self._open, self._last_t = step, last_t
+                    if code == OPT_END:
+                        if stack:
+                            stack.pop()
+                        self._optimizer_boundary(t, arg)
+                    elif code == FWD_EXIT:
+                        if stack:
+                            stack.pop()
+                        self._model_boundary(t)
+                    else:
+                        self.mode = "explicit"
+                        if isinstance(arg, int):
+                            step.batch_size = arg
+                        self._close(t, "explicit")
+                    step = self._open
+        finally:  # an event that raised leaves the state of the ones before it
+            self._open, self._last_t = step, last_t
+
+    def drain(self, events: EventBuffer) -> None:
+        """``feed`` everything appended to ``events`` so far, taking it out."""
+        self.feed(events.take())
+
+    def take_steps(self) -> list[StepTiming]:
+        """Return the steps finished since the last call."""
+        done, self._done = self._done, []
+        return done
+
+    def take_rows(self) -> bytes:
+        """Return the record rows of the steps made since the last call (``step_rows_json``:
+        comma-separated JSON arrays; empty when there are none)."""
+        steps, self._unrowed = self._unrowed, []
+        return step_rows_json(steps) if steps else b""
+
+    def take_marks(self) -> bytes:
+        """Return the progress marks of the steps made since the last call (``marks_of``)."""
+        steps, self._unmarked = self._unmarked, []
+        return marks_of(steps)
+
+    def finish(self) -> list[StepTiming]:
+        """Settle tentative model steps (the job is inference-only) and return what is left.
+
+        The step still open at the end (time after the last boundary) is dropped: it is not a
+        whole step.
+        """
+        if self.mode is None and self._tentative:
+            self._settle_model_mode()
+        return self.take_steps()
+
+    def model_calls(self) -> list[ModelCallsRow]:
+        """Return the per-model counts (``ModelCallsRow``), in the order models were seen."""
+        return [
+            (
+                model_id, c.class_name, c.calls, len(c.threads), c.max_concurrent,
+                c.concurrent_calls, c.solo_ns, c.solo_calls, c.concurrent_ns, c.grad_calls,
+                c.train_mode_calls,
+            )
+            for model_id, c in self._models.items()
+        ]  # fmt: skip
+
+    # -- internals ---------------------------------------------------------------------
+
+    def _charge(self, t: int) -> _Open:
+        step = self._open
+        if step is None:
+            step = self._open = _Open(start_ns=t)
+            self._last_t = t
+            return step
+        if t > self._last_t:
+            phase = self._stack[-1] if self._stack else _OTHER
+            if phase == _OTHER and self._foreign_forwards > 0:
+                # The loop's thread waits while other threads run the model: model time.
+                phase = _FORWARD
+            step.phase_ns[phase] = step.phase_ns.get(phase, 0) + (t - self._last_t)
+            self._last_t = t
+        return step
+
+    def _gc_stop(self, t: int, on_owner: bool) -> None:
+        if self._gc_start is None:
+            return
+        pause = t - self._gc_start
+        self._gc_start = None
+        step = self._open
+        if step is None:
+            return
+        step.gc_count += 1
+        step.gc_pause_ns += pause
+        step.gc_max_pause_ns = max(step.gc_max_pause_ns, pause)
+        if on_owner:
+            phase = self._stack[-1] if self._stack else _OTHER
+            step.gc_phase_ns[phase] = step.gc_phase_ns.get(phase, 0) + pause
+
+    def _model_boundary(self, t: int) -> None:
+        if self.mode == "model":
+            self._close(t, "model")
+        elif self.mode is None and self._open is not None:
+            self._tentative.append((self._open, t))
+            self._open = _Open(start_ns=t)
+            if len(self._tentative) >= MODEL_MODE_AFTER_CALLS:
+                self._settle_model_mode()
+
+    def _settle_model_mode(self) -> None:
+        self.mode = "model"
+        for step, end in self._tentative:
+            self._emit(step, end, "model")
+        self._tentative = []
+
+    def _optimizer_boundary(self, t: int, optimizer_id: object) -> None:
+        if self.mode == "explicit":
+            return
+        if self._boundary_optimizer is None:
+            self._boundary_optimizer = optimizer_id
+        elif optimizer_id != self._boundary_optimizer:
+            return
+        if self.mode != "optimizer":
+            self.mode = "optimizer"
+            if self._tentative and self._open is not None:
+                first = self._tentative[0][0]
+                for step, _ in self._tentative[1:]:
+                    first.merge(step)
+                first.merge(self._open)
+                self._open = first
+            self._tentative = []
+        self._close(t, "optimizer")
+
+    def _close(self, t: int, boundary: str) -> None:
+        if self._open is None:
+            return
+        self._emit(self._open, t, boundary)
+        self._open = _Open(start_ns=t)
+
+    def _emit(self, step: _Open, end: int, boundary: str) -> None:
+        timing = StepTiming(
+            index=self._next_index,
+            start_ns=step.start_ns,
+            end_ns=end,
+            boundary=boundary,
+            batch_size=step.batch_size,
+            phase_ns=step.phase_ns,  # the _Open is dropped after this: no copy
+            gc_count=step.gc_count,
+            gc_pause_ns=step.gc_pause_ns,
+            gc_max_pause_ns=step.gc_max_pause_ns,
+            gc_phase_ns=step.gc_phase_ns,
+        )
+        if self._keep_steps:
+            self._done.append(timing)
+        self._unrowed.append(timing)
+        self._unmarked.append(timing)
+        self._next_index += 1
+
+    def _concurrency(self, t: int, code: int, arg: int, tid: int) -> None:
+        # events.split_fwd_arg, inline: it runs once per model call
+        model_id = arg >> 2 if code == FWD_ENTER else arg
+        calls = self._models.get(model_id)
+        if calls is None:
+            calls = self._models[model_id] = _ModelCalls(
+                class_name=self.model_names.get(model_id, "?")
+            )
+        active = calls.active
+        if code == FWD_ENTER:
+            overlapped = bool(active)
+            if overlapped:
+                calls.active = active = {k: (s, True) for k, (s, _) in active.items()}
+            active[tid] = (t, overlapped)
+            calls.calls += 1
+            calls.grad_calls += arg >> 1 & 1
+            calls.train_mode_calls += arg & 1
+            calls.threads.add(tid)
+            calls.max_concurrent = max(calls.max_concurrent, len(active))
+            return
+        started = active.pop(tid, None)
+        if started is None:
+            return
+        start, overlapped = started
+        if overlapped:
+            calls.concurrent_calls += 1
+            calls.concurrent_ns += t - start
+        else:
+            calls.solo_calls += 1
+            calls.solo_ns += t - start
+
+
+class Reducer(Protocol):
+    """What the monitor uses of a reducer: ``StepReducer`` or the C one (``new_reducer``)."""
+
+    @property
+    def model_names(self) -> dict[int, str]: ...
+    @property
+    def mode(self) -> str | None: ...
+    def feed(self, events: list[Event]) -> None: ...
+    def drain(self, events: EventBuffer) -> None: ...
+    def take_steps(self) -> list[StepTiming]: ...
+    def take_rows(self) -> bytes: ...
+    def take_marks(self) -> bytes: ...
+    def finish(self) -> list[StepTiming]: ...
+    def model_calls(self) -> list[ModelCallsRow]: ...
+
+
+def concurrency_stats(rows: list[ModelCallsRow], names: dict[int, str]) -> list[ConcurrencyStat]:
+    """Per-model statistics of the threads that entered its forward, from ``model_calls()``."""
+    stats = []
+    for (
+        model_id, class_name, calls, threads, max_concurrent, concurrent_calls, solo_ns,
+        solo_calls, concurrent_ns, grad_calls, train_mode_calls,
+    ) in rows:  # fmt: skip
+        stats.append(
+            ConcurrencyStat(
+                model_id=model_id,  # type: ignore[arg-type]
+                class_name=names.get(model_id, class_name),  # type: ignore[call-overload]
+                calls=calls,
+                threads=threads,
+                max_concurrent=max_concurrent,
+                concurrent_calls=concurrent_calls,
+                solo_mean_ns=solo_ns / solo_calls if solo_calls else None,
+                concurrent_mean_ns=concurrent_ns / concurrent_calls if concurrent_calls else None,
+                grad_calls=grad_calls,
+                train_mode_calls=train_mode_calls,
+            )
+        )
+    return stats
+
+
+def native_reducer() -> Any:
+    """The ``_reduce`` C module, or None (``native.c_part``: not built, switched off, or built
+    from other event codes than ``events``')."""
+    names = ("ENTER", "EXIT", "STEP", "OPT_END", "FWD_ENTER", "FWD_EXIT", "GC_START", "GC_STOP")
+    return c_part(
+        "stepdoctor.collect.reduce._reduce", {name: getattr(codes, name) for name in names}
+    )
+
+
+def new_reducer(
+    owner_thread: int,
+    model_names: dict[int, str] | None = None,
+    *,
+    native: bool | None = None,
+    keep_steps: bool = True,
+) -> Reducer:
+    """A reducer for ``owner_thread``'s steps: the C one where built, else ``StepReducer``.
+
+    Args:
+        native: the C one (True: it must be built), the Python one (False), or the C one
+            when built (None).
+        keep_steps: hand the steps out as ``StepTiming``s (``take_steps``); a run's monitor
+            needs only their rows and progress marks, and the C reducer then makes none.
+
+    Raises:
+        RuntimeError: ``native`` is True and the C reducer is not built.
+    """
+    module = wanted(native_reducer, native, "reducer (collect/reduce/_reduce)")
+    if module is None:
+        return StepReducer(owner_thread, model_names, keep_steps=keep_steps)
+    names = model_names if model_names is not None else {}
+    reducer: Reducer = module.Reducer(
+        owner_thread, names, StepTiming, MODEL_MODE_AFTER_CALLS, encode_json, keep_steps=keep_steps
+    )
+    return reducer

@@ -1,0 +1,1 @@
+"""System metrics: psutil and /proc readers, NVML, and the sampler thread."""

@@ -1,0 +1,564 @@
+/* A native thread that reads small files (/proc/stat, /proc/<pid>/stat) at a fixed interval.
+ *
+ * What a sample costs the job is mostly the monitor waking up: after 100 ms asleep, the first
+ * microseconds of Python code run 10-20x slower than warm (caches and TLBs refilled; measured
+ * here: /proc/stat parsed in 314 us the first time after a 100 ms sleep, 14 us the second),
+ * and a Python thread must also take the GIL from the job's thread. This thread holds no
+ * Python object and never takes the GIL: at each tick it preads every file into a snapshot
+ * (kept descriptors, no path lookups), and the monitor turns the snapshots into samples at
+ * its flush, twice a second, with its code warm. Python twin and reference:
+ * sampler.PySampler (docs/design/hot-path.md).
+ *
+ * Interface (sampler.Sampler):
+ *   Sampler(interval_ns, capacity=600, nice=None)
+ *   set_files(paths) -> generation     files read from the next tick on (unreadable: None)
+ *   start(); stop()                    stop joins and closes the files; both safe to repeat
+ *   take() -> [(t_ns, generation, (bytes | None, ...)), ...]   oldest first, since last take
+ *   cpu_ns                             the thread's CPU time, once stopped
+ * t_ns is CLOCK_MONOTONIC (time.monotonic_ns()). When take() is not called, the oldest
+ * snapshots beyond capacity are dropped (counted in .dropped).
+ *
+ * In a child made by fork() (DataLoader workers) the thread does not exist: the object then
+ * neither joins nor reads, and take() returns [].
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <structmember.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+/* Larger than what is read of any file: /proc/stat's cpu lines come first, and its long
+ * interrupt lines past this are not needed. */
+#define READ_MAX (1 << 20)
+#define READ_FIRST (1 << 16)
+
+typedef struct {
+    long long t_ns;
+    unsigned long generation;
+    Py_ssize_t n;
+    Py_ssize_t *lengths; /* -1: the file could not be read */
+    char *data;          /* the files' bytes, one after the other */
+} Snapshot;
+
+typedef struct {
+    PyObject_HEAD
+    pthread_mutex_t mutex;
+    pthread_cond_t wake;
+    pthread_t thread;
+    int started, stopping, joined;
+    pid_t owner_pid;
+    long long interval_ns;
+    int nice, set_nice;
+    /* the files: written with the mutex held, read by the thread with it held */
+    int *fds;
+    Py_ssize_t n_fds;
+    unsigned long generation;
+    /* the ring of snapshots */
+    Snapshot **ring;
+    Py_ssize_t capacity, head, count;
+    unsigned long long dropped;
+    long long cpu_ns; /* the thread's CPU time, set when it ends */
+    /* the thread's read buffer */
+    char *scratch;
+    size_t scratch_size;
+    int ready; /* __init__ ran */
+} Sampler;
+
+static long long
+monotonic_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+static void
+close_fds(int *fds, Py_ssize_t n)
+{
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (fds[i] >= 0) {
+            close(fds[i]);
+        }
+    }
+    PyMem_RawFree(fds);
+}
+
+/* pread the whole file (up to READ_MAX) into scratch; its length, or -1. Mutex held. */
+static ssize_t
+read_file(Sampler *self, int fd)
+{
+    if (fd < 0) {
+        return -1;
+    }
+    for (;;) {
+        ssize_t got = pread(fd, self->scratch, self->scratch_size, 0);
+        if (got < 0) {
+            if (errno == EINTR) {
+                continue;
+            }
+            return -1;
+        }
+        if ((size_t)got < self->scratch_size || self->scratch_size >= READ_MAX) {
+            return got;
+        }
+        char *grown = PyMem_RawRealloc(self->scratch, self->scratch_size * 2);
+        if (grown == NULL) {
+            return got; /* keep what fitted */
+        }
+        self->scratch = grown;
+        self->scratch_size *= 2;
+    }
+}
+
+/* One snapshot of every file into the ring. Mutex held. */
+static void
+take_snapshot(Sampler *self)
+{
+    long long t = monotonic_ns();
+    Py_ssize_t n = self->n_fds;
+    Py_ssize_t *lengths = PyMem_RawMalloc((n > 0 ? n : 1) * sizeof(Py_ssize_t));
+    char *data = NULL;
+    size_t used = 0;
+    if (lengths == NULL) {
+        return;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        ssize_t got = read_file(self, self->fds[i]);
+        lengths[i] = got;
+        if (got <= 0) {
+            continue;
+        }
+        char *grown = PyMem_RawRealloc(data, used + (size_t)got);
+        if (grown == NULL) {
+            lengths[i] = -1;
+            continue;
+        }
+        data = grown;
+        memcpy(data + used, self->scratch, (size_t)got);
+        used += (size_t)got;
+    }
+    Snapshot *snap = PyMem_RawMalloc(sizeof(Snapshot));
+    if (snap == NULL) {
+        PyMem_RawFree(lengths);
+        PyMem_RawFree(data);
+        return;
+    }
+    snap->t_ns = t;
+    snap->generation = self->generation;
+    snap->n = n;
+    snap->lengths = lengths;
+    snap->data = data;
+    if (self->count == self->capacity) { /* drop the oldest */
+        Snapshot *old = self->ring[self->head];
+        PyMem_RawFree(old->lengths);
+        PyMem_RawFree(old->data);
+        PyMem_RawFree(old);
+        self->head = (self->head + 1) % self->capacity;
+        self->count--;
+        self->dropped++;
+    }
+    self->ring[(self->head + self->count) % self->capacity] = snap;
+    self->count++;
+}
+
+static void *
+run(void *arg)
+{
+    Sampler *self = arg;
+    if (self->set_nice) {
+        /* Linux: the nice value is per thread (monitor.MONITOR_NICE) */
+        setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), self->nice);
+    }
+    pthread_mutex_lock(&self->mutex);
+    long long next = monotonic_ns();
+    while (!self->stopping) {
+        next += self->interval_ns;
+        long long now = monotonic_ns();
+        if (next <= now) { /* fell behind (suspended, starved): start again from now */
+            next = now + self->interval_ns;
+        }
+        struct timespec until = {
+            .tv_sec = (time_t)(next / 1000000000LL),
+            .tv_nsec = (long)(next % 1000000000LL),
+        };
+        while (!self->stopping) {
+            int rc = pthread_cond_timedwait(&self->wake, &self->mutex, &until);
+            if (rc == ETIMEDOUT || monotonic_ns() >= next) {
+                break;
+            }
+        }
+        if (self->stopping) {
+            break;
+        }
+        take_snapshot(self);
+    }
+    struct timespec cpu;
+    if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu) == 0) {
+        self->cpu_ns = (long long)cpu.tv_sec * 1000000000LL + cpu.tv_nsec;
+    }
+    pthread_mutex_unlock(&self->mutex);
+    return NULL;
+}
+
+/* The mutex, taken without holding the GIL (the thread may hold it for a tick's reads). */
+static void
+lock(Sampler *self)
+{
+    if (pthread_mutex_trylock(&self->mutex) != 0) {
+        Py_BEGIN_ALLOW_THREADS
+        pthread_mutex_lock(&self->mutex);
+        Py_END_ALLOW_THREADS
+    }
+}
+
+static int
+usable(Sampler *self)
+{
+    if (!self->ready) {
+        PyErr_SetString(PyExc_RuntimeError, "Sampler.__init__ was not called");
+        return 0;
+    }
+    return 1;
+}
+
+static int
+sampler_init(Sampler *self, PyObject *args, PyObject *kwargs)
+{
+    static char *keywords[] = {"interval_ns", "capacity", "nice", NULL};
+    long long interval_ns;
+    Py_ssize_t capacity = 600;
+    PyObject *nice = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "L|nO", keywords, &interval_ns, &capacity,
+                                     &nice)) {
+        return -1;
+    }
+    if (self->ready) {
+        PyErr_SetString(PyExc_RuntimeError, "Sampler.__init__ called twice");
+        return -1;
+    }
+    if (interval_ns <= 0 || capacity <= 0) {
+        PyErr_SetString(PyExc_ValueError, "interval_ns and capacity must be positive");
+        return -1;
+    }
+    if (nice != Py_None) {
+        long value = PyLong_AsLong(nice);
+        if (value == -1 && PyErr_Occurred()) {
+            return -1;
+        }
+        self->nice = (int)value;
+        self->set_nice = 1;
+    }
+    self->ring = PyMem_RawCalloc((size_t)capacity, sizeof(Snapshot *));
+    self->scratch = PyMem_RawMalloc(READ_FIRST);
+    self->fds = PyMem_RawMalloc(sizeof(int));
+    if (self->ring == NULL || self->scratch == NULL || self->fds == NULL) {
+        PyMem_RawFree(self->ring);
+        PyMem_RawFree(self->scratch);
+        PyMem_RawFree(self->fds);
+        self->ring = NULL;
+        self->scratch = NULL;
+        self->fds = NULL;
+        PyErr_NoMemory();
+        return -1;
+    }
+    pthread_condattr_t attr;
+    pthread_condattr_init(&attr);
+    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+    pthread_cond_init(&self->wake, &attr);
+    pthread_condattr_destroy(&attr);
+    pthread_mutex_init(&self->mutex, NULL);
+    self->scratch_size = READ_FIRST;
+    self->capacity = capacity;
+    self->interval_ns = interval_ns;
+    self->owner_pid = getpid();
+    self->ready = 1;
+    return 0;
+}
+
+static PyObject *
+sampler_set_files(Sampler *self, PyObject *paths)
+{
+    if (!usable(self)) {
+        return NULL;
+    }
+    if (getpid() != self->owner_pid) {
+        PyErr_SetString(PyExc_RuntimeError, "a Sampler cannot be changed in a forked child");
+        return NULL;
+    }
+    PyObject *seq = PySequence_Fast(paths, "paths must be a sequence of str or bytes");
+    if (seq == NULL) {
+        return NULL;
+    }
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    PyObject **encoded = PyMem_Calloc(n > 0 ? n : 1, sizeof(PyObject *));
+    int *fds = PyMem_RawMalloc((n > 0 ? n : 1) * sizeof(int));
+    PyObject *result = NULL;
+    if (encoded == NULL || fds == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (!PyUnicode_FSConverter(PySequence_Fast_GET_ITEM(seq, i), &encoded[i])) {
+            goto done;
+        }
+    }
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t i = 0; i < n; i++) {
+        fds[i] = open(PyBytes_AS_STRING(encoded[i]), O_RDONLY | O_CLOEXEC);
+    }
+    Py_END_ALLOW_THREADS
+    lock(self);
+    int *old = self->fds;
+    Py_ssize_t n_old = self->n_fds;
+    self->fds = fds;
+    self->n_fds = n;
+    unsigned long generation = ++self->generation;
+    pthread_mutex_unlock(&self->mutex);
+    fds = NULL;
+    close_fds(old, n_old);
+    result = PyLong_FromUnsignedLong(generation);
+done:
+    if (encoded != NULL) {
+        for (Py_ssize_t i = 0; i < n; i++) {
+            Py_XDECREF(encoded[i]);
+        }
+        PyMem_Free(encoded);
+    }
+    PyMem_RawFree(fds);
+    Py_DECREF(seq);
+    return result;
+}
+
+static PyObject *
+sampler_start(Sampler *self, PyObject *Py_UNUSED(ignored))
+{
+    if (!usable(self)) {
+        return NULL;
+    }
+    if (self->started) {
+        Py_RETURN_NONE;
+    }
+    if (getpid() != self->owner_pid) {
+        PyErr_SetString(PyExc_RuntimeError, "a Sampler cannot start in a forked child");
+        return NULL;
+    }
+    int rc = pthread_create(&self->thread, NULL, run, self);
+    if (rc != 0) {
+        errno = rc;
+        return PyErr_SetFromErrno(PyExc_OSError);
+    }
+    self->started = 1;
+    Py_RETURN_NONE;
+}
+
+static void
+stop_thread(Sampler *self)
+{
+    if (!self->started || self->joined || getpid() != self->owner_pid) {
+        return;
+    }
+    lock(self);
+    self->stopping = 1;
+    pthread_cond_signal(&self->wake);
+    pthread_mutex_unlock(&self->mutex);
+    Py_BEGIN_ALLOW_THREADS
+    pthread_join(self->thread, NULL);
+    Py_END_ALLOW_THREADS
+    self->joined = 1;
+    for (Py_ssize_t i = 0; i < self->n_fds; i++) { /* nothing reads them any more */
+        if (self->fds[i] >= 0) {
+            close(self->fds[i]);
+            self->fds[i] = -1;
+        }
+    }
+}
+
+static PyObject *
+sampler_stop(Sampler *self, PyObject *Py_UNUSED(ignored))
+{
+    if (!usable(self)) {
+        return NULL;
+    }
+    stop_thread(self);
+    Py_RETURN_NONE;
+}
+
+static void
+free_snapshot(Snapshot *snap)
+{
+    PyMem_RawFree(snap->lengths);
+    PyMem_RawFree(snap->data);
+    PyMem_RawFree(snap);
+}
+
+static PyObject *
+snapshot_tuple(Snapshot *snap)
+{
+    PyObject *contents = PyTuple_New(snap->n);
+    if (contents == NULL) {
+        return NULL;
+    }
+    size_t at = 0;
+    for (Py_ssize_t i = 0; i < snap->n; i++) {
+        PyObject *item;
+        if (snap->lengths[i] < 0) {
+            item = Py_NewRef(Py_None);
+        }
+        else {
+            item = PyBytes_FromStringAndSize(snap->data + at, snap->lengths[i]);
+            at += (size_t)snap->lengths[i];
+            if (item == NULL) {
+                Py_DECREF(contents);
+                return NULL;
+            }
+        }
+        PyTuple_SET_ITEM(contents, i, item);
+    }
+    return Py_BuildValue("(LkN)", snap->t_ns, snap->generation, contents);
+}
+
+static PyObject *
+sampler_take(Sampler *self, PyObject *Py_UNUSED(ignored))
+{
+    if (!usable(self)) {
+        return NULL;
+    }
+    if (getpid() != self->owner_pid) {
+        return PyList_New(0);
+    }
+    lock(self);
+    Py_ssize_t count = self->count;
+    Snapshot **taken = PyMem_RawMalloc((count > 0 ? count : 1) * sizeof(Snapshot *));
+    if (taken == NULL) {
+        pthread_mutex_unlock(&self->mutex);
+        return PyErr_NoMemory();
+    }
+    for (Py_ssize_t i = 0; i < count; i++) {
+        taken[i] = self->ring[(self->head + i) % self->capacity];
+    }
+    self->head = 0;
+    self->count = 0;
+    pthread_mutex_unlock(&self->mutex);
+    PyObject *result = PyList_New(count);
+    for (Py_ssize_t i = 0; i < count; i++) {
+        if (result != NULL) {
+            PyObject *item = snapshot_tuple(taken[i]);
+            if (item == NULL) {
+                Py_CLEAR(result);
+            }
+            else {
+                PyList_SET_ITEM(result, i, item);
+            }
+        }
+        free_snapshot(taken[i]);
+    }
+    PyMem_RawFree(taken);
+    return result;
+}
+
+static void
+sampler_dealloc(Sampler *self)
+{
+    PyTypeObject *type = Py_TYPE(self);
+    if (self->ready) {
+        stop_thread(self);
+        if (!self->started || self->joined) {
+            /* (a forked child leaves the parent's thread's memory alone) */
+            for (Py_ssize_t i = 0; i < self->count; i++) {
+                free_snapshot(self->ring[(self->head + i) % self->capacity]);
+            }
+            PyMem_RawFree(self->ring);
+            PyMem_RawFree(self->scratch);
+            close_fds(self->fds, self->n_fds);
+            pthread_mutex_destroy(&self->mutex);
+            pthread_cond_destroy(&self->wake);
+        }
+    }
+    type->tp_free((PyObject *)self);
+}
+
+static PyObject *
+sampler_get_generation(Sampler *self, void *Py_UNUSED(closure))
+{
+    return PyLong_FromUnsignedLong(self->generation);
+}
+
+static PyObject *
+sampler_get_dropped(Sampler *self, void *Py_UNUSED(closure))
+{
+    return PyLong_FromUnsignedLongLong(self->dropped);
+}
+
+static PyObject *
+sampler_get_cpu_ns(Sampler *self, void *Py_UNUSED(closure))
+{
+    return PyLong_FromLongLong(self->joined ? self->cpu_ns : 0);
+}
+
+static PyGetSetDef sampler_getset[] = {
+    {"cpu_ns", (getter)sampler_get_cpu_ns, NULL,
+     "CPU time the thread spent, once stopped (0 before).", NULL},
+    {"generation", (getter)sampler_get_generation, NULL,
+     "The number set_files() returned last (0: none yet).", NULL},
+    {"dropped", (getter)sampler_get_dropped, NULL,
+     "Snapshots dropped because take() came too late.", NULL},
+    {NULL},
+};
+
+static PyMethodDef sampler_methods[] = {
+    {"set_files", (PyCFunction)sampler_set_files, METH_O,
+     "Read these files from the next tick on; returns their generation number."},
+    {"start", (PyCFunction)sampler_start, METH_NOARGS, "Start the thread."},
+    {"stop", (PyCFunction)sampler_stop, METH_NOARGS, "Stop the thread and wait for it."},
+    {"take", (PyCFunction)sampler_take, METH_NOARGS,
+     "Return [(t_ns, generation, contents)] taken since the last call, oldest first."},
+    {NULL},
+};
+
+static PyTypeObject SamplerType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "stepdoctor.collect.sampling._sample.Sampler",
+    .tp_doc = "A thread reading small files at an interval (see the top of _sample.c).",
+    .tp_basicsize = sizeof(Sampler),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_new = PyType_GenericNew,
+    .tp_init = (initproc)sampler_init,
+    .tp_dealloc = (destructor)sampler_dealloc,
+    .tp_methods = sampler_methods,
+    .tp_getset = sampler_getset,
+};
+
+static int
+sample_exec(PyObject *module)
+{
+    if (PyType_Ready(&SamplerType) < 0 || PyModule_AddType(module, &SamplerType) < 0) {
+        return -1;
+    }
+    return PyModule_AddIntConstant(module, "READ_MAX", READ_MAX);
+}
+
+static PyModuleDef_Slot sample_slots[] = {
+    {Py_mod_exec, sample_exec},
+    {0, NULL},
+};
+
+static struct PyModuleDef sample_module = {
+    PyModuleDef_HEAD_INIT,
+    .m_name = "stepdoctor.collect.sampling._sample",
+    .m_doc = "A native thread reading small files at an interval (see the top of _sample.c).",
+    .m_size = 0,
+    .m_slots = sample_slots,
+};
+
+PyMODINIT_FUNC
+PyInit__sample(void)
+{
+    return PyModuleDef_Init(&sample_module);
+}

@@ -1,0 +1,472 @@
+"""Readers the monitor thread samples: the machine and the job's process tree.
+
+A reader is anything with ``name`` and ``read(t_ns) -> list[SystemSample | GpuSample]``; tests
+and users pass their own (the ``readers=`` seam of ``Session``). GPU readers live in
+``collect/sampling/nvml.py``.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import dataclasses
+import os
+import time
+from collections.abc import Callable, Mapping
+from typing import Protocol, TypeGuard
+
+import psutil
+
+from stepdoctor.collect.sampling.procfs import (
+    Children,
+    ProcessCounters,
+    ProcFs,
+    ProcStat,
+    Walk,
+    default_children,
+    default_counters,
+    default_walk,
+    parse_cores,
+    parse_stat,
+)
+from stepdoctor.collect.sampling.sampler import Sampler, new_sampler
+from stepdoctor.model import GpuSample, ProcessUsage, SystemSample
+
+__all__ = ["HeapReader", "PsutilReader", "Reader", "ThreadedReader", "samples_itself"]
+
+#: How often the costlier parts are read: disk/net through psutil (0.1 ms warm here, 0.4-0.6
+#: ms in situ at each flush, 0.6-0.9 µs a step at 1 Hz; its disk_io_counters looks up which
+#: block devices are partitions) and the heap (below), every 2 s. A disk or network rate
+#: over 2 s still shows a checkpoint's burst; the memory rule judges minutes.
+IO_EVERY_NS = 2_000_000_000
+#: The job's tree is looked at every 2 s for new child processes (DataLoader workers, which
+#: live for an epoch): through its processes' ``/proc/<pid>/task/<tid>/children`` files where
+#: the kernel has them (CONFIG_PROC_CHILDREN), else by a walk of every process's stat.
+SCAN_EVERY_NS = 2_000_000_000
+#: The walk of every process then runs only to name the other processes using the CPU, every
+#: 10 s: the competing-processes rule judges minutes, and each sample's ``other_cpu_pct``
+#: comes from /proc/stat regardless. The walk took 1.0-1.5 µs a step in situ at 2 s (0.4 ms
+#: warm, 1.6 ms after a sleep, for 65 processes); the children files 13 µs warm.
+WALK_EVERY_NS = 10_000_000_000
+#: The heap in use is read with the disk/net counters (every 2 s): mallinfo2 walks every
+#: malloc arena under its lock, 45-300 us here (a few ms during imports).
+#: Allocators that replace glibc's malloc (LD_PRELOAD): with one of them mapped, glibc's
+#: numbers say nothing about the job's memory and the heap is not read.
+#: (Sanitizers replace malloc too: under ASan, mallinfo2 reads 0.)
+OTHER_MALLOCS = ("jemalloc", "tcmalloc", "mimalloc", "hoard", "snmalloc", "libasan", "libtsan")
+#: ``set_files`` generations remembered: the tree changes at most once a walk (2 s), and the
+#: monitor takes the snapshots every half second, so the last few are all it can meet.
+GENERATIONS_KEPT = 8
+#: Other processes listed per sample, and the least CPU (% of one core) to be listed.
+TOP_OTHERS = 5
+TOP_OTHERS_MIN_PCT = 5.0
+
+
+class Reader(Protocol):
+    """Something the monitor thread samples."""
+
+    name: str
+
+    def read(self, t_ns: int) -> list[SystemSample | GpuSample]:
+        """Return the readings taken now (``t_ns`` on the session clock)."""
+        ...
+
+
+class ThreadedReader(Reader, Protocol):
+    """A reader that samples on a thread of its own (``self_timed`` true): the monitor reads
+    it only when it flushes and, at the end, closes it and counts its thread's CPU."""
+
+    @property
+    def self_timed(self) -> bool:
+        """Whether it samples on its own thread now."""
+        ...
+
+    @property
+    def cpu_ns(self) -> int:
+        """CPU time of its thread, once closed."""
+        ...
+
+    def close(self) -> None:
+        """Stop its thread."""
+        ...
+
+
+def samples_itself(reader: Reader) -> TypeGuard[ThreadedReader]:
+    """Whether ``reader`` samples on a thread of its own."""
+    return bool(getattr(reader, "self_timed", False))
+
+
+class _MallInfo2(ctypes.Structure):
+    """glibc's ``struct mallinfo2`` (glibc >= 2.33), all ``size_t``."""
+
+    _fields_ = [
+        (name, ctypes.c_size_t)
+        for name in (
+            "arena", "ordblks", "smblks", "hblks", "hblkhd",
+            "usmblks", "fsmblks", "uordblks", "fordblks", "keepcost",
+        )
+    ]  # fmt: skip
+
+
+class HeapReader:
+    """Bytes this process holds allocated from glibc's malloc: ``uordblks + hblkhd`` of
+    ``mallinfo2()`` (chunks in use in the arenas plus mmapped chunks).
+
+    RSS also counts what the allocator keeps after ``free`` (fragmented arenas, a raised mmap
+    threshold), which swings by 100 MiB in a healthy job; the heap in use rises only when the
+    job keeps more objects: what a leak is. ``read()`` is None where it cannot be known: not
+    glibc, glibc < 2.33, or another malloc mapped into the process (``maps`` seam).
+    """
+
+    def __init__(self, maps: str | None = None) -> None:
+        self._call = None
+        if maps is None:
+            try:
+                with open("/proc/self/maps", encoding="utf-8", errors="replace") as f:
+                    maps = f.read()
+            except OSError:
+                maps = ""
+        if any(name in maps for name in OTHER_MALLOCS):
+            return
+        try:
+            call = ctypes.CDLL(None).mallinfo2
+        except (OSError, AttributeError):
+            return
+        call.restype = _MallInfo2
+        call.argtypes = []
+        self._call = call
+
+    @property
+    def available(self) -> bool:
+        """Whether the heap can be read in this process."""
+        return self._call is not None
+
+    def read(self) -> int | None:
+        """Return the bytes in use now (None: unknown)."""
+        if self._call is None:
+            return None
+        info = self._call()
+        return int(info.uordblks + info.hblkhd)
+
+
+def _monotonic_s() -> float:
+    """``time.monotonic()`` as the sampler's snapshots count it (``monotonic_ns``)."""
+    return time.monotonic_ns() / 1e9
+
+
+class PsutilReader:
+    """Per-core CPU, the job's process tree (CPU, RSS, threads), disk/net I/O, other processes.
+
+    The CPU percentages are psutil's (``cpu_percent``: of one core, rounded to 0.1), read
+    from ``/proc`` directly on Linux (``collect/sampling/procfs.py``); disk and network
+    through psutil.
+
+    With ``sample_every_ns`` (and ``/proc``), per-core CPU and the job's tree are snapshotted
+    by a thread of its own (``collect/sampling/sampler.py``, C where built) at that interval,
+    and each ``read()`` turns the snapshots taken since the last one into samples: the reader is
+    ``self_timed`` and the monitor reads it when it flushes. The walk, disk/net and the heap
+    are read at ``read()`` time, into the newest sample. ``close()`` stops the thread.
+
+    Args:
+        pid: root of the job's process tree (DataLoader workers are its children).
+        heap: reads the root's malloc heap in use (default: when the root is this process).
+        io_every_ns / scan_every_ns: how often disk/net and the job's tree are read.
+        walk_every_ns: how often every process is walked to name the busiest others (default:
+            ``WALK_EVERY_NS`` when ``children`` finds the tree, else each ``scan_every_ns``).
+        walk: lists every process (default: ``walk_proc`` where /proc can be read, else
+            ``walk_psutil``).
+        children: lists a process's children (default: ``children_proc`` where the kernel
+            has the files and no ``walk`` was given; ``None``: the walk finds the tree).
+        counters: per-core CPU and one process's counters (default: ``ProcFs`` where /proc
+            can be read, else ``PsutilCounters``).
+        timer: seconds for CPU rates (``time.monotonic``; the session clock may be a test's).
+            With a sampler, its snapshots' clock.
+        sample_every_ns: snapshot on a thread at this interval (needs ``ProcFs`` counters).
+        sampler: the thread (default: ``new_sampler``); tests pass their own.
+        nice: the sampler thread's nice value (``None``: the job's).
+    """
+
+    name = "psutil"
+
+    def __init__(
+        self,
+        pid: int | None = None,
+        *,
+        io_every_ns: int = IO_EVERY_NS,
+        scan_every_ns: int = SCAN_EVERY_NS,
+        walk_every_ns: int | None = None,
+        walk: Walk | None = None,
+        children: Children | None = None,
+        heap: HeapReader | None = None,
+        counters: ProcessCounters | None = None,
+        timer: Callable[[], float] = time.monotonic,
+        sample_every_ns: int | None = None,
+        sampler: Sampler | None = None,
+        nice: int | None = None,
+    ) -> None:
+        self._root = pid or os.getpid()
+        # The heap can be read only from inside the job's process (where the monitor runs).
+        if heap is None and self._root == os.getpid():
+            heap = HeapReader()
+        self._heap = heap
+        self._counters = counters or default_counters()
+        self._timer = timer
+        self._io_every = io_every_ns
+        self._scan_every = scan_every_ns
+        if walk is None and children is None:
+            children = default_children()
+        self._children = children
+        self._walk = walk or default_walk()
+        # (without children files the walk runs at each scan: _scan_if_due)
+        self._walk_every = WALK_EVERY_NS if walk_every_ns is None else walk_every_ns
+        self._last_io: int | None = None
+        self._last_scan: int | None = None
+        self._last_walk: int | None = None
+        self._others_cpu: dict[int, tuple[float, int]] = {}
+        """pid -> (CPU seconds, t_ns) of each other process at the last walk."""
+        self._cores = self._counters.cores()
+        self._tree_cpu: dict[int, tuple[float, int, float]] = {}
+        """pid -> (CPU seconds, start, timer) of each process of the job's tree when last read."""
+        self._sampler: Sampler | None = None
+        self._procfs: ProcFs | None = None
+        self._generations: dict[int, tuple[int, ...]] = {}
+        """set_files generation -> the pids whose stat files follow /proc/stat in it."""
+        if sampler is not None or sample_every_ns is not None:
+            if not isinstance(self._counters, ProcFs):
+                raise ValueError("snapshots on a thread need /proc (ProcFs counters)")
+            self._procfs = self._counters
+            if sampler is None:
+                assert sample_every_ns is not None
+                sampler = new_sampler(sample_every_ns, nice=nice)
+            self._sampler = sampler
+            self._timer = _monotonic_s  # the snapshots' clock
+        if not self._prime(self._root):
+            raise psutil.NoSuchProcess(self._root)
+        if self._sampler is not None:
+            self._set_files()
+            self._sampler.start()
+
+    @property
+    def self_timed(self) -> bool:
+        """Whether a thread of its own samples (the monitor then reads at each flush)."""
+        return self._sampler is not None
+
+    @property
+    def cpu_ns(self) -> int:
+        """CPU time of the sampler thread, once closed (0 without one)."""
+        return 0 if self._sampler is None else self._sampler.cpu_ns
+
+    def close(self) -> None:
+        """Stop the sampler thread, if any (again: nothing)."""
+        if self._sampler is not None:
+            self._sampler.stop()
+
+    def read(self, t_ns: int) -> list[SystemSample | GpuSample]:
+        """Take one sample, or with a sampler thread one per snapshot since the last read."""
+        if self._sampler is not None:
+            return self._read_snapshots(t_ns)
+        per_core = self._per_core(self._counters.cores())
+        top = self._scan_if_due(t_ns)
+        now = self._timer()
+        stats = {pid: self._counters.process(pid) for pid in list(self._tree_cpu)}
+        sample = self._system_sample(t_ns, per_core, self._tree(now, stats))
+        return [self._with_io(sample, t_ns, top)]
+
+    def _read_snapshots(self, t_ns: int) -> list[SystemSample | GpuSample]:
+        assert self._sampler is not None
+        offset = t_ns - time.monotonic_ns()  # snapshot times onto the session clock
+        samples: list[SystemSample | GpuSample] = []
+        for taken_ns, generation, contents in self._sampler.take():
+            pids = self._generations.get(generation)
+            if pids is None or not contents or contents[0] is None:
+                continue  # /proc/stat unreadable at that tick
+            stats = {
+                pid: None if data is None else parse_stat(data)
+                for pid, data in zip(pids, contents[1:], strict=False)
+            }
+            per_core = self._per_core(parse_cores(contents[0]))
+            tree = self._tree(taken_ns / 1e9, stats)
+            samples.append(self._system_sample(taken_ns + offset, per_core, tree))
+        top = self._scan_if_due(t_ns)
+        if samples:
+            last = samples[-1]
+            assert isinstance(last, SystemSample)
+            samples[-1] = self._with_io(last, t_ns, top)
+        return samples
+
+    def _set_files(self) -> None:
+        assert self._sampler is not None
+        assert self._procfs is not None
+        pids = tuple(self._tree_cpu)
+        paths = [self._procfs.stat_path()] + [self._procfs.process_path(pid) for pid in pids]
+        self._generations[self._sampler.set_files(paths)] = pids
+        while len(self._generations) > GENERATIONS_KEPT:
+            del self._generations[min(self._generations)]
+
+    def _scan_if_due(self, t_ns: int) -> tuple[ProcessUsage, ...]:
+        """Look for new children and walk every process, each when due; return the busiest
+        other processes when the walk ran."""
+        scan_due = self._last_scan is None or t_ns - self._last_scan >= self._scan_every
+        walk_due = self._last_walk is None or t_ns - self._last_walk >= self._walk_every
+        if self._children is None:
+            walk_due = scan_due  # the walk is what finds the tree
+        if not scan_due and not walk_due:
+            return ()
+        before = set(self._tree_cpu)
+        top: tuple[ProcessUsage, ...] = ()
+        tree = before
+        if scan_due:
+            self._last_scan = t_ns
+            if self._children is not None:
+                tree = self._descendants()
+        if walk_due:
+            first = self._last_walk is None
+            self._last_walk = t_ns
+            walked = self._walk()
+            if self._children is None:
+                tree = self._tree_of(walked)
+            top = self._others(walked, tree, t_ns, report=not first)
+        self._adopt(tree)
+        if self._sampler is not None and set(self._tree_cpu) != before:
+            self._set_files()
+        return top
+
+    @staticmethod
+    def _system_sample(
+        t_ns: int, per_core: tuple[float, ...], tree: tuple[float, float, int, int | None, int, int]
+    ) -> SystemSample:
+        job_cpu, children_cpu, rss, main_rss, threads, procs = tree
+        return SystemSample(
+            t_ns=t_ns,
+            cpu_pct_per_core=per_core,
+            job_cpu_pct=job_cpu,
+            children_cpu_pct=children_cpu,
+            job_rss_bytes=rss,
+            main_rss_bytes=main_rss,
+            job_threads=threads,
+            job_processes=procs,
+            other_cpu_pct=max(0.0, sum(per_core) - job_cpu),
+        )
+
+    def _with_io(
+        self, sample: SystemSample, t_ns: int, top: tuple[ProcessUsage, ...]
+    ) -> SystemSample:
+        """``sample`` with the other processes, and disk/net and the heap when they are due."""
+        if self._last_io is not None and t_ns - self._last_io < self._io_every:
+            return dataclasses.replace(sample, top_others=top) if top else sample
+        self._last_io = t_ns
+        heap = None if self._heap is None else self._heap.read()
+        disk = psutil.disk_io_counters()
+        net = psutil.net_io_counters()
+        return dataclasses.replace(
+            sample,
+            top_others=top,
+            main_heap_bytes=heap,
+            disk_read_bytes=None if disk is None else disk.read_bytes,
+            disk_write_bytes=None if disk is None else disk.write_bytes,
+            net_sent_bytes=None if net is None else net.bytes_sent,
+            net_recv_bytes=None if net is None else net.bytes_recv,
+        )
+
+    def _per_core(self, now: list[tuple[float, float]]) -> tuple[float, ...]:
+        """Each core's busy share since the last reading, as ``psutil.cpu_percent``."""
+        before, self._cores = self._cores, now
+        found = []
+        for (busy, total), (busy0, total0) in zip(now, before, strict=False):
+            elapsed = total - total0
+            pct = 100.0 * (busy - busy0) / elapsed if elapsed > 0 else 0.0
+            found.append(round(min(100.0, max(0.0, pct)), 1))
+        return tuple(found)
+
+    def _prime(self, pid: int) -> bool:
+        """Take ``pid`` into the job's tree with its CPU time now (False: it cannot be read)."""
+        stat = self._counters.process(pid)
+        if stat is None:
+            return False
+        self._tree_cpu[pid] = (stat.cpu_s, stat.start, self._timer())
+        return True
+
+    def _tree(
+        self, now: float, stats: Mapping[int, ProcStat | None]
+    ) -> tuple[float, float, int, int | None, int, int]:
+        """The tree's CPU, RSS and threads from each process's reading at ``now`` (a pid
+        missing from ``stats`` was not read then; None: it ended or cannot be read)."""
+        cpu = children_cpu = 0.0
+        rss = threads = 0
+        main_rss: int | None = None
+        for pid, (cpu_s, start, when) in list(self._tree_cpu.items()):
+            if pid not in stats:
+                continue
+            stat = stats[pid]
+            if stat is None or stat.start != start:  # ended (or its pid was reused)
+                if pid != self._root:
+                    del self._tree_cpu[pid]
+                continue
+            self._tree_cpu[pid] = (stat.cpu_s, start, now)
+            pct = round(100.0 * (stat.cpu_s - cpu_s) / (now - when), 1) if now > when else 0.0
+            rss += stat.rss_bytes
+            threads += stat.threads
+            cpu += pct
+            if pid == self._root:
+                main_rss = stat.rss_bytes
+            else:
+                children_cpu += pct
+        return cpu, children_cpu, rss, main_rss, threads, len(self._tree_cpu)
+
+    def _tree_of(self, walked: Mapping[int, tuple[int, str, float]]) -> set[int]:
+        """The root and its descendants, by the parents a walk read."""
+        tree = {self._root}
+        children: dict[int, list[int]] = {}
+        for pid, (ppid, _, _) in walked.items():
+            children.setdefault(ppid, []).append(pid)
+        todo = [self._root]
+        while todo:
+            for child in children.get(todo.pop(), ()):
+                if child not in tree:
+                    tree.add(child)
+                    todo.append(child)
+        return tree
+
+    def _descendants(self) -> set[int]:
+        """The root and its descendants, by their children files."""
+        assert self._children is not None
+        tree = {self._root}
+        todo = [self._root]
+        while todo:
+            for child in self._children(todo.pop()) or ():
+                if child not in tree:
+                    tree.add(child)
+                    todo.append(child)
+        return tree
+
+    def _adopt(self, tree: set[int]) -> None:
+        """Take new processes of ``tree`` into the job's, drop those no longer in it."""
+        for pid in tree - set(self._tree_cpu):
+            self._prime(pid)  # its CPU share counts from the next sample
+        for pid in set(self._tree_cpu) - tree:
+            if pid != self._root:
+                del self._tree_cpu[pid]
+
+    def _others(
+        self,
+        walked: Mapping[int, tuple[int, str, float]],
+        tree: set[int],
+        t_ns: int,
+        *,
+        report: bool,
+    ) -> tuple[ProcessUsage, ...]:
+        """The processes outside ``tree`` using the most CPU since the last walk (``report``;
+        the first walk only primes their counters)."""
+        usage: list[ProcessUsage] = []
+        before = self._others_cpu
+        self._others_cpu = {}
+        for pid, (_, name, cpu) in walked.items():
+            if pid in tree:
+                continue
+            self._others_cpu[pid] = (cpu, t_ns)
+            last = before.get(pid)
+            if report and last is not None and t_ns > last[1]:
+                pct = 100.0 * (cpu - last[0]) / ((t_ns - last[1]) / 1e9)
+                if pct >= TOP_OTHERS_MIN_PCT:
+                    usage.append(ProcessUsage(pid=pid, name=name, cpu_pct=round(pct, 1)))
+        usage.sort(key=lambda u: -u.cpu_pct)
+        return tuple(usage[:TOP_OTHERS])

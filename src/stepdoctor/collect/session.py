@@ -1,0 +1,214 @@
+"""A watched run: the hooks (``collect/hooks``) with the monitor thread, the readers and the
+run record that collect what they append.
+
+``Session`` is what ``stepdoctor run``, ``stepdoctor.watch()`` and the tests use; its hot-path
+API (``step``, ``phase``, ``loader``) and the hooks' lifetime are ``BaseSession``'s.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+
+from stepdoctor.collect.hooks import session as hooks
+from stepdoctor.collect.hooks.profiling import TraceCapture
+from stepdoctor.collect.hooks.session import BaseSession, end_status
+from stepdoctor.collect.hooks.trigger import ExperimentTrigger
+from stepdoctor.collect.reduce.monitor import MONITOR_NICE, Monitor
+from stepdoctor.collect.reduce.progress import Progress
+from stepdoctor.collect.reduce.reducer import new_reducer
+from stepdoctor.collect.sampling.nvml import NvmlReader
+from stepdoctor.collect.sampling.procfs import ProcFs
+from stepdoctor.collect.sampling.readers import PsutilReader, Reader
+from stepdoctor.model import RunEnd, RunMeta, RunRecord
+from stepdoctor.probes.run_meta import new_run_meta
+from stepdoctor.record import RecordWriter
+
+__all__ = ["Session", "current_session", "default_run_dir", "end_status"]
+
+logger = logging.getLogger(__name__)
+
+#: Sampling period of the monitor thread: 10 Hz; the cost is in docs/overhead.md.
+DEFAULT_INTERVAL_S = 0.1
+#: The record is flushed at least this often (a killed job loses at most this much).
+FLUSH_EVERY_S = 0.5
+
+
+def current_session() -> Session | None:
+    """Return the active session of this process, if any."""
+    running = hooks.current_session()
+    return running if isinstance(running, Session) else None
+
+
+def default_run_dir(base: Path | None = None) -> Path:
+    """Return a new timestamped folder name under ``./stepdoctor-runs/``."""
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    return (base or Path.cwd() / "stepdoctor-runs") / f"{stamp}-{os.getpid()}"
+
+
+class Session(BaseSession):
+    """Watch one run.
+
+    Args:
+        out_dir: folder of the run record (default: ``default_run_dir()``); ``None`` with
+            ``record=False`` keeps everything in memory.
+        command: the command line being watched, for the record's metadata.
+        interval_s: how often the readers are sampled.
+        flush_every_s: how often the record is flushed.
+        log_every_steps / log_every_s: when a progress line is due (steps win when given).
+        progress_sink: where progress lines go (``None``: no progress lines).
+        readers: what to sample (default: psutil, plus NVML when a GPU is present).
+        instrument_torch: ``True`` patches torch (importing it), ``"auto"`` only if the job
+            already imported it, ``False`` never.
+        clock / environ: injectable seams for tests.
+        experiment: runs an experiment once in the job's thread after its warm-up
+            (``stepdoctor run --experiments``).
+        max_steps: end the job after this many optimizer steps (``stepdoctor tune``).
+        trace: capture a short torch.profiler trace of the job's steps (``run --trace``).
+        monitor_nice: the monitor thread's nice value (Linux; ``None``: the job's own).
+
+    Raises:
+        UsageError: (at ``start``) another session is already active in this process.
+    """
+
+    def __init__(
+        self,
+        out_dir: Path | str | None = None,
+        *,
+        record: bool = True,
+        command: Sequence[str] = (),
+        interval_s: float = DEFAULT_INTERVAL_S,
+        flush_every_s: float = FLUSH_EVERY_S,
+        log_every_steps: int | None = None,
+        log_every_s: float = 10.0,
+        progress_sink: Callable[[str], None] | None = None,
+        readers: Sequence[Reader] | None = None,
+        instrument_torch: bool | str = "auto",
+        clock: Callable[[], int] = time.perf_counter_ns,
+        environ: Mapping[str, str] = os.environ,
+        experiment: ExperimentTrigger | None = None,
+        max_steps: int | None = None,
+        trace: TraceCapture | None = None,
+        monitor_nice: int | None = MONITOR_NICE,
+    ) -> None:
+        super().__init__(
+            instrument_torch=instrument_torch,
+            clock=clock,
+            experiment=experiment,
+            max_steps=max_steps,
+            trace=trace,
+        )
+        self.out_dir = (Path(out_dir) if out_dir else default_run_dir()) if record else None
+        self._monitor_nice = monitor_nice
+        self._command = tuple(command)
+        self._interval_s = interval_s
+        self._flush_every_s = flush_every_s
+        self._progress = Progress(every_steps=log_every_steps, every_ns=int(log_every_s * 1e9))
+        self._progress_sink = progress_sink
+        self._readers = readers
+        self._environ = environ
+        self._monitor: Monitor | None = None
+        self._writer: RecordWriter | None = None
+        self._nvml: NvmlReader | None = None
+        self._meta: RunMeta | None = None
+
+    @property
+    def record_path(self) -> Path | None:
+        """The run record file, once started with a record."""
+        return None if self._writer is None else self._writer.path
+
+    def start(self) -> Session:
+        """Install the hooks and start the monitor thread.
+
+        Raises:
+            UsageError: another session is already active in this process.
+        """
+        super().start()
+        return self
+
+    def __enter__(self) -> Session:
+        return self.start()
+
+    def _open(self) -> None:
+        origin = self.clock()
+        self._meta = new_run_meta(self._command, origin)
+        if self.out_dir is not None:
+            self._writer = RecordWriter(self.out_dir, self._meta)
+        readers = self._readers
+        if readers is None:
+            # per-core CPU and the job's tree snapshotted on a thread of the reader's own
+            # where /proc is there (the monitor then wakes only to flush)
+            every = int(self._interval_s * 1e9) if ProcFs.available() else None
+            readers = [PsutilReader(sample_every_ns=every, nice=self._monitor_nice)]
+            self._nvml = NvmlReader.open()
+            if self._nvml is not None:
+                readers.append(self._nvml)
+        self._monitor = Monitor(
+            events=self.events,
+            reducer=new_reducer(threading.get_ident(), keep_steps=False),
+            writer=self._writer,
+            readers=readers,
+            clock=self.clock,
+            sink=self,
+            environ=self._environ,
+            interval_ns=int(self._interval_s * 1e9),
+            flush_every_ns=int(self._flush_every_s * 1e9),
+            progress=self._progress,
+            progress_sink=self._progress_sink,
+            nice=self._monitor_nice,
+        )
+
+    def _run_collectors(self) -> None:
+        assert self._monitor is not None, "_run_collectors() before _open()"
+        self._monitor.start()
+
+    def _close(self, status: str, exit_code: int, error: str) -> RunRecord:
+        assert self._monitor is not None, "stop() before start()"
+        assert self._meta is not None, "stop() before start()"
+        self._monitor.stop()
+        end = RunEnd(
+            t_ns=self.clock(),
+            status=status,
+            exit_code=exit_code,
+            error=error,
+            monitor_cpu_ns=self._monitor.cpu_ns,
+        )
+        warnings: list[str] = []
+        if self._writer is not None:
+            try:
+                self._writer.write_end(end)
+                self._writer.close()
+            except OSError as exc:
+                warnings.append(f"the run record {self._writer.path} is incomplete: {exc}")
+        if self._nvml is not None:
+            self._nvml.close()
+        got = self._monitor.collected
+        try:
+            steps = got.steps()
+        except ValueError as exc:  # our own bug: the rest of the run is still reported
+            steps = []
+            warnings.append(f"the steps could not be read back: {exc}")
+        return RunRecord(
+            meta=self._meta,
+            steps=tuple(steps),
+            system=tuple(got.system),
+            gpu=tuple(got.gpu),
+            loaders=tuple(got.loaders),
+            models=tuple(got.models),
+            env=tuple(got.env),
+            batch_dtypes=tuple(got.batch_dtypes),
+            concurrency=tuple(got.concurrency),
+            notices=tuple(got.notices),
+            experiments=tuple(got.experiments),
+            profiled=tuple(got.profiled),
+            end=end,
+            warnings=tuple(warnings),
+        )
+
+    def _notice(self, message: str) -> None:
+        if self._monitor is not None:
+            self._monitor.notice("warning", message)

@@ -1,0 +1,166 @@
+"""What the analysis produces: findings, their evidence, estimated speed-ups and fixes."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from stepdoctor.model.experiments import BoundVerdict
+from stepdoctor.model.run import EnvFact, RunMeta
+
+__all__ = [
+    "Check",
+    "Checkup",
+    "Evidence",
+    "Finding",
+    "Fix",
+    "Measurement",
+    "Report",
+    "Severity",
+    "SkippedRule",
+    "Speedup",
+    "Summary",
+]
+
+
+class Severity(StrEnum):
+    """How much a finding matters."""
+
+    CRITICAL = "critical"
+    WARNING = "warning"
+    INFO = "info"
+
+    @property
+    def rank(self) -> int:
+        """Return 0 for the most severe."""
+        return ("critical", "warning", "info").index(self.value)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Evidence:
+    """One measured number behind a finding."""
+
+    metric: str
+    value: float | int | str | None
+    unit: str = ""
+    threshold: float | int | None = None
+    source: str = ""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Speedup:
+    """Estimated upper bound on the whole job's speed-up if the finding is fixed."""
+
+    factor: float
+    method: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Fix:
+    """What to change."""
+
+    summary: str
+    snippet: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Measurement:
+    """A speed-up measured by an experiment, attached to the finding it verifies."""
+
+    factor: float
+    method: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Finding:
+    """One diagnosis."""
+
+    rule: str
+    severity: Severity
+    title: str
+    explanation: str
+    evidence: tuple[Evidence, ...]
+    speedup: Speedup
+    fix: Fix
+    measurement: Measurement | None = None
+    ranks: tuple[int, ...] = ()
+    """The trace ranks the finding is about (trace rules); empty for a run's own findings."""
+    span_ns: tuple[int, int] | None = None
+    """The part of the run the finding is about (record clock), where it is narrower than the
+    whole run: marked on the report's timelines."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SkippedRule:
+    """A rule that could not run, and why."""
+
+    rule: str
+    reason: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Summary:
+    """Headline numbers of a run, warm-up excluded where it says so."""
+
+    steps: int
+    warmup_steps: int
+    wall_s: float
+    measured_s: float
+    """Seconds covered by the steps after warm-up."""
+    samples: int | None
+    samples_per_sec: float | None
+    batches_per_sec: float | None
+    mean_step_ms: float | None
+    phase_share: Mapping[str, float] = field(default_factory=dict)
+    gc_share: float = 0.0
+    warmup_note: str = ""
+    profiled_note: str = ""
+    """Which steps stepdoctor's own profiler capture slowed (``run --trace``), if any."""
+    monitor_cpu_share: float | None = None
+    """CPU time of stepdoctor's monitor thread over the run's wall time (its own cost)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Report:
+    """The whole diagnosis of one run: what renderers format."""
+
+    schema_version: int
+    meta: RunMeta
+    summary: Summary
+    findings: tuple[Finding, ...]
+    skipped: tuple[SkippedRule, ...] = ()
+    warnings: tuple[str, ...] = ()
+    end_status: str | None = None
+    exit_code: int | None = None
+    experiments: tuple[BoundVerdict, ...] = ()
+    """Measured data-only / compute-only throughputs and their verdict, when run."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Check:
+    """One row of ``stepdoctor doctor``: a rule and how it came out."""
+
+    rule: str
+    title: str
+    status: str
+    """``ok``, ``info``, ``warning``, ``critical`` (the worst of its findings) or ``skipped``."""
+    reason: str = ""
+    """Why it was skipped."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Checkup:
+    """The environment doctor's answer: facts, one check per environment rule, findings."""
+
+    schema_version: int
+    meta: RunMeta
+    facts: tuple[EnvFact, ...]
+    checks: tuple[Check, ...]
+    findings: tuple[Finding, ...]
+    duration_s: float
+
+    @property
+    def worst(self) -> Severity | None:
+        """The most severe finding's severity (None when nothing was found)."""
+        return min((f.severity for f in self.findings), key=lambda s: s.rank, default=None)

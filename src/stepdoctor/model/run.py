@@ -1,0 +1,300 @@
+"""What a watched run is made of: its metadata, steps, samples and facts."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from stepdoctor.model.experiments import BoundVerdict
+from stepdoctor.model.phases import Phase
+
+__all__ = [
+    "WARMUP_SAMPLES",
+    "ConcurrencyStat",
+    "EnvFact",
+    "GpuProcess",
+    "GpuSample",
+    "LayerInfo",
+    "LoaderInfo",
+    "ModelInfo",
+    "Notice",
+    "ProcessUsage",
+    "ProfiledSpan",
+    "RunEnd",
+    "RunMeta",
+    "RunRecord",
+    "StepTiming",
+    "SystemSample",
+]
+
+#: A run's first samples are warm-up (start-up, the first DataLoader workers' spawn, allocator
+#: and cache warm-up): SageMaker Debugger's bottleneck rules skip the first 1,000. The rules'
+#: shares leave them out, and the in-run experiments and trace capture wait for them.
+WARMUP_SAMPLES = 1000
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunMeta:
+    """Who ran what, where. Written once, first, in the run record."""
+
+    run_id: str
+    started_unix_s: float
+    command: tuple[str, ...] = ()
+    cwd: str = ""
+    hostname: str = ""
+    pid: int = 0
+    python_version: str = ""
+    stepdoctor_version: str = ""
+    cpu_count: int = 0
+    affinity_cores: int = 0
+    total_memory_bytes: int = 0
+    clock_origin_ns: int = 0
+    """``perf_counter_ns()`` at the start; every ``*_ns`` time in the record is on that clock."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StepTiming:
+    """One step: from the end of the previous step boundary to the end of this one."""
+
+    index: int
+    start_ns: int
+    end_ns: int
+    boundary: str
+    """What ended the step: ``optimizer``, ``explicit`` (``doc.step()``) or ``model``."""
+    batch_size: int | None = None
+    phase_ns: Mapping[str, int] = field(default_factory=dict)
+    gc_count: int = 0
+    gc_pause_ns: int = 0
+    gc_max_pause_ns: int = 0
+    gc_phase_ns: Mapping[str, int] = field(default_factory=dict)
+    """GC pause time by the phase it interrupted (pauses on the step's own thread)."""
+
+    @property
+    def duration_ns(self) -> int:
+        """Wall time of the step in nanoseconds."""
+        return self.end_ns - self.start_ns
+
+    def phase(self, phase: Phase | str) -> int:
+        """Return the nanoseconds spent in ``phase`` (0 when absent)."""
+        return self.phase_ns.get(str(phase), 0)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ProcessUsage:
+    """CPU use of one process that is not part of the job."""
+
+    pid: int
+    name: str
+    cpu_pct: float
+    """Percent of one core (200 = two cores busy)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SystemSample:
+    """One reading of the machine and of the job's process tree.
+
+    CPU percentages are of one core (``job_cpu_pct`` 150 = one and a half cores busy).
+    Disk and network counters are cumulative bytes since boot; ``None`` where unreadable.
+    """
+
+    t_ns: int
+    cpu_pct_per_core: tuple[float, ...] = ()
+    job_cpu_pct: float | None = None
+    children_cpu_pct: float | None = None
+    """CPU of the job's child processes alone (DataLoader workers)."""
+    job_rss_bytes: int | None = None
+    """RSS of the whole tree (the job's process and its children)."""
+    main_rss_bytes: int | None = None
+    """RSS of the job's own process alone."""
+    main_heap_bytes: int | None = None
+    """Bytes the job's own process holds allocated from glibc's malloc (``mallinfo2``: in
+    use, not what the allocator keeps cached); None where unreadable (other libc, another
+    malloc preloaded) or not read at this sample."""
+    job_threads: int | None = None
+    job_processes: int | None = None
+    other_cpu_pct: float | None = None
+    disk_read_bytes: int | None = None
+    disk_write_bytes: int | None = None
+    net_sent_bytes: int | None = None
+    net_recv_bytes: int | None = None
+    top_others: tuple[ProcessUsage, ...] = ()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GpuProcess:
+    """A process holding memory on a GPU."""
+
+    pid: int
+    name: str
+    mem_bytes: int | None
+    is_job: bool
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GpuSample:
+    """One NVML reading of one GPU."""
+
+    t_ns: int
+    index: int
+    name: str = ""
+    util_pct: float | None = None
+    mem_used_bytes: int | None = None
+    mem_total_bytes: int | None = None
+    processes: tuple[GpuProcess, ...] = ()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LoaderInfo:
+    """How a DataLoader was configured (seen when it was iterated)."""
+
+    loader_id: int
+    num_workers: int
+    batch_size: int | None = None
+    pin_memory: bool = False
+    prefetch_factor: int | None = None
+    persistent_workers: bool = False
+    dataset_type: str = ""
+    dataset_len: int | None = None
+    multiprocessing_context: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LayerInfo:
+    """One layer of a model whose size the model rules judge (conv, dense, recurrent,
+    embedding); other layers are only counted."""
+
+    name: str
+    """Qualified name inside the model, e.g. ``encoder.layers.3.linear1``."""
+    kind: str
+    """``conv``, ``linear``, ``lstm``, ``gru``, ``rnn``, ``embedding``."""
+    params: int
+    in_features: int | None = None
+    """Dense: in_features; conv: in_channels; recurrent: input_size; embedding: dim."""
+    out_features: int | None = None
+    """Dense: out_features (units); conv: out_channels; recurrent: hidden_size; embedding:
+    number of embeddings."""
+    kernel: tuple[int, ...] = ()
+    num_layers: int = 1
+    """Stacked layers of a recurrent module."""
+    batch_first: bool | None = None
+    """Recurrent modules: whether inputs are (batch, time, features)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ModelInfo:
+    """An outermost model the job called (or ``stepdoctor.lint`` was given), inspected once
+    off the hot path."""
+
+    model_id: int
+    class_name: str
+    param_count: int
+    param_bytes: int
+    param_dtypes: tuple[str, ...] = ()
+    buffer_dtypes: tuple[str, ...] = ()
+    devices: tuple[str, ...] = ()
+    """Devices of parameters and buffers (``cpu``, ``cuda``...)."""
+    module_count: int = 0
+    layers: tuple[LayerInfo, ...] = ()
+    kinds: Mapping[str, int] = field(default_factory=dict)
+    """Count of leaf modules by kind (``conv``, ``linear``, ``lstm``, ``dropout``, ``norm``,
+    ``activation``, ``other``...)."""
+    training: bool | None = None
+    """The model's train/eval mode when inspected."""
+    input_shape: tuple[int, ...] = ()
+    """Shape of the first tensor passed to the model (batch first), when seen."""
+    input_dtype: str | None = None
+    flops_per_sample: float | None = None
+    """Forward FLOPs per sample (torch.utils.flop_counter), when an example input was given."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EnvFact:
+    """One fact about the environment, e.g. ``torch.num_threads = 2``."""
+
+    key: str
+    value: str | int | float | bool | None
+    source: str = ""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ConcurrencyStat:
+    """How the job called one model: which threads entered its forward at once, and in
+    which autograd and train/eval mode."""
+
+    model_id: int
+    class_name: str
+    calls: int
+    threads: int
+    max_concurrent: int
+    concurrent_calls: int
+    solo_mean_ns: float | None = None
+    concurrent_mean_ns: float | None = None
+    grad_calls: int = 0
+    """Calls made with autograd enabled (``torch.is_grad_enabled()``)."""
+    train_mode_calls: int = 0
+    """Calls made while the model was in train mode (``model.training``)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Notice:
+    """Something stepdoctor itself ran into while watching (a reader failed, say)."""
+
+    t_ns: int
+    level: str
+    message: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ProfiledSpan:
+    """A stretch of the run that stepdoctor's own torch.profiler capture slowed
+    (``run --trace``): from the profiler's first recorded step to the end of writing its trace.
+    The steps in it are the job's, but inflated by the profiler (15-45% a step)."""
+
+    start_ns: int
+    end_ns: int
+    what: str = "torch.profiler"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunEnd:
+    """How the job ended."""
+
+    t_ns: int
+    status: str
+    """``ok``, ``exit`` (SystemExit), ``exception``, ``interrupted``."""
+    exit_code: int = 0
+    error: str = ""
+    monitor_cpu_ns: int | None = None
+    """CPU time stepdoctor's monitor thread used (sampling, reducing, writing): its own
+    overhead, off the hot path."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunRecord:
+    """Everything known about a run; what the rules read."""
+
+    meta: RunMeta
+    steps: tuple[StepTiming, ...] = ()
+    system: tuple[SystemSample, ...] = ()
+    gpu: tuple[GpuSample, ...] = ()
+    loaders: tuple[LoaderInfo, ...] = ()
+    models: tuple[ModelInfo, ...] = ()
+    env: tuple[EnvFact, ...] = ()
+    batch_dtypes: tuple[str, ...] = ()
+    concurrency: tuple[ConcurrencyStat, ...] = ()
+    notices: tuple[Notice, ...] = ()
+    experiments: tuple[BoundVerdict, ...] = ()
+    """Data-only / compute-only measurements made during the run (``--experiments``)."""
+    profiled: tuple[ProfiledSpan, ...] = ()
+    """Where stepdoctor's own profiler capture ran (``--trace``): the summary and the rules
+    leave those steps out (``rules.summary.profiled_steps``)."""
+    end: RunEnd | None = None
+    warnings: tuple[str, ...] = ()
+    """Problems met while loading the record (truncated tail, say)."""
+
+    def env_value(self, key: str) -> str | int | float | bool | None:
+        """Return the last recorded value of environment fact ``key`` (None when absent)."""
+        for fact in reversed(self.env):
+            if fact.key == key:
+                return fact.value
+        return None

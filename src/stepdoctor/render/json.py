@@ -1,0 +1,59 @@
+"""Report -> JSON (``--json FILE``, ``stepdoctor report --format json``)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from stepdoctor.model import Checkup, Finding, Report, to_jsonable
+
+__all__ = [
+    "checkup_to_dict",
+    "findings_to_list",
+    "render_checkup_json",
+    "render_json",
+    "report_to_dict",
+]
+
+
+def report_to_dict(report: Report) -> dict[str, Any]:
+    """Return the report as JSON values; findings stay in rank order."""
+    data: dict[str, Any] = to_jsonable(report)
+    data["findings"] = [_finding(i, finding) for i, finding in enumerate(data["findings"])]
+    return data
+
+
+def findings_to_list(findings: Sequence[Finding]) -> list[dict[str, Any]]:
+    """Findings as JSON values, in the given (rank) order, shaped as in a report."""
+    return [_finding(i, to_jsonable(f)) for i, f in enumerate(findings)]
+
+
+def _finding(index: int, finding: dict[str, Any]) -> dict[str, Any]:
+    measured = finding.get("measurement")
+    return {
+        "rank": index + 1,
+        **finding,
+        "estimated_speedup": finding["speedup"]["factor"],
+        "measured_speedup": None if measured is None else measured["factor"],
+    }
+
+
+def render_json(report: Report) -> str:
+    """Return the report as indented JSON text."""
+    return json.dumps(report_to_dict(report), indent=2, allow_nan=False) + "\n"
+
+
+def checkup_to_dict(checkup: Checkup) -> dict[str, Any]:
+    """Return the doctor's answer as JSON values: checks, findings (ranked), facts."""
+    data: dict[str, Any] = to_jsonable(checkup)
+    data["worst"] = None if checkup.worst is None else checkup.worst.value
+    data["facts"] = {f.key: f.value for f in checkup.facts}
+    data["fact_sources"] = {f.key: f.source for f in checkup.facts}
+    data["findings"] = [_finding(i, finding) for i, finding in enumerate(data["findings"])]
+    return data
+
+
+def render_checkup_json(checkup: Checkup) -> str:
+    """Return the doctor's answer as indented JSON text."""
+    return json.dumps(checkup_to_dict(checkup), indent=2, allow_nan=False) + "\n"

@@ -1,0 +1,47 @@
+"""Rules: one pure function per module, registered by ``@rule`` in ``RULES``."""
+
+from __future__ import annotations
+
+from stepdoctor.rules import (  # noqa: F401  (importing registers the rules)
+    autograd_in_inference,
+    checkpoint_stalls,
+    comm_bound,
+    competing_processes,
+    cpu_fallback_ops,
+    cpu_features,
+    cudnn_disabled,
+    float64,
+    gc_pauses,
+    gpu_idle,
+    h2d_bound,
+    hot_kernel,
+    input_bound,
+    launch_bound,
+    memory_growth,
+    memory_limits,
+    oversized_network,
+    shared_model_threads,
+    slow_callbacks,
+    small_batch,
+    step_outliers,
+    stragglers,
+    sync_bound,
+    tensor_core_alignment,
+    thread_oversubscription,
+    wrong_backend,
+)
+from stepdoctor.rules.context import RuleContext, speedup_if_removed
+from stepdoctor.rules.registry import RULES, Rule, rank, rule, run_rules
+from stepdoctor.rules.summary import split_warmup, summarize
+
+__all__ = [
+    "RULES",
+    "Rule",
+    "RuleContext",
+    "rank",
+    "rule",
+    "run_rules",
+    "speedup_if_removed",
+    "split_warmup",
+    "summarize",
+]

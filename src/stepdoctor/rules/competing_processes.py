@@ -1,0 +1,146 @@
+"""competing-processes: other processes take the CPUs (or the GPU) the job needs.
+
+Detects: CPU used by processes outside the job's process tree while it runs, and other
+processes holding memory on the job's GPUs.
+Evidence: their share of the machine's CPUs, the top processes.
+Fix: stop or move them, or pin the job and them to separate cores.
+"""
+
+from __future__ import annotations
+
+from stepdoctor.model import Evidence, Finding, Fix, ProcessUsage, Severity, Speedup
+from stepdoctor.rules.context import RuleContext
+from stepdoctor.rules.registry import rule
+
+__all__ = ["CRITICAL_SHARE", "WARNING_SHARE", "competing_processes"]
+
+#: DL4J's guide, step 12 ("other processes using CPU or GPU resources"), gives no number. A
+#: quarter of the machine's CPU taken by others for the whole run is what `top` would show as a
+#: clear competitor; half the machine is critical.
+WARNING_SHARE = 0.25
+CRITICAL_SHARE = 0.50
+
+
+@rule(
+    id="competing-processes",
+    title="Other processes compete for the CPU or GPU",
+    requires=("system",),
+    scope="env",
+)
+def competing_processes(ctx: RuleContext) -> list[Finding]:
+    """Flag other processes using a quarter of the machine's CPUs, or the job's GPUs."""
+    findings = []
+    cpu = _cpu(ctx)
+    if cpu is not None:
+        findings.append(cpu)
+    gpu = _gpu(ctx)
+    if gpu is not None:
+        findings.append(gpu)
+    return findings
+
+
+def _top(ctx: RuleContext) -> list[ProcessUsage]:
+    best: dict[int, ProcessUsage] = {}
+    totals: dict[int, float] = {}
+    counts: dict[int, int] = {}
+    for sample in ctx.system:
+        for proc in sample.top_others:
+            totals[proc.pid] = totals.get(proc.pid, 0.0) + proc.cpu_pct
+            counts[proc.pid] = counts.get(proc.pid, 0) + 1
+            best[proc.pid] = proc
+    readings = sum(1 for s in ctx.system if s.top_others) or 1
+    ranked = [
+        ProcessUsage(pid=pid, name=best[pid].name, cpu_pct=totals[pid] / readings) for pid in totals
+    ]
+    return sorted(ranked, key=lambda p: -p.cpu_pct)[:5]
+
+
+def _cpu(ctx: RuleContext) -> Finding | None:
+    others = [s.other_cpu_pct for s in ctx.system if s.other_cpu_pct is not None]
+    jobs = [s.job_cpu_pct for s in ctx.system if s.job_cpu_pct is not None]
+    if not others or not jobs:
+        return None
+    capacity = 100.0 * (ctx.record.meta.cpu_count or ctx.cores)
+    other = sum(others) / len(others)
+    job = sum(jobs) / len(jobs)
+    share = other / capacity
+    if share < WARNING_SHARE:
+        return None
+    top = _top(ctx)
+    names = ", ".join(f"{p.name} (pid {p.pid}, {p.cpu_pct:.0f}%)" for p in top) or "unknown"
+    busy = [
+        s.t_ns
+        for s in ctx.system
+        if s.other_cpu_pct is not None and s.other_cpu_pct / capacity >= WARNING_SHARE
+    ]
+    usable = min(capacity, job + other)
+    factor = usable / job if job > 0 else 1.0
+    return Finding(
+        rule="competing-processes",
+        span_ns=(busy[0], busy[-1]) if busy else None,
+        severity=Severity.CRITICAL if share >= CRITICAL_SHARE else Severity.WARNING,
+        title=f"Other processes use {share:.0%} of the CPUs",
+        explanation=(
+            f"While the job ran, processes outside it used {other / 100:.1f} of the "
+            f"{capacity / 100:.0f} CPUs on average, and the job itself "
+            f"{job / 100:.1f}. Top: {names}."
+        ),
+        evidence=(
+            Evidence(
+                metric="other processes' share of CPU",
+                value=round(share, 4),
+                unit="share",
+                threshold=WARNING_SHARE,
+                source="psutil",
+            ),
+            Evidence(
+                metric="job CPU",
+                value=round(job / 100, 2),
+                unit="cores",
+                source="psutil (process tree)",
+            ),
+            Evidence(metric="top other processes", value=names, source="psutil"),
+        ),
+        speedup=Speedup(
+            factor=max(1.0, factor),
+            method="the job could use the CPU the others take: min(CPUs, job + others) / job",
+        ),
+        fix=Fix(
+            summary=(
+                "Stop or reschedule the competing processes, or give the job cores of its "
+                "own (taskset/numactl, container CPU limits) and size torch.set_num_threads "
+                "and num_workers to them."
+            ),
+            snippet="taskset -c 0-7 stepdoctor run train.py",
+        ),
+    )
+
+
+def _gpu(ctx: RuleContext) -> Finding | None:
+    foreign: dict[tuple[int, int], tuple[str, int | None]] = {}
+    for sample in ctx.record.gpu:
+        if not any(p.is_job for p in sample.processes):
+            continue
+        for proc in sample.processes:
+            if not proc.is_job:
+                foreign[(sample.index, proc.pid)] = (proc.name, proc.mem_bytes)
+    if not foreign:
+        return None
+    names = ", ".join(
+        f"{name} (pid {pid} on GPU {index}" + (f", {mem / 2**20:.0f} MiB)" if mem else ")")
+        for (index, pid), (name, mem) in sorted(foreign.items())
+    )
+    return Finding(
+        rule="competing-processes",
+        severity=Severity.WARNING,
+        title="Other processes share the job's GPU",
+        explanation=f"Processes outside the job run on the job's GPU: {names}.",
+        evidence=(Evidence(metric="other GPU processes", value=names, source="NVML"),),
+        speedup=Speedup(
+            factor=1.0, method="not estimated: NVML gives no per-process utilisation here"
+        ),
+        fix=Fix(
+            summary="Give the job a GPU of its own (CUDA_VISIBLE_DEVICES) or stop the "
+            "other processes."
+        ),
+    )

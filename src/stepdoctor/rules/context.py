@@ -1,0 +1,61 @@
+"""What a rule reads: the record, its summary and the steps after warm-up."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+
+from stepdoctor.model import Phase, RunRecord, StepTiming, Summary, SystemSample, TraceSummary
+from stepdoctor.rules.summary import measured_steps, profiled_steps, summarize
+
+__all__ = ["RuleContext", "speedup_if_removed"]
+
+
+def speedup_if_removed(share: float) -> float:
+    """Return the job's speed-up if a ``share`` (0-1) of its time disappeared: 1 / (1 - share)."""
+    return 1.0 / max(1e-9, 1.0 - min(share, 0.999))
+
+
+@dataclass(frozen=True)
+class RuleContext:
+    """A read-only view of one run (and/or its profiler traces) for the rules."""
+
+    record: RunRecord
+    trace: TraceSummary | None = None
+    """Profiler-trace analysis, for the trace rules (``stepdoctor trace``)."""
+
+    @cached_property
+    def summary(self) -> Summary:
+        """Headline numbers (warm-up excluded)."""
+        return summarize(self.record, self.profiled_steps)
+
+    @cached_property
+    def steps(self) -> tuple[StepTiming, ...]:
+        """Steps after warm-up, less those stepdoctor's own profiler slowed (``--trace``)."""
+        return measured_steps(self.record.steps, self.summary.warmup_steps, self.profiled_steps)
+
+    @cached_property
+    def profiled_steps(self) -> frozenset[int]:
+        """Indexes of the steps stepdoctor's own torch.profiler capture ran over."""
+        return profiled_steps(self.record)
+
+    @cached_property
+    def system(self) -> tuple[SystemSample, ...]:
+        """System samples taken during the steps after warm-up (all of them if no steps)."""
+        if not self.steps:
+            return self.record.system
+        start, end = self.steps[0].start_ns, self.steps[-1].end_ns
+        inside = tuple(s for s in self.record.system if start <= s.t_ns <= end)
+        return inside or self.record.system
+
+    def share(self, *phases: Phase | str) -> float:
+        """Return the share (0-1) of measured step time spent in ``phases``."""
+        return sum(self.summary.phase_share.get(str(p), 0.0) for p in phases)
+
+    @cached_property
+    def cores(self) -> int:
+        """Cores the job may use (its CPU affinity)."""
+        value = self.record.env_value("cpu.affinity")
+        if isinstance(value, int) and value > 0:
+            return value
+        return self.record.meta.affinity_cores or self.record.meta.cpu_count or 1

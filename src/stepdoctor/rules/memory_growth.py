@@ -1,0 +1,284 @@
+"""memory-growth: the job's memory keeps rising.
+
+Detects: a steady rise of RSS (or of GPU memory) over the run, from the moving average of the
+samples (SageMaker Debugger's GPUMemoryIncrease idea). RSS of the job's own process, and
+separately of its DataLoader workers once they have settled (workers starting are no leak).
+Evidence: start and end of the moving average, the rise, its rate per step and per minute, and
+when memory would run out at that rate.
+Fix: find what keeps references alive (losses kept with their graphs, growing lists/caches).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+from collections.abc import Sequence
+
+from stepdoctor.model import Evidence, Finding, Fix, Severity, Speedup
+from stepdoctor.rules.context import RuleContext
+from stepdoctor.rules.registry import rule
+
+__all__ = ["MIN_RISE_BYTES", "MIN_RISE_SHARE", "MIN_SAMPLES", "RISING_WINDOWS", "memory_growth"]
+
+#: Samples needed (10 Hz: 2 s of steps after warm-up).
+MIN_SAMPLES = 20
+#: Moving-average window: a tenth of the samples (at least 3).
+WINDOW_SHARE = 0.1
+#: The rise must be steady: at least 3 of 4 successive window means go up.
+RISING_WINDOWS = 0.75
+#: And large: 10% over the start and 64 MiB, so allocator warm-up and noise stay silent (larger
+#: allocator swings are told apart by the heap in use: HEAP_SHARE_OF_RISE).
+MIN_RISE_SHARE = 0.10
+MIN_RISE_BYTES = 64 * 2**20
+#: SageMaker Debugger's GPUMemoryIncrease fires when the moving average of GPU memory use rises
+#: by more than 5 percentage points; we use it for GPU memory, and as "critical" for RSS
+#: against the machine's memory.
+CRITICAL_POINTS = 5.0
+#: Also critical when memory would run out within the hour at the measured rate: the job will
+#: crash before most training runs end.
+CRITICAL_RUNWAY_MIN = 60.0
+#: Growth that stops (imports and allocator warm-up in a new worker) is not a leak: the second
+#: half of the samples must hold at least this share of the rise.
+LATE_RISE_SHARE = 0.3
+
+
+#: RSS can rise with no leak (glibc keeps freed memory: measured on
+#: tests/scenarios/healthy_workers.py, the main process's RSS climbs 390 -> 460 MiB in 4 s while
+#: its heap in use stays at 180 MiB; the planted leak of memory_growth.py raises both). An RSS
+#: rise counts as a leak when the heap in use (read once a second; it is not noisy: +-4 MiB
+#: there) rose by at least this share of it between its first and last readings.
+HEAP_SHARE_OF_RISE = 0.25
+HEAP_MIN_READINGS = 3
+
+
+#: After the tree changes size, a new (spawned) DataLoader worker imports torch and fills its
+#: caches: measured on tests/scenarios/healthy_workers.py, a worker's RSS climbs for 2-4 s
+#: after it appears (longer on a loaded machine). Workers' memory is judged from 10 s after the
+#: tree last changed size: a leak in a worker shows over a long run, start-up never does.
+WORKERS_SETTLE_NS = 10_000_000_000
+#: Records without the main process's RSS (older readers) have only the tree's: judged from
+#: 2 s after the tree last changed size (the main process's allocator warm-up is over by then).
+TREE_SETTLE_NS = 2_000_000_000
+
+
+@rule(id="memory-growth", title="Memory keeps growing", requires=("steps", "system"))
+def memory_growth(ctx: RuleContext) -> list[Finding]:
+    """Flag a steady, large rise of RSS or GPU memory."""
+    findings = []
+    total = ctx.record.meta.total_memory_bytes or None
+    rss_finding = _rss_finding(ctx, total)
+    if rss_finding is not None:
+        findings.append(rss_finding)
+    by_gpu: dict[int, list[tuple[int, int]]] = {}
+    gpu_total: dict[int, int] = {}
+    for g in ctx.record.gpu:
+        if g.mem_used_bytes is not None:
+            by_gpu.setdefault(g.index, []).append((g.t_ns, g.mem_used_bytes))
+            gpu_total[g.index] = g.mem_total_bytes or 0
+    for index, points in sorted(by_gpu.items()):
+        gpu_finding = _check(ctx, points, f"GPU {index} memory", gpu_total[index] or None)
+        if gpu_finding is not None:
+            findings.append(gpu_finding)
+    return findings
+
+
+def _weigh_heap(ctx: RuleContext, rss: list[tuple[int, int]], finding: Finding) -> Finding:
+    """Check an RSS rise of the main process against its malloc heap in use over the same
+    time: a leak keeps objects, so the heap rises with RSS; RSS rising alone is the allocator
+    keeping freed memory (a swing that comes back), not a leak (downgraded to info)."""
+    start, end = rss[0][0], rss[-1][0]
+    heap = [
+        (s.t_ns, s.main_heap_bytes)
+        for s in ctx.system
+        if s.main_heap_bytes is not None and start <= s.t_ns <= end
+    ]
+    if len(heap) < HEAP_MIN_READINGS or heap[-1][0] - heap[0][0] < (end - start) / 2:
+        return finding
+    heap_rise = heap[-1][1] - heap[0][1]
+    averages = _moving_average([float(v) for _, v in rss], _window(rss))
+    rise = averages[-1] - averages[0]
+    evidence = Evidence(
+        metric="malloc heap in use, rise over the same time",
+        value=round(heap_rise / 2**20, 1),
+        unit="MiB",
+        threshold=round(HEAP_SHARE_OF_RISE * rise / 2**20, 1),
+        source="mallinfo2",
+    )
+    if heap_rise >= HEAP_SHARE_OF_RISE * rise:
+        return dataclasses.replace(finding, evidence=(*finding.evidence, evidence))
+    return dataclasses.replace(
+        finding,
+        severity=Severity.INFO,
+        title=f"process RSS grew {rise / 2**20:.0f} MiB, but not the memory in use",
+        explanation=(
+            f"RSS rose by {rise / 2**20:.0f} MiB while the memory the job holds allocated "
+            f"(glibc malloc's heap in use) changed by {heap_rise / 2**20:+.0f} MiB: the "
+            "allocator keeps memory the job freed (fragmented arenas, a raised mmap threshold "
+            "after large tensors are freed). It usually levels off or comes back; it is not a "
+            "leak."
+        ),
+        evidence=(*finding.evidence, evidence),
+        fix=Fix(
+            summary=(
+                "Nothing to fix unless memory is tight. If it is: MALLOC_ARENA_MAX=2, "
+                "MALLOC_TRIM_THRESHOLD_ / MALLOC_MMAP_THRESHOLD_ set to a fixed size, or a "
+                "different allocator (jemalloc, tcmalloc via LD_PRELOAD)."
+            ),
+            snippet="MALLOC_MMAP_THRESHOLD_=1048576 stepdoctor run train.py",
+        ),
+    )
+
+
+def _rss_finding(ctx: RuleContext, total: int | None) -> Finding | None:
+    """Judge the job's own process's RSS (its leaks are the common ones), weighed against its
+    heap in use; when it is flat, the workers' from ``WORKERS_SETTLE_NS`` after the tree last
+    changed size; the whole tree's where the reader gave no split (older records)."""
+    every = ctx.record.system
+    changes = [b.t_ns for a, b in itertools.pairwise(every) if a.job_processes != b.job_processes]
+    last_change = changes[-1] if changes else None
+    main = [(s.t_ns, s.main_rss_bytes) for s in ctx.system if s.main_rss_bytes is not None]
+    if main and len(main) == sum(s.job_rss_bytes is not None for s in ctx.system):
+        found = _check(ctx, main, "process RSS", total)
+        if found is not None:
+            return _weigh_heap(ctx, main, found)
+        workers = [
+            (s.t_ns, s.job_rss_bytes - s.main_rss_bytes)
+            for s in ctx.system
+            if s.job_rss_bytes is not None
+            and s.main_rss_bytes is not None
+            and (s.job_processes or 1) > 1
+            and (last_change is None or s.t_ns >= last_change + WORKERS_SETTLE_NS)
+        ]
+        return _check(ctx, workers, "DataLoader workers' RSS", total)
+    # Processes joining or leaving the tree move its RSS in steps that are no leak.
+    tree = [
+        (s.t_ns, s.job_rss_bytes)
+        for s in ctx.system
+        if s.job_rss_bytes is not None
+        and (last_change is None or s.t_ns >= last_change + TREE_SETTLE_NS)
+    ]
+    found = _check(ctx, tree, "process RSS", total)
+    return None if found is None else _weigh_heap(ctx, tree, found)
+
+
+def _window(points: Sequence[object]) -> int:
+    return max(3, int(len(points) * WINDOW_SHARE))
+
+
+def _moving_average(values: Sequence[float], window: int) -> list[float]:
+    """Means of every ``window`` consecutive values, from a running sum (linear: an hour at
+    10 Hz has 36,000 samples and a window of 3,600). The values are byte counts, whole numbers
+    far below 2**53, so the sums are exact, as a fresh sum of each window is."""
+    if len(values) < window:
+        return []
+    total = sum(values[:window])
+    out = [total / window]
+    for i in range(window, len(values)):
+        total += values[i] - values[i - window]
+        out.append(total / window)
+    return out
+
+
+def _check(
+    ctx: RuleContext, points: list[tuple[int, int]], what: str, capacity: int | None
+) -> Finding | None:
+    if len(points) < MIN_SAMPLES:
+        return None
+    window = _window(points)
+    averages = _moving_average([float(v) for _, v in points], window)
+    chunks = averages[::window]
+    rises = [b > a for a, b in itertools.pairwise(chunks)]
+    if not rises:
+        return None
+    steady = sum(rises) / len(rises)
+    first, last = averages[0], averages[-1]
+    rise = last - first
+    if steady < RISING_WINDOWS or rise < max(MIN_RISE_BYTES, MIN_RISE_SHARE * first):
+        return None
+    middle = averages[len(averages) // 2]
+    if last - middle < LATE_RISE_SHARE * rise:
+        return None
+    seconds = (points[-1][0] - points[0][0]) / 1e9 or 1.0
+    per_min = rise / seconds * 60
+    per_step = rise / max(1, len(ctx.steps))
+    points_rise = 100 * rise / capacity if capacity else None
+    runway_min = (capacity - last) / per_min if capacity and per_min > 0 else None
+    critical = (points_rise is not None and points_rise > CRITICAL_POINTS) or (
+        runway_min is not None and runway_min < CRITICAL_RUNWAY_MIN
+    )
+    evidence = [
+        Evidence(
+            metric=f"{what} at start (moving average)",
+            value=round(first / 2**20, 1),
+            unit="MiB",
+            source="sampler",
+        ),
+        Evidence(
+            metric=f"{what} at end (moving average)",
+            value=round(last / 2**20, 1),
+            unit="MiB",
+            source="sampler",
+        ),
+        Evidence(
+            metric="rise",
+            value=round(rise / 2**20, 1),
+            unit="MiB",
+            threshold=round(max(MIN_RISE_BYTES, MIN_RISE_SHARE * first) / 2**20, 1),
+            source="sampler",
+        ),
+        Evidence(
+            metric="rate per step",
+            value=round(per_step / 2**10, 1),
+            unit="KiB",
+            source="sampler and steps",
+        ),
+        Evidence(
+            metric="rate per minute", value=round(per_min / 2**20, 1), unit="MiB", source="sampler"
+        ),
+        Evidence(
+            metric="windows rising",
+            value=round(steady, 2),
+            unit="share",
+            threshold=RISING_WINDOWS,
+            source="sampler",
+        ),
+    ]
+    runway = ""
+    if capacity:
+        evidence.append(
+            Evidence(
+                metric="rise in points of total memory",
+                value=round(points_rise or 0.0, 2),
+                unit="points",
+                threshold=CRITICAL_POINTS,
+                source="sampler",
+            )
+        )
+        if runway_min is not None:
+            runway = f" At this rate memory runs out in about {runway_min:.0f} minutes."
+    return Finding(
+        rule="memory-growth",
+        span_ns=(points[0][0], points[-1][0]),
+        severity=Severity.CRITICAL if critical else Severity.WARNING,
+        title=f"{what} keeps growing ({per_min / 2**20:.0f} MiB/min)",
+        explanation=(
+            f"The {what} rose steadily from {first / 2**20:.0f} MiB to {last / 2**20:.0f} MiB "
+            f"(about {per_step / 2**10:.0f} KiB per step).{runway} Something keeps references "
+            "to per-step data."
+        ),
+        evidence=tuple(evidence),
+        speedup=Speedup(
+            factor=1.0,
+            method="no speed-up: fixing it prevents an out-of-memory "
+            "failure and swapping later in the run",
+        ),
+        fix=Fix(
+            summary=(
+                "Look for per-step objects kept alive: losses or outputs appended to a list "
+                "with their autograd graphs (use loss.item() or loss.detach()), growing "
+                "caches or history lists, tensors stored on self. tracemalloc snapshots or "
+                "torch.cuda.memory_snapshot() show what grows."
+            ),
+            snippet="running_loss += loss.item()   # not: running_loss += loss",
+        ),
+    )

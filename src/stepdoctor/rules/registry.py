@@ -1,0 +1,115 @@
+"""The one rule registry: ``@rule`` registers a pure function of a ``RuleContext``."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from stepdoctor.model import Finding, SkippedRule
+from stepdoctor.rules._traces import group_ranks
+from stepdoctor.rules.context import RuleContext
+
+__all__ = ["RULES", "SCOPES", "Rule", "rule", "run_rules"]
+
+RuleFunc = Callable[[RuleContext], list[Finding]]
+
+#: What a rule may require, and how to tell it is there.
+_REQUIREMENTS: dict[str, tuple[Callable[[RuleContext], bool], str]] = {
+    "steps": (lambda c: len(c.steps) > 0, "no steps were recorded after warm-up"),
+    "system": (lambda c: len(c.system) > 0, "no system samples were recorded"),
+    "env": (lambda c: len(c.record.env) > 0, "no environment facts were recorded"),
+    "model": (lambda c: len(c.record.models) > 0, "no model was seen"),
+    "trace": (
+        lambda c: c.trace is not None and any(r.temporal for r in c.trace.ranks),
+        "no profiler trace with GPU events",
+    ),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Rule:
+    """A registered rule."""
+
+    id: str
+    title: str
+    requires: tuple[str, ...]
+    doc: str
+    func: RuleFunc
+    scope: str = "run"
+
+    def missing(self, ctx: RuleContext) -> str | None:
+        """Return why the rule cannot run on ``ctx`` (None if it can)."""
+        for need in self.requires:
+            check, reason = _REQUIREMENTS[need]
+            if not check(ctx):
+                return reason
+        return None
+
+
+RULES: dict[str, Rule] = {}
+
+#: What a rule judges: ``run`` (a watched run's steps and samples), ``env`` (the machine and
+#: Python environment: ``stepdoctor doctor`` runs these) or ``model`` (a model's structure:
+#: ``stepdoctor.lint`` runs these) or ``trace`` (a profiler trace's analysis: ``stepdoctor
+#: trace`` runs these). A watched run runs them all.
+SCOPES = ("run", "env", "model", "trace")
+
+
+def rule(
+    *,
+    id: str,
+    title: str,
+    requires: tuple[str, ...] = ("steps",),
+    scope: str = "run",
+    doc: str = "",
+) -> Callable[[RuleFunc], RuleFunc]:
+    """Register a rule function under ``id``; its doc is the rule module's docstring."""
+    unknown = set(requires) - set(_REQUIREMENTS)
+    if unknown:
+        raise ValueError(f"rule {id}: unknown requirements {sorted(unknown)}")
+    if scope not in SCOPES:
+        raise ValueError(f"rule {id}: scope {scope!r} is not one of {SCOPES}")
+
+    def register(func: RuleFunc) -> RuleFunc:
+        if id in RULES:
+            raise ValueError(f"rule {id!r} registered twice")
+        module = sys.modules.get(func.__module__)
+        module_doc = module.__doc__ if module is not None else None
+        RULES[id] = Rule(
+            id=id,
+            title=title,
+            requires=requires,
+            doc=doc or module_doc or func.__doc__ or "",
+            func=func,
+            scope=scope,
+        )
+        return func
+
+    return register
+
+
+def run_rules(
+    ctx: RuleContext, scopes: tuple[str, ...] = SCOPES
+) -> tuple[list[Finding], list[SkippedRule]]:
+    """Run the registered rules of ``scopes``; return the findings ranked and the rules
+    skipped (with why)."""
+    findings: list[Finding] = []
+    skipped: list[SkippedRule] = []
+    for r in RULES.values():
+        if r.scope not in scopes:
+            continue
+        reason = r.missing(ctx)
+        if reason is not None:
+            skipped.append(SkippedRule(rule=r.id, reason=reason))
+            continue
+        found = r.func(ctx)
+        findings.extend(group_ranks(found) if r.scope == "trace" else found)
+    return rank(findings), skipped
+
+
+def rank(findings: list[Finding]) -> list[Finding]:
+    """Order by severity (critical, warning, info), then by estimated speed-up (largest
+    first), then rule id: a critical finding (the job is badly bottlenecked or will fail) is
+    the one change most worth making even where its speed-up cannot be estimated."""
+    return sorted(findings, key=lambda f: (f.severity.rank, -f.speedup.factor, f.rule))

@@ -1,0 +1,169 @@
+"""step-outliers: some steps take far longer than the rest.
+
+Detects: steps above mean + 3σ of the measured step times (SageMaker Debugger's StepOutlier
+rule), leaving out steps that saved a checkpoint (``checkpoint-stalls`` covers those; the
+rules never see those stepdoctor's own profiler capture slowed, ``run --trace``). Only
+info when several threads call one model at once: the outliers are that contention's symptom
+(``shared-model-threads`` is the finding to act on).
+Evidence: how many, how long against the median, when they happen, the phase that grew.
+Fix: depends on the phase that grew; the finding names it.
+"""
+
+from __future__ import annotations
+
+import itertools
+import statistics
+
+from stepdoctor.model import Evidence, Finding, Fix, Phase, Severity, Speedup, StepTiming
+from stepdoctor.rules.context import RuleContext, speedup_if_removed
+from stepdoctor.rules.registry import rule
+from stepdoctor.rules.shared_model_threads import MIN_CONCURRENT_SHARE
+
+__all__ = ["MIN_OUTLIERS", "MIN_STEPS", "SIGMAS", "WARNING_LOST_SHARE", "step_outliers"]
+
+#: SageMaker Debugger's StepOutlier: a step is an outlier above mean + 3 standard deviations;
+#: the rule fires once more than 10 outliers are seen, and only after 100 steps.
+SIGMAS = 3.0
+MIN_OUTLIERS = 10
+MIN_STEPS = 100
+#: Below this share of time lost to outliers the finding is informational: a few slow steps
+#: from a noisy neighbour are not worth a change.
+WARNING_LOST_SHARE = 0.05
+#: ...and only when outliers are more than 1% of steps: a normal distribution puts 0.13% of
+#: steps above 3σ, and CPU-sharing noise on the 2-core reference machine put 0.3% there.
+WARNING_OUTLIER_SHARE = 0.01
+
+_HINTS = {
+    Phase.DATA_WAIT.value: "the data wait grew: a slow file or shard, worker restarts at each "
+    "epoch (persistent_workers=True), or an uneven per-sample cost",
+    Phase.FORWARD.value: "the forward pass grew: varying input shapes (pad or bucket to fixed "
+    "sizes) or periodic evaluation inside the step",
+    Phase.OTHER.value: "time between steps grew: periodic logging, evaluation or metric "
+    "computation (spread it out or run it asynchronously)",
+    "gc": "a garbage collection ran (see gc.freeze())",
+}
+
+
+def _shared_model(ctx: RuleContext) -> str | None:
+    """The model several threads call at once (shared-model-threads' condition), if any."""
+    for stat in ctx.record.concurrency:
+        share = stat.concurrent_calls / stat.calls if stat.calls else 0.0
+        if stat.threads >= 2 and stat.max_concurrent >= 2 and share >= MIN_CONCURRENT_SHARE:
+            return stat.class_name
+    return None
+
+
+@rule(id="step-outliers", title="Outlier steps")
+def step_outliers(ctx: RuleContext) -> list[Finding]:
+    """Flag more than 10 steps above mean + 3σ after 100 steps."""
+    steps = [s for s in ctx.steps if not s.phase(Phase.CHECKPOINT)]  # profiled ones are out
+    if len(steps) < MIN_STEPS:
+        return []
+    durations = [s.duration_ns for s in steps]
+    mean = statistics.fmean(durations)
+    limit = mean + SIGMAS * statistics.pstdev(durations)
+    outliers = [s for s in steps if s.duration_ns > limit]
+    if len(outliers) <= MIN_OUTLIERS:
+        return []
+    median = statistics.median(durations)
+    total = sum(s.duration_ns for s in ctx.steps)
+    lost = sum(s.duration_ns - median for s in outliers)
+    lost_share = lost / total if total else 0.0
+    cause = _grown_phase(outliers, steps)
+    gaps = [b.index - a.index for a, b in itertools.pairwise(outliers)]
+    period = statistics.median(gaps) if gaps else None
+    periodic = period is not None and sum(1 for g in gaps if g == period) >= 0.6 * len(gaps)
+    when = (
+        f"every {period:g} steps"
+        if periodic and period
+        else (
+            "at steps "
+            + ", ".join(str(s.index) for s in outliers[:8])
+            + (" ..." if len(outliers) > 8 else "")
+        )
+    )
+    left_out = sum(1 for i in ctx.profiled_steps if i >= ctx.summary.warmup_steps)
+    profiler_note = (
+        f" {left_out} steps under stepdoctor's own torch.profiler capture were left out."
+        if left_out
+        else ""
+    )
+    shared = _shared_model(ctx)
+    explained = (
+        f" Several threads call {shared} at once (see shared-model-threads): contention "
+        "between them makes step times vary, so these outliers are its symptom."
+        if shared
+        else ""
+    )
+    return [
+        Finding(
+            rule="step-outliers",
+            severity=Severity.WARNING
+            if lost_share >= WARNING_LOST_SHARE
+            and len(outliers) > WARNING_OUTLIER_SHARE * len(steps)
+            and not shared
+            else Severity.INFO,
+            title=f"{len(outliers)} outlier steps ({when})",
+            explanation=(
+                f"{len(outliers)} of {len(steps)} steps took longer than mean + 3σ "
+                f"({limit / 1e6:.1f} ms; median step {median / 1e6:.1f} ms), {when}. In them "
+                f"{_HINTS.get(cause, f'the {cause} phase grew')}.{explained}{profiler_note}"
+            ),
+            evidence=(
+                Evidence(
+                    metric="outlier steps",
+                    value=len(outliers),
+                    threshold=MIN_OUTLIERS,
+                    source="step durations (SageMaker StepOutlier)",
+                ),
+                Evidence(
+                    metric="outlier threshold (mean + 3σ)",
+                    value=round(limit / 1e6, 2),
+                    unit="ms",
+                    source="step durations",
+                ),
+                Evidence(
+                    metric="median step",
+                    value=round(median / 1e6, 2),
+                    unit="ms",
+                    source="step durations",
+                ),
+                Evidence(
+                    metric="mean outlier step",
+                    value=round(statistics.fmean(s.duration_ns for s in outliers) / 1e6, 2),
+                    unit="ms",
+                    source="step durations",
+                ),
+                Evidence(
+                    metric="time lost to outliers",
+                    value=round(lost_share, 4),
+                    unit="share",
+                    threshold=WARNING_LOST_SHARE,
+                    source="step durations",
+                ),
+                Evidence(metric="phase that grew", value=cause, source="step phases"),
+                Evidence(metric="when", value=when, source="step indices"),
+            ),
+            speedup=Speedup(
+                factor=speedup_if_removed(lost_share),
+                method="outlier steps brought down to the median step",
+            ),
+            fix=Fix(summary=f"Look at what runs {when}: {_HINTS.get(cause, cause)}."),
+        )
+    ]
+
+
+def _grown_phase(outliers: list[StepTiming], steps: list[StepTiming]) -> str:
+    """Return the phase (or ``gc``) whose time grew most in the outliers against the median."""
+    names = {name for s in outliers for name in s.phase_ns}
+    excess: dict[str, float] = {}
+    for name in names:
+        typical = statistics.median(s.phase(name) for s in steps)
+        excess[name] = statistics.fmean(s.phase(name) for s in outliers) - typical
+    grown = max(excess, key=lambda k: excess[k]) if excess else Phase.OTHER.value
+    typical_gc = statistics.median(s.gc_pause_ns for s in steps)
+    gc_excess = statistics.fmean(s.gc_pause_ns for s in outliers) - typical_gc
+    # GC pauses overlap the phases: a pause that explains half the growth is the cause.
+    if excess and gc_excess >= 0.5 * excess[grown]:
+        return "gc"
+    return grown
