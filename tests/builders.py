@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 
 from stepdoctor.model import (
     EnvFact,
@@ -66,6 +67,18 @@ def steps(
             )
         )
         t += duration
+    return tuple(out)
+
+
+def slowed(s: Sequence[StepTiming], slow: range, *, forward_ms: float) -> tuple[StepTiming, ...]:
+    """``s`` with ``forward_ms`` more forward in the steps ``slow``, laid end to end again."""
+    out, t = [], s[0].start_ns
+    for st in s:
+        extra = int(forward_ms * MS) if st.index in slow else 0
+        phases = {**st.phase_ns, "forward": st.phase("forward") + extra}
+        end = t + st.duration_ns + extra
+        out.append(replace(st, start_ns=t, end_ns=end, phase_ns=phases))
+        t = end
     return tuple(out)
 
 

@@ -4,7 +4,8 @@ A one-hour run has 100,000 steps and 36,000 system samples; a page stays small a
 drawing at most ``MAX_POINTS`` buckets per plot. Bucketing keeps what matters for a diagnosis:
 the mean of each phase (so the stack still adds up to the mean step), and the longest and the
 shortest step of each bucket (so an outlier step is never averaged away). System readings keep
-each bucket's mean and maximum.
+each bucket's mean and maximum. The outlier steps marked are the step-outliers rule's
+(``model.outlier_cut`` over the steps the rules judge), so the plot and the finding agree.
 """
 
 from __future__ import annotations
@@ -15,16 +16,21 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar
 
-from stepdoctor.model import GpuSample, RunRecord, StepTiming, SystemSample
+from stepdoctor.model import (
+    OUTLIER_SIGMAS,
+    GpuSample,
+    RunRecord,
+    SystemSample,
+    measured_steps,
+    outlier_cut,
+    profiled_steps,
+)
 
 __all__ = ["MAX_POINTS", "OUTLIER_SIGMAS", "StepSeries", "SystemSeries", "Timelines", "timelines"]
 
 #: Points per plot: enough for a 1,000-2,000 px wide chart, small enough that a one-hour run's
 #: page stays far under 5 MB (issue 6).
 MAX_POINTS = 1500
-#: Steps above mean + 3 sigma are marked as outliers (SageMaker Debugger's StepOutlier, the
-#: same definition as the step-outliers rule).
-OUTLIER_SIGMAS = 3.0
 MIB = 2**20
 
 T = TypeVar("T")
@@ -46,7 +52,9 @@ class StepSeries:
     t_s: list[float]
     """Start of each bucket, seconds from the first step."""
     outliers: list[tuple[int, float]]
-    """``(step index, ms)`` of every step above mean + 3 sigma (after warm-up)."""
+    """``(step index, ms)`` of the step-outliers rule's outlier steps (``model.outlier_cut``:
+    above mean + 3 sigma of the steps after warm-up, less those stepdoctor's profiler slowed
+    and those that saved a checkpoint)."""
     warmup_steps: int
 
 
@@ -87,14 +95,15 @@ def timelines(record: RunRecord, warmup_steps: int, *, max_points: int = MAX_POI
     starts += [x.t_ns for x in record.system[:1]] + [g.t_ns for g in record.gpu[:1]]
     origin = min(starts, default=0)
     return Timelines(
-        steps=_steps(record.steps, warmup_steps, max_points, origin) if record.steps else None,
+        steps=_steps(record, warmup_steps, max_points, origin) if record.steps else None,
         system=_system(record.system, origin, max_points) if record.system else None,
         gpu=_gpus(record.gpu, origin, max_points),
         origin_ns=origin,
     )
 
 
-def _steps(steps: Sequence[StepTiming], warmup: int, max_points: int, origin: int) -> StepSeries:
+def _steps(record: RunRecord, warmup: int, max_points: int, origin: int) -> StepSeries:
+    steps = record.steps
     size, chunks = _chunks(steps, max_points)
     phases = sorted({p for s in steps for p in s.phase_ns})
     phase_ms: dict[str, list[float]] = {p: [] for p in phases}
@@ -116,13 +125,8 @@ def _steps(steps: Sequence[StepTiming], warmup: int, max_points: int, origin: in
         t_s.append(round((chunk[0].start_ns - origin) / 1e9, 3))
     if any(gc):
         phase_ms["gc"] = gc
-    measured = [s.duration_ns / 1e6 for s in steps[warmup:]]
-    outliers: list[tuple[int, float]] = []
-    if len(measured) >= 2:
-        mean, sd = statistics.fmean(measured), statistics.pstdev(measured)
-        cut = mean + OUTLIER_SIGMAS * sd
-        outliers = [(s.index, round(s.duration_ns / 1e6, 3)) for s in steps[warmup:]
-                    if sd > 0 and s.duration_ns / 1e6 > cut]  # fmt: skip
+    measured = measured_steps(steps, warmup, profiled_steps(record))
+    outliers = [(s.index, round(s.duration_ns / 1e6, 3)) for s in outlier_cut(measured).outliers]
     return StepSeries(
         bucket=size,
         first_step=first,

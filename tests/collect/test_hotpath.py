@@ -32,7 +32,7 @@ from stepdoctor.collect.hooks.batches import batch_size_of
 from stepdoctor.collect.hooks.events import ENTER, EXIT, FWD_ENTER, FWD_EXIT, OPT_END, Event
 from stepdoctor.collect.session import Session
 
-from .test_accelerator_patches import Sink
+from .test_accelerator_patches import MakesMask, Sink
 
 C = native_hooks()
 REQUIRED = os.environ.get("STEPDOCTOR_REQUIRE_C_PARTS", "") == "1"
@@ -210,6 +210,40 @@ def test_backward_that_raises_closes_its_phase(native: bool, structs: bool) -> N
         (ENTER, "backward"),
         (EXIT, None),
     ]
+
+
+def device_work(native: bool, model: nn.Module, structs: bool = False) -> Sink:
+    """Copies to a device (``meta``: this machine has no GPU) outside and inside ``model``'s
+    forward, a CPU read and a device read (which fails: meta tensors hold no data)."""
+    sink = make_sink(structs)
+    patches = TorchPatches(sink, native=native)
+    patches.install(accelerator=True)
+    try:
+        batch = torch.ones(2, 3).to("meta")
+        model(batch)
+        assert torch.ones(1).item() == 1.0
+        with pytest.raises(RuntimeError, match="meta tensor"):
+            batch.cpu()
+    finally:
+        patches.uninstall()
+    return sink
+
+
+@pytest.mark.parametrize(("native", "structs"), HOOKS_AND_BUFFERS)
+def test_device_reads_and_copies_are_timed_by_the_phase_hook(native: bool, structs: bool) -> None:
+    sink = device_work(native, MakesMask(), structs)
+    phases = [(code, arg) for _, code, arg, _ in recorded(sink) if code in (ENTER, EXIT)]
+    assert phases == [(ENTER, "h2d"), (EXIT, None)] * 2 + [(ENTER, "sync"), (EXIT, None)]
+    assert sink.h2d_in_forward == [1]  # the mask, not the batch
+    assert sink.sync_calls == [1]  # the device read, not the CPU one
+
+
+@needs_c
+def test_device_reads_and_copies_append_the_same_events_under_c_and_python_hooks() -> None:
+    model = MakesMask()  # one model: the same id in the forward events of every run
+    python, native = device_work(False, model), device_work(True, model)
+    structs = device_work(True, model, structs=True)
+    assert recorded(python) == recorded(native) == recorded(structs)
 
 
 @pytest.mark.parametrize(("native", "structs"), HOOKS_AND_BUFFERS)

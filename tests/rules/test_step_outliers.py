@@ -1,13 +1,11 @@
 from __future__ import annotations
 
-from dataclasses import replace
-
 import pytest
 
-from stepdoctor.model import ProfiledSpan, Severity, StepTiming
+from stepdoctor.model import ProfiledSpan, Severity
 from stepdoctor.rules import RuleContext
 from stepdoctor.rules.step_outliers import step_outliers
-from tests.builders import record, steps
+from tests.builders import record, slowed, steps
 
 
 def test_periodic_outliers_found_with_their_phase() -> None:
@@ -49,7 +47,7 @@ def test_gc_is_named_when_pauses_explain_the_outliers() -> None:
 
 def test_steps_under_stepdoctors_own_profiler_are_left_out() -> None:
     # 12 steps slowed by a --trace capture: outliers of the profiler's making, not the job's
-    s = _slowed(steps(300, phases_ms={"forward": 10}), range(120, 132), forward_ms=40)
+    s = slowed(steps(300, phases_ms={"forward": 10}), range(120, 132), forward_ms=40)
     (f,) = step_outliers(RuleContext(record(s)))  # without the span: all 12 are outliers
     assert {e.metric: e.value for e in f.evidence}["outlier steps"] == 12
     span = ProfiledSpan(start_ns=s[120].start_ns + 1, end_ns=s[131].end_ns - 1)
@@ -62,19 +60,7 @@ def test_steps_under_stepdoctors_own_profiler_are_left_out() -> None:
     assert not ctx.profiled_steps & {st.index for st in ctx.steps}
     assert ctx.summary.profiled_note.startswith("steps 120-131 ran under stepdoctor's")
     # outliers elsewhere are still found, and the finding says what it left out
-    s = _slowed(s, range(150, 300, 10), forward_ms=40)
+    s = slowed(s, range(150, 300, 10), forward_ms=40)
     (f,) = step_outliers(RuleContext(record(s, profiled=(span,))))
     assert {e.metric: e.value for e in f.evidence}["outlier steps"] == 15
     assert "12 steps under stepdoctor's own torch.profiler capture were left out" in (f.explanation)
-
-
-def _slowed(s: tuple[StepTiming, ...], slow: range, *, forward_ms: float) -> tuple[StepTiming, ...]:
-    """``s`` with ``forward_ms`` more forward in the steps ``slow``, laid end to end again."""
-    out, t = [], s[0].start_ns
-    for st in s:
-        extra = int(forward_ms * 1e6) if st.index in slow else 0
-        phases = {**st.phase_ns, "forward": st.phase("forward") + extra}
-        end = t + st.duration_ns + extra
-        out.append(replace(st, start_ns=t, end_ns=end, phase_ns=phases))
-        t = end
-    return tuple(out)

@@ -24,6 +24,13 @@ if TYPE_CHECKING:
         Speedup,
         Summary,
     )
+    from stepdoctor.model.measured import (
+        OUTLIER_SIGMAS,
+        OutlierCut,
+        measured_steps,
+        outlier_cut,
+        profiled_steps,
+    )
     from stepdoctor.model.phases import Phase
     from stepdoctor.model.run import (
         WARMUP_SAMPLES,
@@ -61,6 +68,7 @@ if TYPE_CHECKING:
     )
 
 __all__ = [
+    "OUTLIER_SIGMAS",
     "SCHEMA_VERSION",
     "WARMUP_SAMPLES",
     "BoundVerdict",
@@ -80,6 +88,7 @@ __all__ = [
     "Measurement",
     "ModelInfo",
     "Notice",
+    "OutlierCut",
     "Phase",
     "ProcessUsage",
     "ProfiledSpan",
@@ -104,6 +113,9 @@ __all__ = [
     "fields_getter",
     "from_jsonable",
     "json_default",
+    "measured_steps",
+    "outlier_cut",
+    "profiled_steps",
     "to_jsonable",
 ]
 
@@ -126,6 +138,8 @@ _HOMES = {
     "Measurement": "findings",
     "ModelInfo": "run",
     "Notice": "run",
+    "OUTLIER_SIGMAS": "measured",
+    "OutlierCut": "measured",
     "Phase": "phases",
     "ProcessUsage": "run",
     "ProfiledSpan": "run",
@@ -152,6 +166,9 @@ _HOMES = {
     "fields_getter": "schema",
     "from_jsonable": "schema",
     "json_default": "schema",
+    "measured_steps": "measured",
+    "outlier_cut": "measured",
+    "profiled_steps": "measured",
     "to_jsonable": "schema",
 }
 

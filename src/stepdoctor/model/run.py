@@ -287,7 +287,7 @@ class RunRecord:
     """Data-only / compute-only measurements made during the run (``--experiments``)."""
     profiled: tuple[ProfiledSpan, ...] = ()
     """Where stepdoctor's own profiler capture ran (``--trace``): the summary and the rules
-    leave those steps out (``rules.summary.profiled_steps``)."""
+    leave those steps out (``model.measured.profiled_steps``)."""
     end: RunEnd | None = None
     warnings: tuple[str, ...] = ()
     """Problems met while loading the record (truncated tail, say)."""

@@ -11,7 +11,8 @@ from __future__ import annotations
 import itertools
 import statistics
 
-from stepdoctor.model import Evidence, Finding, Fix, Phase, Severity, Speedup
+from stepdoctor.model import Evidence, Finding, Fix, Phase, Speedup
+from stepdoctor.rules._severity import grade
 from stepdoctor.rules.context import RuleContext, speedup_if_removed
 from stepdoctor.rules.registry import rule
 
@@ -27,7 +28,8 @@ CRITICAL_SHARE = 0.20
 def checkpoint_stalls(ctx: RuleContext) -> list[Finding]:
     """Flag a checkpoint share at or above 5% of step time."""
     share = ctx.share(Phase.CHECKPOINT)
-    if share < WARNING_SHARE:
+    rung = grade(share, warning=WARNING_SHARE, critical=CRITICAL_SHARE)
+    if rung is None:
         return []
     saving = [s for s in ctx.steps if s.phase(Phase.CHECKPOINT)]
     plain = [s.duration_ns for s in ctx.steps if not s.phase(Phase.CHECKPOINT)]
@@ -72,7 +74,7 @@ def checkpoint_stalls(ctx: RuleContext) -> list[Finding]:
     return [
         Finding(
             rule="checkpoint-stalls",
-            severity=Severity.CRITICAL if share >= CRITICAL_SHARE else Severity.WARNING,
+            severity=rung.severity,
             title=f"Checkpointing stalls training {share:.0%} of the time",
             explanation=(
                 f"{len(saving)} saves{every} took {mean_save_ms:.0f} ms each on average, and "

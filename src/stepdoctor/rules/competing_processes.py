@@ -9,6 +9,7 @@ Fix: stop or move them, or pin the job and them to separate cores.
 from __future__ import annotations
 
 from stepdoctor.model import Evidence, Finding, Fix, ProcessUsage, Severity, Speedup
+from stepdoctor.rules._severity import grade
 from stepdoctor.rules.context import RuleContext
 from stepdoctor.rules.registry import rule
 
@@ -64,7 +65,8 @@ def _cpu(ctx: RuleContext) -> Finding | None:
     other = sum(others) / len(others)
     job = sum(jobs) / len(jobs)
     share = other / capacity
-    if share < WARNING_SHARE:
+    rung = grade(share, warning=WARNING_SHARE, critical=CRITICAL_SHARE)
+    if rung is None:
         return None
     top = _top(ctx)
     names = ", ".join(f"{p.name} (pid {p.pid}, {p.cpu_pct:.0f}%)" for p in top) or "unknown"
@@ -78,7 +80,7 @@ def _cpu(ctx: RuleContext) -> Finding | None:
     return Finding(
         rule="competing-processes",
         span_ns=(busy[0], busy[-1]) if busy else None,
-        severity=Severity.CRITICAL if share >= CRITICAL_SHARE else Severity.WARNING,
+        severity=rung.severity,
         title=f"Other processes use {share:.0%} of the CPUs",
         explanation=(
             f"While the job ran, processes outside it used {other / 100:.1f} of the "

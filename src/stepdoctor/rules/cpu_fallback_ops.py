@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from stepdoctor.model import Evidence, Finding, Fix, Phase, Severity, Speedup
 from stepdoctor.rules._facts import GPU_DEVICES
+from stepdoctor.rules._severity import Rung, grade
 from stepdoctor.rules.context import RuleContext, speedup_if_removed
 from stepdoctor.rules.registry import rule
 
@@ -40,10 +41,11 @@ def cpu_fallback_ops(ctx: RuleContext) -> list[Finding]:
     findings = _split(ctx)
     if ctx.record.steps:
         sync = ctx.share(Phase.SYNC)
-        if sync >= SYNC_WARNING:
+        rung = grade(sync, warning=SYNC_WARNING, critical=SYNC_CRITICAL)
+        if rung is not None:
             calls = ctx.record.env_value("torch.sync_calls")
             per_step = calls / len(ctx.record.steps) if isinstance(calls, int) else None
-            findings.append(_syncs(sync, per_step))
+            findings.append(_syncs(sync, rung, per_step))
     moved = ctx.record.env_value("torch.h2d_in_forward")
     if isinstance(moved, int) and ctx.record.steps:
         per_step = moved / len(ctx.record.steps)
@@ -92,10 +94,10 @@ def _split(ctx: RuleContext) -> list[Finding]:
     return findings
 
 
-def _syncs(share: float, per_step: float | None) -> Finding:
+def _syncs(share: float, rung: Rung, per_step: float | None) -> Finding:
     return Finding(
         rule="cpu-fallback-ops",
-        severity=Severity.CRITICAL if share >= SYNC_CRITICAL else Severity.WARNING,
+        severity=rung.severity,
         title=f"Device-to-host reads take {share:.0%} of each step",
         explanation=(
             ".item(), .tolist() and .cpu() on device tensors inside the loop wait for every "
@@ -107,7 +109,7 @@ def _syncs(share: float, per_step: float | None) -> Finding:
                 metric="sync share of step time",
                 value=round(share, 4),
                 unit="share",
-                threshold=SYNC_WARNING if share < SYNC_CRITICAL else SYNC_CRITICAL,
+                threshold=rung.threshold,
                 source="timed .item()/.tolist()/.cpu() of device tensors",
             ),
             Evidence(

@@ -8,7 +8,8 @@ Fix: ``gc.freeze()`` after start-up, fewer long-lived Python objects, or ``gc.di
 
 from __future__ import annotations
 
-from stepdoctor.model import Evidence, Finding, Fix, Severity, Speedup
+from stepdoctor.model import Evidence, Finding, Fix, Speedup
+from stepdoctor.rules._severity import grade
 from stepdoctor.rules.context import RuleContext, speedup_if_removed
 from stepdoctor.rules.registry import rule
 
@@ -25,7 +26,8 @@ CRITICAL_SHARE = 0.20
 def gc_pauses(ctx: RuleContext) -> list[Finding]:
     """Flag collector pauses taking 5% of step time or more."""
     share = ctx.summary.gc_share
-    if share < WARNING_SHARE:
+    rung = grade(share, warning=WARNING_SHARE, critical=CRITICAL_SHARE)
+    if rung is None:
         return []
     count = sum(s.gc_count for s in ctx.steps)
     longest_ms = max(s.gc_max_pause_ns for s in ctx.steps) / 1e6
@@ -33,7 +35,7 @@ def gc_pauses(ctx: RuleContext) -> list[Finding]:
     return [
         Finding(
             rule="gc-pauses",
-            severity=Severity.CRITICAL if share >= CRITICAL_SHARE else Severity.WARNING,
+            severity=rung.severity,
             title=f"Garbage collection pauses take {share:.0%} of the time",
             explanation=(
                 f"Python's garbage collector ran {count} times for {total_ms:.0f} ms "

@@ -10,7 +10,8 @@ kernels, CUDA graphs / torch.compile), or remove synchronisations.
 
 from __future__ import annotations
 
-from stepdoctor.model import Evidence, Finding, Fix, RankTrace, Severity, Speedup
+from stepdoctor.model import Evidence, Finding, Fix, RankTrace, Speedup
+from stepdoctor.rules._severity import grade
 from stepdoctor.rules._traces import share_of_kernel_time, traced_ranks
 from stepdoctor.rules.context import RuleContext, speedup_if_removed
 from stepdoctor.rules.registry import rule
@@ -31,7 +32,11 @@ def gpu_idle(ctx: RuleContext) -> list[Finding]:
 
 def _rank(r: RankTrace) -> Finding | None:
     t = r.temporal
-    if t is None or t.idle_pct / 100 < WARNING_IDLE:
+    if t is None:
+        return None
+    share = t.idle_pct / 100
+    rung = grade(share, warning=WARNING_IDLE, critical=CRITICAL_IDLE)
+    if rung is None:
         return None
     host = sum(s.host_wait_us for s in r.idle_by_stream)
     kernel = sum(s.kernel_wait_us for s in r.idle_by_stream)
@@ -52,11 +57,10 @@ def _rank(r: RankTrace) -> Finding | None:
     else:
         cause = "gaps between kernels that were already queued (dependencies, other streams)"
         fix = "Overlap independent work on streams; check the timeline around the gaps."
-    share = t.idle_pct / 100
     return Finding(
         rule="gpu-idle",
         ranks=(r.rank,),
-        severity=Severity.CRITICAL if share >= CRITICAL_IDLE else Severity.WARNING,
+        severity=rung.severity,
         title=f"Rank {r.rank}: the GPU is idle {t.idle_pct:.0f}% of the time",
         explanation=(
             f"For {t.idle_us:,} of {t.kernel_time_us:,} µs no GPU work ran; mostly {cause}."
@@ -66,7 +70,7 @@ def _rank(r: RankTrace) -> Finding | None:
                 metric="idle share of GPU time",
                 value=round(share, 4),
                 unit="share",
-                threshold=WARNING_IDLE if share < CRITICAL_IDLE else CRITICAL_IDLE,
+                threshold=rung.threshold,
                 source="temporal breakdown (HTA's definition)",
             ),
             Evidence(metric="idle waiting for the host", value=host, unit="µs"),

@@ -8,7 +8,8 @@ Fix: pinned memory with non_blocking copies, fewer and larger transfers, keep da
 
 from __future__ import annotations
 
-from stepdoctor.model import Evidence, Finding, Fix, Severity, Speedup
+from stepdoctor.model import Evidence, Finding, Fix, Speedup
+from stepdoctor.rules._severity import grade
 from stepdoctor.rules._traces import share_of_kernel_time, traced_ranks
 from stepdoctor.rules.context import RuleContext, speedup_if_removed
 from stepdoctor.rules.registry import rule
@@ -28,14 +29,15 @@ def h2d_bound(ctx: RuleContext) -> list[Finding]:
         total = r.temporal.kernel_time_us if r.temporal else 0
         memory = dict(r.type_us).get("MEMORY", 0)
         share = share_of_kernel_time(r, memory)
-        if share < WARNING_SHARE:
+        rung = grade(share, warning=WARNING_SHARE, critical=CRITICAL_SHARE)
+        if rung is None:
             continue
         copies = [k for k in r.kernels if k.kernel_type == "MEMORY"][:3]
         findings.append(
             Finding(
                 rule="h2d-bound",
                 ranks=(r.rank,),
-                severity=Severity.CRITICAL if share >= CRITICAL_SHARE else Severity.WARNING,
+                severity=rung.severity,
                 title=f"Rank {r.rank}: copies take {share:.0%} of GPU time",
                 explanation=(
                     f"{memory:,} µs of memory copies and sets against {total:,} µs of GPU "
@@ -46,7 +48,7 @@ def h2d_bound(ctx: RuleContext) -> list[Finding]:
                         metric="memcpy/memset share of GPU time",
                         value=round(share, 4),
                         unit="share",
-                        threshold=WARNING_SHARE if share < CRITICAL_SHARE else CRITICAL_SHARE,
+                        threshold=rung.threshold,
                         source="kernel types (HTA)",
                     ),
                 ),

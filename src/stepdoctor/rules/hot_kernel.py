@@ -8,7 +8,8 @@ precision (AMP) or a fused implementation.
 
 from __future__ import annotations
 
-from stepdoctor.model import Evidence, Finding, Fix, Severity, Speedup
+from stepdoctor.model import Evidence, Finding, Fix, Speedup
+from stepdoctor.rules._severity import grade
 from stepdoctor.rules._traces import traced_ranks
 from stepdoctor.rules.context import RuleContext
 from stepdoctor.rules.registry import rule
@@ -27,13 +28,16 @@ def hot_kernel(ctx: RuleContext) -> list[Finding]:
     findings = []
     for r in traced_ranks(ctx):
         top = next((k for k in r.kernels if k.kernel_type == "COMPUTATION"), None)
-        if top is None or top.share_pct < HOT_SHARE:
+        if top is None:
+            continue
+        rung = grade(top.share_pct, info=HOT_SHARE, warning=WARNING_SHARE)
+        if rung is None:
             continue
         findings.append(
             Finding(
                 rule="hot-kernel",
                 ranks=(r.rank,),
-                severity=Severity.WARNING if top.share_pct >= WARNING_SHARE else Severity.INFO,
+                severity=rung.severity,
                 title=f"Rank {r.rank}: one kernel takes {top.share_pct:.0f}% of GPU time",
                 explanation=(
                     f"{top.name} ran {top.count:,} times for {top.sum_us:,} µs, "

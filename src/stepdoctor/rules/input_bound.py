@@ -9,7 +9,8 @@ pre-computing / caching the decoded data set when each sample is expensive to pr
 
 from __future__ import annotations
 
-from stepdoctor.model import Evidence, Finding, Fix, Phase, Severity, Speedup
+from stepdoctor.model import Evidence, Finding, Fix, Phase, Speedup
+from stepdoctor.rules._severity import grade
 from stepdoctor.rules.context import RuleContext, speedup_if_removed
 from stepdoctor.rules.registry import rule
 
@@ -29,7 +30,8 @@ HEAVY_SAMPLE_MS = 1.0
 def input_bound(ctx: RuleContext) -> list[Finding]:
     """Flag a data-wait share at or above XProf's 5% band."""
     share = ctx.share(Phase.DATA_WAIT)
-    if share < WARNING_SHARE:
+    rung = grade(share, warning=WARNING_SHARE, critical=CRITICAL_SHARE)
+    if rung is None:
         return []
     steps = ctx.steps
     wait_ms = sum(s.phase(Phase.DATA_WAIT) for s in steps) / len(steps) / 1e6
@@ -88,7 +90,7 @@ def input_bound(ctx: RuleContext) -> list[Finding]:
     return [
         Finding(
             rule="input-bound",
-            severity=Severity.CRITICAL if share >= CRITICAL_SHARE else Severity.WARNING,
+            severity=rung.severity,
             title=f"Training waits for data {share:.0%} of the time",
             explanation=(
                 f"Each step spends {wait_ms:.1f} ms on average blocked waiting for the next "

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from stepdoctor.model import Evidence, Finding, Fix, RunRecord, Severity, Speedup
 from stepdoctor.rules._facts import fact_int
+from stepdoctor.rules._severity import grade
 from stepdoctor.rules.context import RuleContext
 from stepdoctor.rules.registry import rule
 
@@ -91,12 +92,12 @@ def _near_limit(record: RunRecord, rss: int) -> Finding | None:
     if not limit:
         return None
     share = rss / limit
-    if share < RSS_WARNING:
+    rung = grade(share, warning=RSS_WARNING, critical=RSS_CRITICAL)
+    if rung is None:
         return None
-    severity = Severity.CRITICAL if share >= RSS_CRITICAL else Severity.WARNING
     return Finding(
         rule="memory-limits",
-        severity=severity,
+        severity=rung.severity,
         title=f"The job uses {share:.0%} of its memory limit",
         explanation=(
             f"The job's processes reached {rss / _MIB:,.0f} MiB of the {limit / _MIB:,.0f} MiB "
@@ -109,7 +110,7 @@ def _near_limit(record: RunRecord, rss: int) -> Finding | None:
                 metric="share of the limit",
                 value=round(share, 3),
                 unit="share",
-                threshold=RSS_WARNING if share < RSS_CRITICAL else RSS_CRITICAL,
+                threshold=rung.threshold,
             ),
         ),
         speedup=_NO_SPEEDUP,

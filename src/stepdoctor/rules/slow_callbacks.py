@@ -9,7 +9,8 @@ Fix: do the work every N steps, asynchronously, or on the device.
 
 from __future__ import annotations
 
-from stepdoctor.model import Evidence, Finding, Fix, Phase, Severity, Speedup
+from stepdoctor.model import Evidence, Finding, Fix, Phase, Speedup
+from stepdoctor.rules._severity import grade
 from stepdoctor.rules.context import RuleContext, speedup_if_removed
 from stepdoctor.rules.registry import rule
 
@@ -33,13 +34,14 @@ def slow_callbacks(ctx: RuleContext) -> list[Finding]:
     )
     total_ns = sum(s.duration_ns for s in ctx.steps)
     share = between_ns / total_ns if total_ns else 0.0
-    if share < WARNING_SHARE:
+    rung = grade(share, warning=WARNING_SHARE, critical=CRITICAL_SHARE)
+    if rung is None:
         return []
     per_step_ms = between_ns / len(ctx.steps) / 1e6
     return [
         Finding(
             rule="slow-callbacks",
-            severity=Severity.CRITICAL if share >= CRITICAL_SHARE else Severity.WARNING,
+            severity=rung.severity,
             title=f"Work between steps takes {share:.0%} of the time",
             explanation=(
                 f"{per_step_ms:.1f} ms of every step is spent outside data loading, forward, "

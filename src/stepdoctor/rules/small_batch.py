@@ -11,17 +11,27 @@ from __future__ import annotations
 
 import statistics
 
-from stepdoctor.model import Evidence, Finding, Fix, Phase, Severity, Speedup
+from stepdoctor.model import Evidence, Finding, Fix, Phase, Speedup
+from stepdoctor.rules._severity import grade
 from stepdoctor.rules.context import RuleContext
 from stepdoctor.rules.registry import rule
 
-__all__ = ["MIN_SPEEDUP", "SMALL_BATCH", "TARGET_BATCH", "UNDERUSED_GPU", "small_batch"]
+__all__ = [
+    "CRITICAL_BATCH",
+    "MIN_SPEEDUP",
+    "SMALL_BATCH",
+    "TARGET_BATCH",
+    "UNDERUSED_GPU",
+    "small_batch",
+]
 
 #: DL4J's guide (step 5): minibatches of 32-128 are common; training or inference with one
 #: example at a time gives poor utilisation. We flag 8 or fewer samples a step, and estimate
 #: against a batch of 32, the low end of DL4J's range.
 SMALL_BATCH = 8
 TARGET_BATCH = 32
+#: One example at a time, DL4J's worst case, is critical.
+CRITICAL_BATCH = 1
 #: Below this estimated gain the per-step costs are already small: stay silent.
 MIN_SPEEDUP = 1.1
 #: GPU busy share under which a small batch leaves the GPU idle (the TF performance-analysis
@@ -39,7 +49,8 @@ def small_batch(ctx: RuleContext) -> list[Finding]:
     if not sizes:
         return []
     batch = statistics.median(sizes)
-    if batch > SMALL_BATCH:
+    rung = grade(batch, warning=SMALL_BATCH, critical=CRITICAL_BATCH, lower_is_worse=True)
+    if rung is None:
         return []
     fixed = ctx.share(*_PER_STEP)
     scaling = max(0.0, 1.0 - fixed)
@@ -77,7 +88,7 @@ def small_batch(ctx: RuleContext) -> list[Finding]:
     return [
         Finding(
             rule="small-batch",
-            severity=Severity.CRITICAL if batch <= 1 else Severity.WARNING,
+            severity=rung.severity,
             title=f"Batches of {batch:g} sample(s): per-step costs dominate",
             explanation=(
                 f"Each step handles {batch:g} sample(s) in {step_ms:.2f} ms"

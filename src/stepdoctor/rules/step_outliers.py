@@ -2,7 +2,8 @@
 
 Detects: steps above mean + 3σ of the measured step times (SageMaker Debugger's StepOutlier
 rule), leaving out steps that saved a checkpoint (``checkpoint-stalls`` covers those; the
-rules never see those stepdoctor's own profiler capture slowed, ``run --trace``). Only
+rules never see those stepdoctor's own profiler capture slowed, ``run --trace``). The cut is
+``model.outlier_cut``, which the HTML report's timeline marks too. Only
 info when several threads call one model at once: the outliers are that contention's symptom
 (``shared-model-threads`` is the finding to act on).
 Evidence: how many, how long against the median, when they happen, the phase that grew.
@@ -13,17 +14,29 @@ from __future__ import annotations
 
 import itertools
 import statistics
+from collections.abc import Sequence
 
-from stepdoctor.model import Evidence, Finding, Fix, Phase, Severity, Speedup, StepTiming
+from stepdoctor.model import (
+    OUTLIER_SIGMAS,
+    Evidence,
+    Finding,
+    Fix,
+    Phase,
+    Severity,
+    Speedup,
+    StepTiming,
+    outlier_cut,
+)
 from stepdoctor.rules.context import RuleContext, speedup_if_removed
 from stepdoctor.rules.registry import rule
 from stepdoctor.rules.shared_model_threads import MIN_CONCURRENT_SHARE
 
 __all__ = ["MIN_OUTLIERS", "MIN_STEPS", "SIGMAS", "WARNING_LOST_SHARE", "step_outliers"]
 
-#: SageMaker Debugger's StepOutlier: a step is an outlier above mean + 3 standard deviations;
-#: the rule fires once more than 10 outliers are seen, and only after 100 steps.
-SIGMAS = 3.0
+#: SageMaker Debugger's StepOutlier: a step is an outlier above mean + 3 standard deviations
+#: (``model.OUTLIER_SIGMAS``, the cut the report's timeline shares); the rule fires once more
+#: than 10 outliers are seen, and only after 100 steps.
+SIGMAS = OUTLIER_SIGMAS
 MIN_OUTLIERS = 10
 MIN_STEPS = 100
 #: Below this share of time lost to outliers the finding is informational: a few slow steps
@@ -56,16 +69,11 @@ def _shared_model(ctx: RuleContext) -> str | None:
 @rule(id="step-outliers", title="Outlier steps")
 def step_outliers(ctx: RuleContext) -> list[Finding]:
     """Flag more than 10 steps above mean + 3σ after 100 steps."""
-    steps = [s for s in ctx.steps if not s.phase(Phase.CHECKPOINT)]  # profiled ones are out
-    if len(steps) < MIN_STEPS:
+    cut = outlier_cut(ctx.steps)  # profiled steps are out of ctx.steps, checkpoints of the cut
+    steps, limit, outliers = cut.judged, cut.limit_ns, cut.outliers
+    if len(steps) < MIN_STEPS or limit is None or len(outliers) <= MIN_OUTLIERS:
         return []
-    durations = [s.duration_ns for s in steps]
-    mean = statistics.fmean(durations)
-    limit = mean + SIGMAS * statistics.pstdev(durations)
-    outliers = [s for s in steps if s.duration_ns > limit]
-    if len(outliers) <= MIN_OUTLIERS:
-        return []
-    median = statistics.median(durations)
+    median = statistics.median(s.duration_ns for s in steps)
     total = sum(s.duration_ns for s in ctx.steps)
     lost = sum(s.duration_ns - median for s in outliers)
     lost_share = lost / total if total else 0.0
@@ -153,7 +161,7 @@ def step_outliers(ctx: RuleContext) -> list[Finding]:
     ]
 
 
-def _grown_phase(outliers: list[StepTiming], steps: list[StepTiming]) -> str:
+def _grown_phase(outliers: Sequence[StepTiming], steps: Sequence[StepTiming]) -> str:
     """Return the phase (or ``gc``) whose time grew most in the outliers against the median."""
     names = {name for s in outliers for name in s.phase_ns}
     excess: dict[str, float] = {}

@@ -4,13 +4,21 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from stepdoctor.model import WARMUP_SAMPLES, Phase, RunRecord, StepTiming, Summary
+from stepdoctor.model import (
+    WARMUP_SAMPLES,
+    Phase,
+    RunRecord,
+    StepTiming,
+    Summary,
+    measured_steps,
+    profiled_steps,
+)
 
 __all__ = [
     "WARMUP_MAX_SHARE",
     "WARMUP_SAMPLES",  # (re-exported: the rules' warm-up is the model's)
-    "measured_steps",
-    "profiled_steps",
+    "measured_steps",  # (re-exported: the model's, so that the plots judge the same steps)
+    "profiled_steps",  # (re-exported, as measured_steps)
     "split_warmup",
     "summarize",
 ]
@@ -37,29 +45,6 @@ def split_warmup(steps: Sequence[StepTiming]) -> int:
         if seen >= WARMUP_SAMPLES:
             break
     return max(1, min(count, int(n * WARMUP_MAX_SHARE)))
-
-
-def profiled_steps(record: RunRecord) -> frozenset[int]:
-    """Indexes of the steps stepdoctor's own torch.profiler capture ran over (``run
-    --trace``): the job's steps, slowed by the profiler."""
-    spans = record.profiled
-    if not spans:  # most runs: no pass over their (maybe millions of) steps
-        return frozenset()
-    return frozenset(
-        s.index
-        for s in record.steps
-        if any(s.start_ns < span.end_ns and s.end_ns > span.start_ns for span in spans)
-    )
-
-
-def measured_steps(
-    steps: tuple[StepTiming, ...], warm: int, profiled: frozenset[int]
-) -> tuple[StepTiming, ...]:
-    """The steps the figures and the rules judge: those after the ``warm`` warm-up steps, less
-    the ``profiled`` ones (``profiled_steps``: stepdoctor's own profiler slowed them, so they
-    are not the job's)."""
-    after = steps[warm:]
-    return tuple(s for s in after if s.index not in profiled) if profiled else after
 
 
 def summarize(record: RunRecord, profiled: frozenset[int] | None = None) -> Summary:

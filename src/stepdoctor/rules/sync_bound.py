@@ -9,7 +9,8 @@ Fix: read values from the GPU every N steps, not every step; remove explicit syn
 
 from __future__ import annotations
 
-from stepdoctor.model import Evidence, Finding, Fix, Severity, Speedup
+from stepdoctor.model import Evidence, Finding, Fix, Speedup
+from stepdoctor.rules._severity import grade
 from stepdoctor.rules._traces import share_of_kernel_time, traced_ranks
 from stepdoctor.rules.context import RuleContext, speedup_if_removed
 from stepdoctor.rules.registry import rule
@@ -27,13 +28,14 @@ def sync_bound(ctx: RuleContext) -> list[Finding]:
     findings = []
     for r in traced_ranks(ctx):
         share = share_of_kernel_time(r, r.sync_host_us)
-        if share < WARNING_SHARE:
+        rung = grade(share, warning=WARNING_SHARE, critical=CRITICAL_SHARE)
+        if rung is None:
             continue
         findings.append(
             Finding(
                 rule="sync-bound",
                 ranks=(r.rank,),
-                severity=Severity.CRITICAL if share >= CRITICAL_SHARE else Severity.WARNING,
+                severity=rung.severity,
                 title=f"Rank {r.rank}: the host waits in synchronisations {share:.0%} of the time",
                 explanation=(
                     f"{r.sync_host_us:,} µs in cuda*Synchronize calls: while the host waits, no "
@@ -44,7 +46,7 @@ def sync_bound(ctx: RuleContext) -> list[Finding]:
                         metric="host sync time over GPU time",
                         value=round(share, 4),
                         unit="share",
-                        threshold=WARNING_SHARE if share < CRITICAL_SHARE else CRITICAL_SHARE,
+                        threshold=rung.threshold,
                         source="cuda_runtime events",
                     ),
                 ),

@@ -176,12 +176,12 @@ class TorchPatches:
         if accelerator:
             for name in SYNC_METHODS:
                 original = getattr(torch.Tensor, name)
-                self._patch(
-                    torch.Tensor, name, _sync_wrapper(original, append, clock, sink.sync_calls)
-                )
+                timed = phase_wrapper(original, _SYNC, append, clock)
+                self._patch(torch.Tensor, name, _sync_wrapper(original, timed, sink.sync_calls))
             for name in ("to", "cuda"):
                 original = getattr(torch.Tensor, name)
-                self._patch(torch.Tensor, name, self._h2d_wrapper(torch, original, name))
+                timed = phase_wrapper(original, _H2D, append, clock)
+                self._patch(torch.Tensor, name, self._h2d_wrapper(torch, original, timed, name))
             self._catch_fallback_warnings()
 
         def pre_hook(optimizer: object, args: object, kwargs: object) -> None:
@@ -218,12 +218,13 @@ class TorchPatches:
         self._wrappers.clear()
         self._generic_call = None
 
-    def _h2d_wrapper(self, torch: Any, original: Callable[..., Any], name: str) -> Any:
-        """Time host-to-device copies as ``h2d``; count those made inside the model's forward
-        (tensors created on the CPU and moved at every call)."""
+    def _h2d_wrapper(
+        self, torch: Any, original: Callable[..., Any], timed: Callable[..., Any], name: str
+    ) -> Any:
+        """Time host-to-device copies as ``h2d`` (``timed``: ``original`` wrapped as that phase
+        by the phase hook); count those made inside the model's forward (tensors created on the
+        CPU and moved at every call)."""
         sink = self._sink
-        append = sink.events.append
-        clock = sink.clock
         in_forward = self._in_forward
         get_ident = threading.get_ident
         device_type = torch.device
@@ -242,14 +243,9 @@ class TorchPatches:
         def wrapper(tensor: Any, *args: Any, **kwargs: Any) -> Any:
             if tensor.device.type != "cpu" or not moves(args, kwargs):
                 return original(tensor, *args, **kwargs)
-            tid = get_ident()
-            if tid in in_forward:
+            if get_ident() in in_forward:
                 sink.h2d_in_forward[0] += 1
-            append((clock(), ENTER, _H2D, tid))
-            try:
-                return original(tensor, *args, **kwargs)
-            finally:
-                append((clock(), EXIT, None, tid))
+            return timed(tensor, *args, **kwargs)
 
         return _dressed(wrapper, original)
 
@@ -445,25 +441,16 @@ def _own_call(cls: type, ours: set[Any]) -> Any:
 
 
 def _sync_wrapper(
-    original: Callable[..., Any],
-    append: Callable[[Event], None],
-    clock: Callable[[], int],
-    count: list[int],
+    original: Callable[..., Any], timed: Callable[..., Any], count: list[int]
 ) -> Callable[..., Any]:
-    """Time ``tensor.item()``-like calls as ``sync`` (and count them) when the tensor is on a
-    device."""
-    get_ident = threading.get_ident
+    """Time ``tensor.item()``-like calls as ``sync`` (``timed``: ``original`` wrapped as that
+    phase by the phase hook) and count them, when the tensor is on a device."""
 
     def wrapper(tensor: Any, *args: Any, **kwargs: Any) -> Any:
         if tensor.device.type == "cpu":
             return original(tensor, *args, **kwargs)
         count[0] += 1
-        tid = get_ident()
-        append((clock(), ENTER, _SYNC, tid))
-        try:
-            return original(tensor, *args, **kwargs)
-        finally:
-            append((clock(), EXIT, None, tid))
+        return timed(tensor, *args, **kwargs)
 
     return _dressed(wrapper, original)
 
@@ -474,6 +461,8 @@ def _phase_wrapper(
     append: Callable[[Event], None],
     clock: Callable[[], int],
 ) -> Callable[..., Any]:
+    """Time each call of ``original`` as ``phase``: the Python twin of the C ``phase`` hook,
+    behind backward, torch.save and the device reads and copies."""
     get_ident = threading.get_ident
 
     def wrapper(*args: Any, **kwargs: Any) -> Any:
