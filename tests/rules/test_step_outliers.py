@@ -1,8 +1,10 @@
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
-from stepdoctor.model import ProfiledSpan, Severity
+from stepdoctor.model import ProfiledSpan, Severity, StepTiming, SystemSample
 from stepdoctor.rules import RuleContext
 from stepdoctor.rules.step_outliers import step_outliers
 from tests.builders import record, slowed, steps
@@ -64,3 +66,43 @@ def test_steps_under_stepdoctors_own_profiler_are_left_out() -> None:
     (f,) = step_outliers(RuleContext(record(s, profiled=(span,))))
     assert {e.metric: e.value for e in f.evidence}["outlier steps"] == 15
     assert "12 steps under stepdoctor's own torch.profiler capture were left out" in (f.explanation)
+
+
+def _others(step_list: tuple[StepTiming, ...], busy: set[int], cpus: int) -> list[SystemSample]:
+    """A sample at the end of every step: others take ``cpus`` cores in the ``busy`` steps."""
+    return [
+        SystemSample(
+            t_ns=s.end_ns,
+            job_cpu_pct=100.0,
+            other_cpu_pct=100.0 * cpus if s.index in busy else 0.0,
+        )
+        for s in step_list
+    ]
+
+
+def test_outliers_while_other_processes_took_the_cpus_are_theirs() -> None:
+    # every 20th step slow, and another process ran on 2 of the 4 cores exactly then
+    s = steps(300, phases_ms={"forward": 10}, every={20: {"forward": 40}})
+    slow = {st.index for st in s if st.duration_ns > 20 * 10**6}
+    (f,) = step_outliers(RuleContext(record(s, system=_others(s, slow, cpus=2))))
+    assert f.severity is Severity.INFO
+    assert "outside the job" in f.explanation and "competing-processes" in f.explanation
+    ev = {e.metric: e.value for e in f.evidence}
+    assert ev["other processes' CPU during the outliers"] == pytest.approx(0.5)
+
+
+def test_other_processes_that_ran_all_along_or_took_little_explain_nothing() -> None:
+    s = steps(300, phases_ms={"forward": 10}, every={20: {"forward": 40}})
+    slow = {st.index for st in s if st.duration_ns > 20 * 10**6}
+    everywhere = {st.index for st in s}
+    for system in (
+        _others(s, everywhere, cpus=2),  # the same during every step: no rise with the outliers
+        _others(s, slow, cpus=0),  # nothing else ran
+        [  # a rise of a fifth of the machine: less than competing-processes' quarter
+            replace(x, other_cpu_pct=80.0 if x.other_cpu_pct else 0.0)
+            for x in _others(s, slow, cpus=1)
+        ],
+    ):
+        (f,) = step_outliers(RuleContext(record(s, system=system)))
+        assert f.severity is Severity.WARNING, f.explanation
+        assert "outside the job" not in f.explanation

@@ -16,4 +16,4 @@ if __name__ == "__main__":
         if step % 10 == 9:
             torch.save({"model": model.state_dict(), "step": step}, path)
 
-    print("steps:", train(loader, model, after_step=after_step))
+    print("steps:", train(loader, model, steps=150, after_step=after_step))

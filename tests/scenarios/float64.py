@@ -6,4 +6,4 @@ from torch.utils.data import DataLoader
 
 if __name__ == "__main__":
     loader = DataLoader(tensors(dtype=torch.float64), batch_size=64, shuffle=True)
-    print("steps:", train(loader, mlp().double()))
+    print("steps:", train(loader, mlp().double(), steps=200))

@@ -16,4 +16,4 @@ if __name__ == "__main__":
         if len(history) > 30000:
             del history[:15000]
 
-    print("steps:", train(loader, mlp(width=512), after_step=after_step), len(cache))
+    print("steps:", train(loader, mlp(width=512), steps=300, after_step=after_step), len(cache))

@@ -23,4 +23,4 @@ class DecodedDataset(Dataset):  # type: ignore[type-arg]
 
 if __name__ == "__main__":
     loader = DataLoader(DecodedDataset(), batch_size=64, shuffle=True)
-    print("steps:", train(loader, mlp()))
+    print("steps:", train(loader, mlp(), steps=80))

@@ -5,4 +5,4 @@ from torch.utils.data import DataLoader
 
 if __name__ == "__main__":
     loader = DataLoader(tensors(n=4096), batch_size=128, shuffle=True)
-    print("steps:", train(loader, mlp(width=4096)))
+    print("steps:", train(loader, mlp(width=4096), steps=40))

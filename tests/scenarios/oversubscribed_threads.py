@@ -7,4 +7,4 @@ from torch.utils.data import DataLoader
 if __name__ == "__main__":
     torch.set_num_threads(16)
     loader = DataLoader(tensors(), batch_size=64, shuffle=True)
-    print("steps:", train(loader, mlp()))
+    print("steps:", train(loader, mlp(), steps=60))

@@ -16,5 +16,5 @@ if __name__ == "__main__":
         weights = model[0].weight.detach()[:64].tolist()
         log.write(json.dumps({"step": step, "loss": float(loss), "w": weights}) + "\n")  # type: ignore[arg-type]
 
-    print("steps:", train(loader, model, after_step=after_step))
+    print("steps:", train(loader, model, steps=200, after_step=after_step))
     log.close()

@@ -5,4 +5,4 @@ from torch.utils.data import DataLoader
 
 if __name__ == "__main__":
     loader = DataLoader(tensors(), batch_size=1, shuffle=True)
-    print("steps:", train(loader, mlp(width=256)))
+    print("steps:", train(loader, mlp(width=256), steps=1500))

@@ -15,4 +15,4 @@ if __name__ == "__main__":
             with torch.no_grad():
                 model(val_x).argmax(1)
 
-    print("steps:", train(loader, model, after_step=after_step))
+    print("steps:", train(loader, model, steps=600, after_step=after_step))

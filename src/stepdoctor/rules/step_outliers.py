@@ -3,15 +3,18 @@
 Detects: steps above mean + 3σ of the measured step times (SageMaker Debugger's StepOutlier
 rule), leaving out steps that saved a checkpoint (``checkpoint-stalls`` covers those; the
 rules never see those stepdoctor's own profiler capture slowed, ``run --trace``). The cut is
-``model.outlier_cut``, which the HTML report's timeline marks too. Only
-info when several threads call one model at once: the outliers are that contention's symptom
-(``shared-model-threads`` is the finding to act on).
+``model.outlier_cut``, which the HTML report's timeline marks too. Only info when several
+threads call one model at once (the outliers are that contention's symptom:
+``shared-model-threads`` is the finding to act on), or when other processes took a quarter of
+the machine more while the outliers ran than during the other steps (the slow steps came from
+outside the job: ``competing-processes``).
 Evidence: how many, how long against the median, when they happen, the phase that grew.
 Fix: depends on the phase that grew; the finding names it.
 """
 
 from __future__ import annotations
 
+import bisect
 import itertools
 import statistics
 from collections.abc import Sequence
@@ -25,13 +28,22 @@ from stepdoctor.model import (
     Severity,
     Speedup,
     StepTiming,
+    SystemSample,
     outlier_cut,
 )
+from stepdoctor.rules.competing_processes import WARNING_SHARE as OTHERS_WARNING_SHARE
 from stepdoctor.rules.context import RuleContext, speedup_if_removed
 from stepdoctor.rules.registry import rule
 from stepdoctor.rules.shared_model_threads import MIN_CONCURRENT_SHARE
 
-__all__ = ["MIN_OUTLIERS", "MIN_STEPS", "SIGMAS", "WARNING_LOST_SHARE", "step_outliers"]
+__all__ = [
+    "MIN_OUTLIERS",
+    "MIN_STEPS",
+    "OTHERS_EXCESS_SHARE",
+    "SIGMAS",
+    "WARNING_LOST_SHARE",
+    "step_outliers",
+]
 
 #: SageMaker Debugger's StepOutlier: a step is an outlier above mean + 3 standard deviations
 #: (``model.OUTLIER_SIGMAS``, the cut the report's timeline shares); the rule fires once more
@@ -55,6 +67,46 @@ _HINTS = {
     "computation (spread it out or run it asynchronously)",
     "gc": "a garbage collection ran (see gc.freeze())",
 }
+
+
+#: The outliers are the machine's, not the job's, when other processes took at least this much
+#: more of the machine's CPUs while they ran than during the other steps: competing-processes'
+#: warning share (a quarter of the machine, what ``top`` shows as a clear competitor), as a
+#: rise that coincides with the slow steps.
+OTHERS_EXCESS_SHARE = OTHERS_WARNING_SHARE
+
+
+def _others_share(
+    steps: Sequence[StepTiming], samples: Sequence[SystemSample], times: Sequence[int], cpus: float
+) -> float | None:
+    """Other processes' mean share of the machine's CPUs over ``steps``: each step reads the
+    samples taken while it ran and the first one after it (whose interval covers its end)."""
+    shares = []
+    for step in steps:
+        first = bisect.bisect_right(times, step.start_ns)  # one taken at its start is before it
+        last = bisect.bisect_left(times, step.end_ns)
+        shares += [
+            (sample.other_cpu_pct or 0.0) / (100.0 * cpus) for sample in samples[first : last + 1]
+        ]
+    return statistics.fmean(shares) if shares else None
+
+
+def _outside_load(
+    ctx: RuleContext, outliers: Sequence[StepTiming], steps: Sequence[StepTiming]
+) -> tuple[float, float] | None:
+    """(others' share during the outliers, during the other steps) when the outliers ran while
+    other processes took ``OTHERS_EXCESS_SHARE`` more of the machine; else None."""
+    samples = [s for s in ctx.record.system if s.other_cpu_pct is not None]
+    if not samples:
+        return None
+    times = [s.t_ns for s in samples]
+    cpus = float(ctx.record.meta.cpu_count or ctx.cores)
+    slow = {s.index for s in outliers}
+    during = _others_share(outliers, samples, times, cpus)
+    rest = _others_share([s for s in steps if s.index not in slow], samples, times, cpus)
+    if during is None or rest is None or during - rest < OTHERS_EXCESS_SHARE:
+        return None
+    return during, rest
 
 
 def _shared_model(ctx: RuleContext) -> str | None:
@@ -97,12 +149,19 @@ def step_outliers(ctx: RuleContext) -> list[Finding]:
         else ""
     )
     shared = _shared_model(ctx)
-    explained = (
-        f" Several threads call {shared} at once (see shared-model-threads): contention "
-        "between them makes step times vary, so these outliers are its symptom."
-        if shared
-        else ""
-    )
+    outside = None if shared else _outside_load(ctx, outliers, steps)
+    explained = ""
+    if shared:
+        explained = (
+            f" Several threads call {shared} at once (see shared-model-threads): contention "
+            "between them makes step times vary, so these outliers are its symptom."
+        )
+    elif outside:
+        explained = (
+            f" Other processes took {outside[0]:.0%} of the machine's CPUs while they ran, "
+            f"against {outside[1]:.0%} during the other steps: the slow steps came from "
+            "outside the job (see competing-processes)."
+        )
     return [
         Finding(
             rule="step-outliers",
@@ -110,6 +169,7 @@ def step_outliers(ctx: RuleContext) -> list[Finding]:
             if lost_share >= WARNING_LOST_SHARE
             and len(outliers) > WARNING_OUTLIER_SHARE * len(steps)
             and not shared
+            and not outside
             else Severity.INFO,
             title=f"{len(outliers)} outlier steps ({when})",
             explanation=(
@@ -151,6 +211,19 @@ def step_outliers(ctx: RuleContext) -> list[Finding]:
                 ),
                 Evidence(metric="phase that grew", value=cause, source="step phases"),
                 Evidence(metric="when", value=when, source="step indices"),
+                *(
+                    (
+                        Evidence(
+                            metric="other processes' CPU during the outliers",
+                            value=round(outside[0], 3),
+                            unit="share",
+                            threshold=round(outside[1] + OTHERS_EXCESS_SHARE, 3),
+                            source="system samples (other processes, per step)",
+                        ),
+                    )
+                    if outside
+                    else ()
+                ),
             ),
             speedup=Speedup(
                 factor=speedup_if_removed(lost_share),

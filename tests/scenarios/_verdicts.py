@@ -1,0 +1,48 @@
+"""What a scenario's report may say about the machine rather than the job.
+
+The zoo runs real jobs on a shared machine: other processes may take its CPUs while a scenario
+runs (a busy CI host, a parallel build, the CPU burners of the loaded fresh-clone check).
+``competing-processes`` then rightly tops the report. These helpers let the zoo tests judge the
+verdict about the job itself, and check that a finding about the machine is there exactly when
+the run's own record shows the machine busy.
+"""
+
+from __future__ import annotations
+
+import statistics
+from pathlib import Path
+
+from stepdoctor.record import load_run
+from stepdoctor.rules.competing_processes import WARNING_SHARE
+
+__all__ = ["MACHINE_RULES", "about_the_job", "machine_was_busy", "others_share"]
+
+#: Findings whose subject is the machine's other load, not the job.
+MACHINE_RULES = frozenset({"competing-processes"})
+
+LOUD = ("warning", "critical")
+
+
+def others_share(run_dir: Path) -> float:
+    """Other processes' mean share of the machine's CPUs over the run, from its record."""
+    record = load_run(run_dir)
+    cpus = 100.0 * (record.meta.cpu_count or 1)
+    shares = [s.other_cpu_pct / cpus for s in record.system if s.other_cpu_pct is not None]
+    return statistics.fmean(shares) if shares else 0.0
+
+
+def machine_was_busy(run_dir: Path) -> bool:
+    """Whether other processes took competing-processes' share of the CPUs during the run."""
+    return others_share(run_dir) >= WARNING_SHARE
+
+
+def about_the_job(report: dict[str, object], run_dir: Path) -> list[dict[str, object]]:
+    """The report's findings about the job, in rank order, after checking the ones about the
+    machine: a loud ``competing-processes`` only when the record shows the machine busy."""
+    findings = report["findings"]
+    assert isinstance(findings, list)
+    busy = machine_was_busy(run_dir)
+    for finding in findings:
+        if finding["rule"] in MACHINE_RULES and finding["severity"] in LOUD:
+            assert busy, f"{finding['rule']} on a machine {others_share(run_dir):.0%} busy"
+    return [f for f in findings if f["rule"] not in MACHINE_RULES]
