@@ -8,11 +8,11 @@ import sys
 from pathlib import Path
 
 from stepdoctor.cli._common import write_output
-from stepdoctor.cli.trace import render_trace
 from stepdoctor.record import load_run
 from stepdoctor.render import render_json, render_text
 from stepdoctor.render.html import render_html
 from stepdoctor.render.perfetto import render_perfetto
+from stepdoctor.render.trace import render_trace
 from stepdoctor.report import build_report, fold_trace, trace_of_run
 
 __all__ = ["add_parser", "run"]

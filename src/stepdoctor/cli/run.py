@@ -9,7 +9,6 @@ import sys
 from pathlib import Path
 
 from stepdoctor.cli._common import error_line
-from stepdoctor.cli.trace import render_trace
 from stepdoctor.collect import Session, default_run_dir
 from stepdoctor.collect.hooks.profiling import TraceCapture
 from stepdoctor.collect.hooks.trigger import ExperimentTrigger
@@ -19,6 +18,7 @@ from stepdoctor.experiments.overrides import Overrides, apply_overrides
 from stepdoctor.model import Report, TraceSummary
 from stepdoctor.render import render_json, render_text
 from stepdoctor.render.html import render_html
+from stepdoctor.render.trace import render_trace
 from stepdoctor.report import build_report, fold_trace
 from stepdoctor.traces import analyse_paths
 from stepdoctor.watching import stderr_line
