@@ -100,7 +100,9 @@ def run(args: argparse.Namespace) -> int:
         log_every_steps=args.log_every,
         progress_sink=stderr_line,
         instrument_torch=True,
-        experiment=ExperimentTrigger(make_run_experiment(args.experiment_budget))
+        experiment=ExperimentTrigger(
+            make_run_experiment(args.experiment_budget, progress=_experiment_line)
+        )
         if args.experiments
         else None,
         max_steps=None if overrides is None else overrides.max_steps,
@@ -134,6 +136,11 @@ def run(args: argparse.Namespace) -> int:
         error_line(f"could not build the report: {exc!r} (the run record is kept)")
     stderr_line(f"run record: {session.record_path}")
     return result.exit_code
+
+
+def _experiment_line(text: str) -> None:
+    """Show what ``--experiments`` is doing while the job is paused (one stderr line)."""
+    stderr_line(f"experiments: {text}")
 
 
 def _with_trace(
