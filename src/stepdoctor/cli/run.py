@@ -16,8 +16,7 @@ from stepdoctor.collect.runner import check_script, import_torch_if_available, r
 from stepdoctor.experiments import DEFAULT_BUDGET_S, make_run_experiment
 from stepdoctor.experiments.overrides import Overrides, apply_overrides
 from stepdoctor.model import Report, TraceSummary
-from stepdoctor.render import render_json, render_text
-from stepdoctor.render.html import render_html
+from stepdoctor.render.formats import RENDERERS, RenderInput
 from stepdoctor.render.trace import render_trace
 from stepdoctor.report import build_report, fold_trace
 from stepdoctor.traces import analyse_paths
@@ -125,12 +124,13 @@ def run(args: argparse.Namespace) -> int:
         trace = None
         if capture is not None:
             report, trace = _with_trace(report, capture, show=not args.no_report, width=args.width)
-        if not args.no_report:
-            sys.stderr.write(render_text(report, width=args.width))
-        if args.json_path is not None:
-            args.json_path.write_text(render_json(report), encoding="utf-8")
+        view = RenderInput(record=record, report=report, trace=trace, width=args.width)
+        if not args.no_report:  # without the trace's tables: _with_trace showed them
+            sys.stderr.write(RENDERERS["text"].render(dataclasses.replace(view, trace=None)))
+        for name, path in (("json", args.json_path), ("html", args.html_path)):
+            if path is not None:
+                path.write_text(RENDERERS[name].render(view), encoding="utf-8")
         if args.html_path is not None:
-            args.html_path.write_text(render_html(record, report, trace), encoding="utf-8")
             stderr_line(f"HTML report: {args.html_path}")
     except Exception as exc:  # the job's exit code wins over a reporting failure
         error_line(f"could not build the report: {exc!r} (the run record is kept)")
