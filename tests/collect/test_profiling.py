@@ -12,10 +12,10 @@ from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
 from stepdoctor.cli import main
-from stepdoctor.cli.trace import render_trace
 from stepdoctor.collect import Session
 from stepdoctor.collect.hooks.profiling import TraceCapture
 from stepdoctor.record import load_run
+from stepdoctor.render.trace import render_trace
 from stepdoctor.rules import RuleContext
 from stepdoctor.traces import analyse_paths, load_events
 

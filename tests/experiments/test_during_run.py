@@ -65,11 +65,14 @@ def test_trigger_runs_once_with_the_jobs_objects_and_its_time_leaves_the_steps(
 
 
 def test_run_experiment_measures_and_the_record_keeps_it(tmp_path: Path) -> None:
+    lines: list[str] = []
     trigger = ExperimentTrigger(
-        make_run_experiment(4.0, show_progress=False), after_steps=10, after_samples=0
+        make_run_experiment(4.0, progress=lines.append), after_steps=10, after_samples=0
     )
     with Session(tmp_path, readers=[], instrument_torch=True, experiment=trigger) as doc:
         _train(60)
+    assert lines[:2] == ["data-only throughput (<= 2 s)", "compute-only throughput (<= 2 s)"]
+    assert len(lines) == 3 and lines[2].startswith("measured after step 10: data-only ")
     rec = doc.record
     assert rec is not None and len(rec.experiments) == 1
     v = rec.experiments[0]
@@ -82,7 +85,7 @@ def test_run_experiment_measures_and_the_record_keeps_it(tmp_path: Path) -> None
 
 
 def test_a_job_too_short_for_the_warmup_says_experiments_did_not_run(tmp_path: Path) -> None:
-    trigger = ExperimentTrigger(make_run_experiment(1.0, show_progress=False))
+    trigger = ExperimentTrigger(make_run_experiment(1.0))
     with Session(tmp_path, readers=[], instrument_torch=True, experiment=trigger) as doc:
         _train(5)
     assert doc.record is not None and not doc.record.experiments

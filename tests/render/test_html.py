@@ -4,6 +4,7 @@ size on a one-hour run, and a snapshot of the terminal report at a fixed width."
 from __future__ import annotations
 
 import dataclasses
+import html
 import json
 import re
 import shutil
@@ -11,7 +12,16 @@ from pathlib import Path
 
 import pytest
 
-from stepdoctor.model import ModelInfo, ProcessUsage, ProfiledSpan
+from stepdoctor.model import (
+    Evidence,
+    Finding,
+    Fix,
+    ModelInfo,
+    ProcessUsage,
+    ProfiledSpan,
+    Severity,
+    Speedup,
+)
 from stepdoctor.render import render_text
 from stepdoctor.render.html import html_context, render_html
 from stepdoctor.report import build_report
@@ -67,11 +77,49 @@ def test_hostile_strings_are_escaped() -> None:
     assert "competing-processes" in page  # the finding that names the process is there
     assert HOSTILE not in page  # nowhere as markup...
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page  # ...but shown, escaped
-    assert "it&#x27;s &quot;here&quot;" in page
+    assert "it&#39;s &#34;here&#34;" in page  # markupsafe's spelling (Jinja autoescape)
     # The plot data cannot close its script element.
     data = re.search(r'<script type="application/json" id="td-data">(.*?)</script>', page, re.S)
     assert data is not None and "<" not in data.group(1)
     assert page.count("<script") == 3  # Chart.js, the data, the page's own script
+
+
+SCRIPT_END = "</script><script>alert(2)</script>"
+
+
+def test_user_data_in_every_part_of_the_page_is_escaped_by_the_template() -> None:
+    s = steps(100, phases_ms={"forward": 10, f"user phase {SCRIPT_END}": 5})
+    rec = record(s, system=samples(s), models=(
+        ModelInfo(model_id=1, class_name=f"Net{HOSTILE}{SCRIPT_END}", param_count=1,
+                  param_bytes=4),
+    ))  # fmt: skip
+    rec = dataclasses.replace(
+        rec, meta=dataclasses.replace(meta(), command=("train.py", HOSTILE, SCRIPT_END))
+    )
+    finding = Finding(
+        rule="planted",
+        severity=Severity.WARNING,
+        title=f"title {HOSTILE}",
+        explanation=f"why {SCRIPT_END}",
+        evidence=(Evidence(metric=f"metric {HOSTILE}", value=SCRIPT_END, unit="ms"),),
+        speedup=Speedup(factor=1.5, method="planted"),
+        fix=Fix(summary=f"fix {HOSTILE}", snippet=f"print({SCRIPT_END})"),
+    )
+    report = dataclasses.replace(
+        build_report(rec), findings=(finding,), warnings=(f"note {SCRIPT_END}",)
+    )
+    page = render_html(rec, report)
+    assert HOSTILE not in page and SCRIPT_END not in page
+    assert "alert(1)" in page and "alert(2)" in page  # shown, not dropped...
+    assert page.count("<script") == 3 and page.count("</script>") == 3  # ...and never markup
+    for shown in (f"title {HOSTILE}", f"fix {HOSTILE}", f"why {SCRIPT_END}", f"note {SCRIPT_END}",
+                  f"metric {HOSTILE}", f"Net{HOSTILE}{SCRIPT_END}",
+                  f"train.py {HOSTILE} {SCRIPT_END}", f"print({SCRIPT_END})"):  # fmt: skip
+        assert html.escape(shown, quote=False) in page, shown
+    data = re.search(r'<script type="application/json" id="td-data">(.*?)</script>', page, re.S)
+    assert data is not None and "<" not in data.group(1)
+    names = {p["name"] for p in json.loads(data.group(1))["steps"]["phases"]}
+    assert f"user phase {SCRIPT_END}" in names  # the JSON still carries the string intact
 
 
 def test_one_hour_run_stays_small_and_keeps_outliers() -> None:

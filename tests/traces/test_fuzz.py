@@ -19,8 +19,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from stepdoctor.cli.trace import render_trace, summary_to_dict, trace_findings
+from stepdoctor.cli.trace import trace_findings
 from stepdoctor.errors import TraceError
+from stepdoctor.render.trace import render_trace, summary_to_dict
 from stepdoctor.traces import analyse_paths
 
 CORPUS = Path(__file__).parent / "fuzz_corpus"

@@ -8,11 +8,9 @@ import sys
 from pathlib import Path
 
 from stepdoctor.cli._common import write_output
-from stepdoctor.cli.trace import render_trace
+from stepdoctor.model import Report, RunRecord, TraceSummary
 from stepdoctor.record import load_run
-from stepdoctor.render import render_json, render_text
-from stepdoctor.render.html import render_html
-from stepdoctor.render.perfetto import render_perfetto
+from stepdoctor.render.formats import RENDERERS, RenderInput
 from stepdoctor.report import build_report, fold_trace, trace_of_run
 
 __all__ = ["add_parser", "run"]
@@ -28,7 +26,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     p.add_argument("run_path", type=Path, metavar="RUN", help="run folder or run.jsonl")
     p.add_argument(
         "--format",
-        choices=("text", "json", "html", "perfetto"),
+        choices=tuple(RENDERERS),
         default="text",
         help="html: one self-contained page with plots; perfetto: the run's timeline as a "
         "Chrome/Perfetto trace (ui.perfetto.dev)",
@@ -42,26 +40,26 @@ def run(args: argparse.Namespace) -> int:
     """Print the report (or write it to ``--output``); a profiler trace the run captured
     (``run --trace``) is analysed and folded in."""
     record = load_run(args.run_path)
-    if args.format == "perfetto":  # the timeline alone: no diagnosis needed
-        text = render_perfetto(record)
-    else:
-        report = build_report(record)
-        trace, problem = trace_of_run(Path(args.run_path))
-        if trace is not None:
-            report = fold_trace(report, trace)
-        elif problem is not None:
-            report = dataclasses.replace(report, warnings=(*report.warnings, problem))
-        if args.format == "html":
-            text = render_html(record, report, trace)
-        elif args.format == "json":
-            text = render_json(report)
-        else:
-            text = render_text(report, width=args.width)
-            if trace is not None:
-                text = render_trace(trace, width=args.width, notes=False) + text
+    renderer = RENDERERS[args.format]
+    report, trace = (
+        _diagnose(record, Path(args.run_path)) if renderer.needs_report else (None, None)
+    )
+    text = renderer.render(RenderInput(record=record, report=report, trace=trace, width=args.width))
     if args.output is None:
         sys.stdout.write(text)
     else:
         write_output(args.output, text)
         print(f"stepdoctor: wrote {args.output}", file=sys.stderr)
     return 0
+
+
+def _diagnose(record: RunRecord, run_path: Path) -> tuple[Report, TraceSummary | None]:
+    """The run's report, with the analysis of its profiler trace folded in (or a warning saying
+    why the trace could not be read)."""
+    report = build_report(record)
+    trace, problem = trace_of_run(run_path)
+    if trace is not None:
+        report = fold_trace(report, trace)
+    elif problem is not None:
+        report = dataclasses.replace(report, warnings=(*report.warnings, problem))
+    return report, trace

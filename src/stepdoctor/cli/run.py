@@ -9,7 +9,6 @@ import sys
 from pathlib import Path
 
 from stepdoctor.cli._common import error_line
-from stepdoctor.cli.trace import render_trace
 from stepdoctor.collect import Session, default_run_dir
 from stepdoctor.collect.hooks.profiling import TraceCapture
 from stepdoctor.collect.hooks.trigger import ExperimentTrigger
@@ -17,8 +16,8 @@ from stepdoctor.collect.runner import check_script, import_torch_if_available, r
 from stepdoctor.experiments import DEFAULT_BUDGET_S, make_run_experiment
 from stepdoctor.experiments.overrides import Overrides, apply_overrides
 from stepdoctor.model import Report, TraceSummary
-from stepdoctor.render import render_json, render_text
-from stepdoctor.render.html import render_html
+from stepdoctor.render.formats import RENDERERS, RenderInput
+from stepdoctor.render.trace import render_trace
 from stepdoctor.report import build_report, fold_trace
 from stepdoctor.traces import analyse_paths
 from stepdoctor.watching import stderr_line
@@ -100,7 +99,9 @@ def run(args: argparse.Namespace) -> int:
         log_every_steps=args.log_every,
         progress_sink=stderr_line,
         instrument_torch=True,
-        experiment=ExperimentTrigger(make_run_experiment(args.experiment_budget))
+        experiment=ExperimentTrigger(
+            make_run_experiment(args.experiment_budget, progress=_experiment_line)
+        )
         if args.experiments
         else None,
         max_steps=None if overrides is None else overrides.max_steps,
@@ -123,17 +124,23 @@ def run(args: argparse.Namespace) -> int:
         trace = None
         if capture is not None:
             report, trace = _with_trace(report, capture, show=not args.no_report, width=args.width)
-        if not args.no_report:
-            sys.stderr.write(render_text(report, width=args.width))
-        if args.json_path is not None:
-            args.json_path.write_text(render_json(report), encoding="utf-8")
+        view = RenderInput(record=record, report=report, trace=trace, width=args.width)
+        if not args.no_report:  # without the trace's tables: _with_trace showed them
+            sys.stderr.write(RENDERERS["text"].render(dataclasses.replace(view, trace=None)))
+        for name, path in (("json", args.json_path), ("html", args.html_path)):
+            if path is not None:
+                path.write_text(RENDERERS[name].render(view), encoding="utf-8")
         if args.html_path is not None:
-            args.html_path.write_text(render_html(record, report, trace), encoding="utf-8")
             stderr_line(f"HTML report: {args.html_path}")
     except Exception as exc:  # the job's exit code wins over a reporting failure
         error_line(f"could not build the report: {exc!r} (the run record is kept)")
     stderr_line(f"run record: {session.record_path}")
     return result.exit_code
+
+
+def _experiment_line(text: str) -> None:
+    """Show what ``--experiments`` is doing while the job is paused (one stderr line)."""
+    stderr_line(f"experiments: {text}")
 
 
 def _with_trace(

@@ -1,15 +1,15 @@
 """The experiment ``stepdoctor run --experiments`` runs in the job's thread after warm-up:
 data-only and compute-only throughput with the job's own loader, model and batch, then the
-verdict. Unsafe cases are skipped with the reason."""
+verdict. Unsafe cases are skipped with the reason.
+
+The experiments print nothing: what they are doing goes to a ``progress`` callback (one line of
+text at a time) that the caller supplies; ``stepdoctor run`` writes it to stderr.
+"""
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable
 from typing import Any
-
-from rich.console import Console
-from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 from stepdoctor.collect.hooks.trigger import ExperimentObjects
 from stepdoctor.experiments.throughput import compute_only, data_only, verdict
@@ -21,9 +21,16 @@ DEFAULT_BUDGET_S = 30.0
 
 
 def make_run_experiment(
-    budget_s: float = DEFAULT_BUDGET_S, *, show_progress: bool = True
+    budget_s: float = DEFAULT_BUDGET_S, *, progress: Callable[[str], None] | None = None
 ) -> Callable[[ExperimentObjects], tuple[list[Any], list[str]]]:
-    """Return the callback for ``ExperimentTrigger``: half the budget for each experiment."""
+    """Return the callback for ``ExperimentTrigger``: half the budget for each experiment.
+
+    Args:
+        budget_s: longest pause of the job, in seconds, for both experiments together.
+        progress: called with one line of text as each experiment starts and with the
+            measured rates when both are done (while the job is paused); None: silent.
+    """
+    say = progress or (lambda _: None)
 
     def run(objects: ExperimentObjects) -> tuple[list[Any], list[str]]:
         import torch
@@ -42,28 +49,18 @@ def make_run_experiment(
                 "could consume or repeat the job's data)"
             ]
         half = budget_s / 2
-        console = Console(stderr=True)
-        with Progress(
-            SpinnerColumn(),
-            TextColumn("stepdoctor: {task.description}"),
-            TimeElapsedColumn(),
-            console=console,
-            transient=True,
-            disable=not show_progress or not sys.stderr.isatty(),
-        ) as progress:
-            task = progress.add_task(f"data-only throughput (<= {half:.0f} s)", total=None)
-            data = data_only(loader, budget_s=half)
-            progress.update(task, description=f"compute-only throughput (<= {half:.0f} s)")
-            with torch.enable_grad():
-                compute = compute_only(objects.model, objects.batch, budget_s=half)
+        say(f"data-only throughput (<= {half:.0f} s)")
+        data = data_only(loader, budget_s=half)
+        say(f"compute-only throughput (<= {half:.0f} s)")
+        with torch.enable_grad():
+            compute = compute_only(objects.model, objects.batch, budget_s=half)
         if not data.batches:
             notes.append("data-only experiment: " + (data.note or "no batch timed"))
             return [], notes
-        console.print(
-            f"stepdoctor: measured after step {objects.steps_before}: data-only "
+        say(
+            f"measured after step {objects.steps_before}: data-only "
             f"{data.batches_per_sec:,.1f} batches/s, compute-only "
-            f"{compute.batches_per_sec:,.1f} batches/s; the job resumes",
-            highlight=False,
+            f"{compute.batches_per_sec:,.1f} batches/s; the job resumes"
         )
         return [verdict(data, compute)], notes
 
