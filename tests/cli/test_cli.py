@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import stepdoctor
 from stepdoctor.cli import main
 
 TRAIN = """
@@ -53,6 +54,7 @@ def test_run_passes_argv_and_writes_record_and_json(tmp_path: Path) -> None:
     report = json.loads((tmp_path / "r.json").read_text())
     assert report["summary"]["steps"] == 30
     assert set(report) >= {"schema_version", "summary", "findings"}
+    assert (report["tool"], report["tool_version"]) == ("stepdoctor", stepdoctor.__version__)
     assert (tmp_path / "run" / "run.jsonl").exists()
 
 

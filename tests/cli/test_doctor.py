@@ -28,6 +28,7 @@ def test_doctor_on_this_machine_is_honest(tmp_path: Path) -> None:
     )
     data = json.loads(out.read_text())
     worst = data["worst"]
+    assert data["tool"] == "stepdoctor"
     assert proc.returncode == EXIT_CODES[worst], proc.stderr
     # 2 cores, no GPU: said so, and no GPU check complains about a GPU that is not there.
     assert "GPUs: none found" in proc.stdout

@@ -6,9 +6,11 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+from stepdoctor._version import __version__
 from stepdoctor.model import Checkup, Finding, Report, to_jsonable
 
 __all__ = [
+    "TOOL",
     "checkup_to_dict",
     "findings_to_list",
     "render_checkup_json",
@@ -17,9 +19,13 @@ __all__ = [
 ]
 
 
+#: Who wrote a JSON answer: its first keys, so that other tools can tell it apart.
+TOOL = {"tool": "stepdoctor", "tool_version": __version__}
+
+
 def report_to_dict(report: Report) -> dict[str, Any]:
     """Return the report as JSON values; findings stay in rank order."""
-    data: dict[str, Any] = to_jsonable(report)
+    data: dict[str, Any] = {**TOOL, **to_jsonable(report)}
     data["findings"] = [_finding(i, finding) for i, finding in enumerate(data["findings"])]
     return data
 
@@ -46,7 +52,7 @@ def render_json(report: Report) -> str:
 
 def checkup_to_dict(checkup: Checkup) -> dict[str, Any]:
     """Return the doctor's answer as JSON values: checks, findings (ranked), facts."""
-    data: dict[str, Any] = to_jsonable(checkup)
+    data: dict[str, Any] = {**TOOL, **to_jsonable(checkup)}
     data["worst"] = None if checkup.worst is None else checkup.worst.value
     data["facts"] = {f.key: f.value for f in checkup.facts}
     data["fact_sources"] = {f.key: f.source for f in checkup.facts}
