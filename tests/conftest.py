@@ -9,7 +9,7 @@ import threading
 from collections.abc import Iterator
 
 import pytest
-from hypothesis import settings
+from hypothesis import HealthCheck, settings
 
 
 def _torch_state() -> tuple[object, ...]:
@@ -27,9 +27,11 @@ def _torch_state() -> tuple[object, ...]:
     )
 
 
-# CI draws the same examples every run (derandomize): a red CI is a regression, not luck.
-settings.register_profile("ci", max_examples=300, derandomize=True)
-settings.register_profile("hunt", max_examples=10_000)
+# CI draws the same examples every run (derandomize): a red CI is a regression, not luck. No
+# deadline and no too-slow health check: how fast an example runs is the machine's, not ours.
+_SPEED_FREE = {"deadline": None, "suppress_health_check": [HealthCheck.too_slow]}
+settings.register_profile("ci", max_examples=300, derandomize=True, **_SPEED_FREE)
+settings.register_profile("hunt", max_examples=10_000, **_SPEED_FREE)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 
