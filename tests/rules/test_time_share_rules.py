@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from stepdoctor.model import Severity
+from dataclasses import replace
+
+from stepdoctor.model import ConcurrencyStat, Severity
 from stepdoctor.rules import RuleContext
 from stepdoctor.rules.checkpoint_stalls import checkpoint_stalls
 from stepdoctor.rules.gc_pauses import gc_pauses
@@ -15,6 +17,22 @@ def test_slow_callbacks_fires_on_other_time() -> None:
     (f,) = slow_callbacks(RuleContext(record(s)))
     assert f.severity is Severity.CRITICAL
     assert {e.metric: e.value for e in f.evidence}["mean time between phases per step"] == 50
+
+
+def test_slow_callbacks_is_a_symptom_when_threads_share_one_model() -> None:
+    # a thread serving requests waits for the other threads' calls of the same model between
+    # its own: that wait is shared-model-threads' contention, not callbacks
+    s = steps(40, phases_ms={"forward": 50, "other": 50})
+    stat = ConcurrencyStat(
+        model_id=1, class_name="Sequential", calls=160, threads=4, max_concurrent=4,
+        concurrent_calls=120,
+    )  # fmt: skip
+    (f,) = slow_callbacks(RuleContext(record(s, concurrency=(stat,))))
+    assert f.severity is Severity.INFO
+    assert "Sequential" in f.explanation and "shared-model-threads" in f.explanation
+    alone = replace(stat, threads=1, max_concurrent=1, concurrent_calls=0)
+    (f,) = slow_callbacks(RuleContext(record(s, concurrency=(alone,))))
+    assert f.severity is Severity.CRITICAL
 
 
 def test_slow_callbacks_silent_for_loop_bookkeeping() -> None:

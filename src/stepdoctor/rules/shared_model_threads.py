@@ -11,11 +11,21 @@ from stepdoctor.model import Evidence, Finding, Fix, Severity, Speedup
 from stepdoctor.rules.context import RuleContext
 from stepdoctor.rules.registry import rule
 
-__all__ = ["MIN_CONCURRENT_SHARE", "shared_model_threads"]
+__all__ = ["MIN_CONCURRENT_SHARE", "shared_model", "shared_model_threads"]
 
 #: DL4J's guide (step 6): a network used from several threads serialises them and is not thread
 #: safe. A tenth of the calls overlapping is a pattern, not an accident.
 MIN_CONCURRENT_SHARE = 0.10
+
+
+def shared_model(ctx: RuleContext) -> str | None:
+    """The model several threads call at once (this rule's condition), if any: the other
+    rules' time-based evidence (step times, time between calls) is then that contention's."""
+    for stat in ctx.record.concurrency:
+        share = stat.concurrent_calls / stat.calls if stat.calls else 0.0
+        if stat.threads >= 2 and stat.max_concurrent >= 2 and share >= MIN_CONCURRENT_SHARE:
+            return stat.class_name
+    return None
 
 
 @rule(id="shared-model-threads", title="One model used from several threads", requires=())

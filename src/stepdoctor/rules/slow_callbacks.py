@@ -2,17 +2,20 @@
 
 Detects: the share of step time in ``other`` (time in no known phase: the user's callbacks,
 logging, ``.item()`` calls, post-processing) plus an explicit ``callbacks`` phase, less the
-garbage-collector pauses that fell in it (``gc-pauses`` reports those).
+garbage-collector pauses that fell in it (``gc-pauses`` reports those). Only info when several
+threads call one model at once: a thread's time between its model calls then includes waiting
+for the other threads' calls (``shared-model-threads`` is the finding to act on).
 Evidence: that share and the mean per step.
 Fix: do the work every N steps, asynchronously, or on the device.
 """
 
 from __future__ import annotations
 
-from stepdoctor.model import Evidence, Finding, Fix, Phase, Speedup
+from stepdoctor.model import Evidence, Finding, Fix, Phase, Severity, Speedup
 from stepdoctor.rules._severity import grade
 from stepdoctor.rules.context import RuleContext, speedup_if_removed
 from stepdoctor.rules.registry import rule
+from stepdoctor.rules.shared_model_threads import shared_model
 
 __all__ = ["CRITICAL_SHARE", "WARNING_SHARE", "slow_callbacks"]
 
@@ -38,15 +41,22 @@ def slow_callbacks(ctx: RuleContext) -> list[Finding]:
     if rung is None:
         return []
     per_step_ms = between_ns / len(ctx.steps) / 1e6
+    shared = shared_model(ctx)
+    explained = (
+        f" Several threads call {shared} at once (see shared-model-threads): this time "
+        "includes waiting for the other threads' calls, so it is that contention's symptom."
+        if shared
+        else ""
+    )
     return [
         Finding(
             rule="slow-callbacks",
-            severity=rung.severity,
+            severity=Severity.INFO if shared else rung.severity,
             title=f"Work between steps takes {share:.0%} of the time",
             explanation=(
                 f"{per_step_ms:.1f} ms of every step is spent outside data loading, forward, "
                 "backward and the optimizer: callbacks, logging, metrics, .item()/.cpu() "
-                "calls or post-processing of outputs. Nothing trains meanwhile."
+                f"calls or post-processing of outputs. Nothing trains meanwhile.{explained}"
             ),
             evidence=(
                 Evidence(

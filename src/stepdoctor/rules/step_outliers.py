@@ -34,7 +34,7 @@ from stepdoctor.model import (
 from stepdoctor.rules.competing_processes import WARNING_SHARE as OTHERS_WARNING_SHARE
 from stepdoctor.rules.context import RuleContext, speedup_if_removed
 from stepdoctor.rules.registry import rule
-from stepdoctor.rules.shared_model_threads import MIN_CONCURRENT_SHARE
+from stepdoctor.rules.shared_model_threads import shared_model
 
 __all__ = [
     "MIN_OUTLIERS",
@@ -109,15 +109,6 @@ def _outside_load(
     return during, rest
 
 
-def _shared_model(ctx: RuleContext) -> str | None:
-    """The model several threads call at once (shared-model-threads' condition), if any."""
-    for stat in ctx.record.concurrency:
-        share = stat.concurrent_calls / stat.calls if stat.calls else 0.0
-        if stat.threads >= 2 and stat.max_concurrent >= 2 and share >= MIN_CONCURRENT_SHARE:
-            return stat.class_name
-    return None
-
-
 @rule(id="step-outliers", title="Outlier steps")
 def step_outliers(ctx: RuleContext) -> list[Finding]:
     """Flag more than 10 steps above mean + 3σ after 100 steps."""
@@ -148,7 +139,7 @@ def step_outliers(ctx: RuleContext) -> list[Finding]:
         if left_out
         else ""
     )
-    shared = _shared_model(ctx)
+    shared = shared_model(ctx)
     outside = None if shared else _outside_load(ctx, outliers, steps)
     explained = ""
     if shared:
