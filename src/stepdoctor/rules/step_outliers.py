@@ -28,7 +28,6 @@ from stepdoctor.model import (
     Severity,
     Speedup,
     StepTiming,
-    SystemSample,
     outlier_cut,
 )
 from stepdoctor.rules.competing_processes import WARNING_SHARE as OTHERS_WARNING_SHARE
@@ -76,37 +75,33 @@ _HINTS = {
 OTHERS_EXCESS_SHARE = OTHERS_WARNING_SHARE
 
 
-def _others_share(
-    steps: Sequence[StepTiming], samples: Sequence[SystemSample], times: Sequence[int], cpus: float
-) -> float | None:
-    """Other processes' mean share of the machine's CPUs over ``steps``: each step reads the
-    samples taken while it ran and the first one after it (whose interval covers its end)."""
-    shares = []
-    for step in steps:
-        first = bisect.bisect_right(times, step.start_ns)  # one taken at its start is before it
-        last = bisect.bisect_left(times, step.end_ns)
-        shares += [
-            (sample.other_cpu_pct or 0.0) / (100.0 * cpus) for sample in samples[first : last + 1]
-        ]
-    return statistics.fmean(shares) if shares else None
+def _covering(step: StepTiming, times: Sequence[int]) -> range:
+    """Indexes of the samples (at ``times``) that cover ``step``: those taken while it ran and
+    the first one after it, whose interval holds its end (one taken at its start is before)."""
+    return range(
+        bisect.bisect_right(times, step.start_ns), bisect.bisect_left(times, step.end_ns) + 1
+    )
 
 
 def _outside_load(
     ctx: RuleContext, outliers: Sequence[StepTiming], steps: Sequence[StepTiming]
 ) -> tuple[float, float] | None:
-    """(others' share during the outliers, during the other steps) when the outliers ran while
-    other processes took ``OTHERS_EXCESS_SHARE`` more of the machine; else None."""
+    """(others' share of the machine's CPUs in the samples covering the outliers, in the other
+    samples of the judged steps) when the first is ``OTHERS_EXCESS_SHARE`` above the second;
+    else None."""
     samples = [s for s in ctx.record.system if s.other_cpu_pct is not None]
-    if not samples:
+    if not samples or not steps:
         return None
     times = [s.t_ns for s in samples]
-    cpus = float(ctx.record.meta.cpu_count or ctx.cores)
-    slow = {s.index for s in outliers}
-    during = _others_share(outliers, samples, times, cpus)
-    rest = _others_share([s for s in steps if s.index not in slow], samples, times, cpus)
-    if during is None or rest is None or during - rest < OTHERS_EXCESS_SHARE:
+    capacity = 100.0 * (ctx.record.meta.cpu_count or ctx.cores)
+    slow = {i for step in outliers for i in _covering(step, times) if i < len(samples)}
+    span = range(_covering(steps[0], times).start, _covering(steps[-1], times).stop)
+    rest = [i for i in span if i < len(samples) and i not in slow]
+    if not slow or not rest:
         return None
-    return during, rest
+    during = statistics.fmean((samples[i].other_cpu_pct or 0.0) / capacity for i in slow)
+    usual = statistics.fmean((samples[i].other_cpu_pct or 0.0) / capacity for i in rest)
+    return (during, usual) if during - usual >= OTHERS_EXCESS_SHARE else None
 
 
 @rule(id="step-outliers", title="Outlier steps")
