@@ -67,6 +67,7 @@ def test_verdicts_on_built_runs() -> None:
 
 SCRIPT = """
 import time, torch
+torch.set_num_threads(1)  # a competing process then slows it evenly (tests/scenarios/_zoo.py)
 model = torch.nn.Linear(32, 4)
 opt = torch.optim.SGD(model.parameters(), lr=0.1)
 loader = torch.utils.data.DataLoader(
