@@ -148,6 +148,200 @@ def test_explicit_steps_win_and_second_optimizer_is_ignored(make: MakeReducer) -
     assert steps[2].batch_size == 32
 
 
+MODEL, LOSS, TEACHER = 99, 98, 97
+
+
+def call(t: int, model: int, length: int, *, grad: bool = True, train: bool = True) -> list[Event]:
+    """An outermost call of ``model`` from ``t`` for ``length``."""
+    return [(t, FWD_ENTER, fwd_arg(model, grad, train), ME), (t + length, FWD_EXIT, model, ME)]
+
+
+def by_hand(t: int, *, loader: bool = True) -> list[Event]:
+    """One pass of a loop updating its parameters by hand from ``t``, 10 long: the batch
+    (when from a loader), model and loss calls, backward, then the update (``other``)."""
+    events: list[Event] = [(t, ENTER, "data_wait", ME), (t + 1, EXIT, 8, ME)] if loader else []
+    return [
+        *events,
+        *call(t + 1, MODEL, 3),
+        *call(t + 4, LOSS, 1),
+        (t + 5, ENTER, "backward", ME),
+        (t + 8, EXIT, None, ME),
+    ]
+
+
+def test_a_loop_updating_by_hand_has_a_step_per_backward_pass(make: MakeReducer) -> None:
+    for loader in (True, False):
+        r = make(ME)
+        events: list[Event] = []
+        for i in range(5):
+            events += by_hand(i * 10, loader=loader)
+        r.feed(events)
+        assert r.take_steps() == []  # tentative: an optimizer step may still come
+        steps = r.finish()
+        assert [s.boundary for s in steps] == ["backward"] * 5
+        assert [s.micro_batches for s in steps] == [1] * 5
+        first = 0 if loader else 1  # the loader's wait, or the model's call
+        assert [s.start_ns for s in steps] == [first + i * 10 for i in range(5)]
+        assert steps[1].phase_ns == {
+            **({"data_wait": 1} if loader else {}),
+            "forward": 4,
+            "backward": 3,
+            "other": 2 if loader else 3,
+        }
+        assert steps[-1].end_ns == 48  # the last pass ends at the loop's last event
+        assert all(sum(s.phase_ns.values()) == s.wall_ns for s in steps)
+
+
+def test_a_loop_updating_by_hand_is_settled_after_many_passes(make: MakeReducer) -> None:
+    r = make(ME)
+    events: list[Event] = []
+    for i in range(MODEL_MODE_AFTER_CALLS + 3):
+        events += by_hand(i * 10)
+    r.feed(events)
+    assert r.mode == "backward"
+    assert len(r.take_steps()) == MODEL_MODE_AFTER_CALLS + 2
+    assert len(r.finish()) == 1
+
+
+def test_a_closure_optimizer_makes_one_step_of_several_passes(make: MakeReducer) -> None:
+    r = make(ME)
+    events: list[Event] = []
+    for i in range(3):
+        t = i * 100
+        events.append((t, ENTER, "optimizer", ME))
+        for k in range(4):  # LBFGS evaluates its closure several times
+            u = t + 1 + k * 20
+            events += [*call(u, MODEL, 5), *call(u + 5, LOSS, 1)]
+            events += [(u + 6, ENTER, "backward", ME), (u + 16, EXIT, None, ME)]
+        events.append((t + 90, OPT_END, 7, ME))
+    r.feed(events)
+    steps = r.take_steps()
+    assert [s.boundary for s in steps] == ["optimizer"] * 3
+    assert [(s.closure_passes, s.micro_batches) for s in steps] == [(4, 0)] * 3
+    assert steps[1].phase_ns["forward"] == 4 * 6
+    assert steps[1].phase_ns["backward"] == 4 * 10
+
+
+def test_gradient_accumulation_counts_micro_batches(make: MakeReducer) -> None:
+    r = make(ME)
+    events: list[Event] = []
+    for i in range(3):
+        for k in range(4):
+            events += by_hand(i * 50 + k * 10)
+        events += [(i * 50 + 40, ENTER, "optimizer", ME), (i * 50 + 45, OPT_END, 7, ME)]
+    r.feed(events)
+    steps = r.take_steps()
+    assert [s.boundary for s in steps] == ["optimizer"] * 3
+    assert [s.micro_batches for s in steps] == [4, 4, 4]
+
+
+def evaluation(t: int, batches: int) -> list[Event]:
+    """An evaluation loop from ``t``: per batch a wait, the model and loss under no_grad in
+    eval mode, and 1 of metrics; 6 a batch."""
+    events: list[Event] = []
+    for b in range(batches):
+        u = t + b * 6
+        events += [(u, ENTER, "data_wait", ME), (u + 1, EXIT, 8, ME)]
+        events += call(u + 1, MODEL, 3, grad=False, train=False)
+        events += call(u + 4, LOSS, 1, grad=False, train=True)
+    return events
+
+
+def test_evaluation_between_optimizer_steps_is_its_own_phase(make: MakeReducer) -> None:
+    def step(t: int) -> list[Event]:  # 11 long, from the training batch's wait
+        return [
+            (t, ENTER, "data_wait", ME),
+            (t + 2, EXIT, 16, ME),
+            *call(t + 2, MODEL, 3),
+            *call(t + 5, LOSS, 1),
+            (t + 6, ENTER, "backward", ME),
+            (t + 9, EXIT, None, ME),
+            (t + 9, ENTER, "optimizer", ME),
+            (t + 10, OPT_END, 7, ME),
+        ]
+
+    r = make(ME)
+    events = step(0) + step(11)  # the second step ends at 21
+    events += evaluation(22, 3)  # 22..40
+    events += step(40) + step(51)
+    r.feed(events)
+    steps = r.take_steps()
+    assert len(steps) == 4
+    third = steps[2]
+    assert third.eval_calls == 3
+    assert third.phase_ns == {
+        "other": 1,  # between the optimizer step and the evaluation
+        "data_wait": 3,  # the training batch's wait and the first evaluation batch's
+        "evaluation": 17,  # its model and loss calls, its later waits, its metrics
+        "forward": 4,
+        "backward": 3,
+        "optimizer": 1,
+    }
+    assert third.wall_ns == 29
+    assert third.duration_ns == 12  # a training step (11) and the first evaluation wait
+    assert steps[1].duration_ns == steps[3].duration_ns == 11
+    assert sum(third.phase_ns.values()) == third.wall_ns
+
+
+def test_evaluation_in_a_loop_updating_by_hand(make: MakeReducer) -> None:
+    # A language model's loop: no loader, no optimizer, evaluation after every pass.
+    r = make(ME)
+    events: list[Event] = []
+    for i in range(6):
+        events += by_hand(i * 30, loader=False)
+        events += call(i * 30 + 10, MODEL, 5, grad=False, train=False)
+        events += call(i * 30 + 15, LOSS, 1, grad=False, train=True)
+    r.feed(events)
+    steps = r.finish()
+    assert [s.boundary for s in steps] == ["backward"] * 6
+    assert [s.eval_calls for s in steps] == [1] * 6
+    assert steps[2].phase_ns["evaluation"] == 21  # from its first call to the next pass
+    assert steps[2].duration_ns == 9 == steps[2].wall_ns - 21
+
+
+def test_a_frozen_model_called_without_autograd_is_forward_not_evaluation(
+    make: MakeReducer,
+) -> None:
+    # Distillation: a teacher that is never trained runs under no_grad inside every step.
+    r = make(ME)
+    events: list[Event] = []
+    for i in range(3):
+        t = i * 20
+        events += call(t, TEACHER, 4, grad=False, train=False)
+        events += call(t + 4, MODEL, 4)
+        events += [(t + 8, ENTER, "backward", ME), (t + 16, EXIT, None, ME)]
+        events += [(t + 16, ENTER, "optimizer", ME), (t + 20, OPT_END, 7, ME)]
+    r.feed(events)
+    steps = r.take_steps()
+    assert [s.phase_ns.get("evaluation", 0) for s in steps] == [0, 0, 0]
+    assert steps[1].phase_ns["forward"] == 8
+
+
+def test_inference_steps_are_the_first_models_calls(make: MakeReducer) -> None:
+    r = make(ME)
+    events: list[Event] = []
+    for i in range(5):  # the model, then a post-processing module, under no_grad
+        events += call(i * 10, MODEL, 6, grad=False, train=False)
+        events += call(i * 10 + 6, LOSS, 2, grad=False, train=False)
+    r.feed(events)
+    steps = r.finish()
+    assert [s.boundary for s in steps] == ["model"] * 5
+    assert steps[1].phase_ns == {"other": 2, "forward": 8}
+
+
+def test_inference_then_training_starts_training_steps(make: MakeReducer) -> None:
+    r = make(ME)
+    events: list[Event] = []
+    calls = MODEL_MODE_AFTER_CALLS + 2
+    for i in range(calls):  # a long baseline evaluation first: taken as inference
+        events += call(i * 10, MODEL, 5, grad=False, train=False)
+    events += train_step(calls * 10) + train_step(calls * 10 + 10)
+    r.feed(events)
+    steps = r.take_steps()
+    # The first training call is still taken as an inference step: its backward comes after.
+    assert [s.boundary for s in steps] == ["model"] * (calls + 1) + ["optimizer"] * 2
+
+
 def test_gc_pauses_and_other_threads(make: MakeReducer) -> None:
     r = make(ME)
     r.feed(
@@ -203,7 +397,7 @@ def test_concurrent_forward_calls_from_threads(make: MakeReducer) -> None:
 @needs_c
 def test_c_reducer_is_built_and_checks_what_it_builds() -> None:
     assert C is not None, "STEPDOCTOR_REQUIRE_C_PARTS=1 but collect/reduce/_reduce is not built"
-    with pytest.raises(TypeError, match="StepTiming's ten fields"):
+    with pytest.raises(TypeError, match="StepTiming's 13 fields"):
         C.Reducer(ME, {}, dict, MODEL_MODE_AFTER_CALLS, encode_json)  # built slot by slot
     with pytest.raises(TypeError, match="encode must be callable"):
         C.Reducer(ME, {}, StepTiming, MODEL_MODE_AFTER_CALLS, None)
@@ -265,7 +459,18 @@ def _outcome(
 
 
 _PHASES = st.sampled_from(
-    ["data_wait", "backward", "optimizer", "checkpoint", "other", "pré", 'a"b\\', "\x01\n"]
+    [
+        "data_wait",
+        "backward",
+        "backward",
+        "optimizer",
+        "checkpoint",
+        "evaluation",
+        "other",
+        "pré",
+        'a"b\\',
+        "\x01\n",
+    ]
 )
 _ODD_PHASES = st.sampled_from(["\ud800"])  # a lone surrogate: orjson refuses it, json not
 _ARGS = {
@@ -273,7 +478,16 @@ _ARGS = {
     EXIT: st.sampled_from([None, 16, 3, "x", True, 2**70]),
     STEP: st.sampled_from([None, 8, 0, True]),
     OPT_END: st.sampled_from([7, 8, None]),
-    FWD_ENTER: st.sampled_from([fwd_arg(99, True, True), fwd_arg(98, False, False), None]),
+    FWD_ENTER: st.sampled_from(
+        [
+            fwd_arg(99, True, True),
+            fwd_arg(98, False, False),
+            fwd_arg(99, False, False),
+            fwd_arg(99, False, True),
+            fwd_arg(98, True, True),
+            None,
+        ]
+    ),
     FWD_EXIT: st.sampled_from([99, 98, None]),
     GC_START: st.just(0),
     GC_STOP: st.just(2),

@@ -21,4 +21,8 @@ class Phase(StrEnum):
     SYNC = "sync"
     CALLBACKS = "callbacks"
     CHECKPOINT = "checkpoint"
+    EVALUATION = "evaluation"
+    """Evaluation between training steps: the trained model called without autograd
+    (``no_grad``/``inference_mode``), with its data waits and the work around those calls
+    until training resumes. Not part of a step's training time (``StepTiming.duration_ns``)."""
     OTHER = "other"

@@ -54,13 +54,21 @@ class RunMeta:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class StepTiming:
-    """One step: from the end of the previous step boundary to the end of this one."""
+    """One step: from the end of the previous step boundary to the end of this one.
+
+    A training step is one parameter update (DESIGN.md, "What a step is"); an inference-only
+    job's step is one call of its model. Evaluation done between training steps lies inside
+    the step's span as the ``evaluation`` phase and is left out of its ``duration_ns``.
+    """
 
     index: int
     start_ns: int
     end_ns: int
     boundary: str
-    """What ended the step: ``optimizer``, ``explicit`` (``doc.step()``) or ``model``."""
+    """How the step was found: ``optimizer`` (a step of the first optimizer), ``backward``
+    (no optimizer: the next training pass after a backward, as in loops that update the
+    parameters by hand), ``explicit`` (``doc.step()``) or ``model`` (inference: one call of
+    the model)."""
     batch_size: int | None = None
     phase_ns: Mapping[str, int] = field(default_factory=dict)
     gc_count: int = 0
@@ -68,11 +76,23 @@ class StepTiming:
     gc_max_pause_ns: int = 0
     gc_phase_ns: Mapping[str, int] = field(default_factory=dict)
     """GC pause time by the phase it interrupted (pauses on the step's own thread)."""
+    micro_batches: int = 0
+    """Backward passes outside the optimizer's step: more than one is gradient accumulation."""
+    closure_passes: int = 0
+    """Backward passes inside the optimizer's step (a closure optimizer such as LBFGS)."""
+    eval_calls: int = 0
+    """Calls of the trained model without autograd (evaluation) inside the step's span."""
+
+    @property
+    def wall_ns(self) -> int:
+        """Wall time from the step's start to its end, evaluation included, in nanoseconds."""
+        return self.end_ns - self.start_ns
 
     @property
     def duration_ns(self) -> int:
-        """Wall time of the step in nanoseconds."""
-        return self.end_ns - self.start_ns
+        """Training time of the step in nanoseconds: its wall time less the evaluation done
+        inside it (what step statistics and throughput are made of)."""
+        return self.end_ns - self.start_ns - self.phase_ns.get("evaluation", 0)
 
     def phase(self, phase: Phase | str) -> int:
         """Return the nanoseconds spent in ``phase`` (0 when absent)."""

@@ -1,8 +1,9 @@
 /* The step reducer's event loop in C (docs/design/hot-path.md, docs/overhead.md).
  *
  * ``Reducer`` does what ``StepReducer`` in reducer.py does, event for event: the same step
- * boundaries (explicit, the first optimizer, outermost model calls held back as tentative
- * steps), the same charge of the time between the owner thread's events to its innermost open
+ * boundaries (explicit, the first optimizer, the backward rhythm of a job updating by hand,
+ * the first model's calls in inference; held back as tentative until the kind of job is
+ * known), the same evaluation stretches, the same charge of the time between the owner thread's events to its innermost open
  * phase, the same GC and per-model bookkeeping, and it builds the same ``StepTiming`` objects.
  * The Python class stays the reference and the fallback: tests/collect/test_reducer.py runs
  * its tests on both and compares them on random event streams. It runs on the monitor thread
@@ -19,7 +20,7 @@
  *       .take_marks()      their progress marks (progress.MARK_FIELDS, int64s), since the last
  *                          call; with keep_steps=False no StepTiming is made (a run's monitor
  *                          needs only the rows and the marks) and take_steps() stays empty
- *       .finish()          settle tentative model steps; the steps left
+ *       .finish()          settle tentative steps; the steps left
  *       .model_calls()     [(model_id, class_name, calls, threads, max_concurrent,
  *                            concurrent_calls, solo_ns, solo_calls, concurrent_ns,
  *                            grad_calls, train_mode_calls)], in the order first seen
@@ -43,7 +44,7 @@
 enum { ENTER = 0, EXIT = 1, STEP = 2, OPT_END = 3, FWD_ENTER = 4, FWD_EXIT = 5, GC_START = 6,
        GC_STOP = 7 };
 
-#define N_STEP_FIELDS 10
+#define N_STEP_FIELDS 13
 /* A step's progress mark: progress.MARK_FIELDS, int64 each; NO_BATCH for no batch size. */
 #define N_MARKS 7
 #define NO_BATCH LLONG_MIN
@@ -67,6 +68,9 @@ typedef struct {
     long long gc_count;
     long long gc_pause;
     long long gc_max_pause;
+    long long micro_batches;
+    long long closure_passes;
+    long long eval_calls;
 } Step;
 
 /* A thread inside a model's forward. */
@@ -116,18 +120,25 @@ typedef struct {
     int has_gc_start;
     long long gc_start;
     long long foreign_forwards;
+    int trained;              /* a backward was seen on the owner thread */
+    PyObject *trained_models; /* set: models called with autograd on in train mode */
+    PyObject *first_model;    /* NULL (None) or the first model the owner called */
+    int after_backward;       /* a backward ended since the last backward-rhythm boundary */
+    int eval;                 /* inside an evaluation stretch */
+    long long eval_tail;      /* data wait charged to evaluation since its last model call */
     Model *models;
     Py_ssize_t n_models, cap_models;
 } Reducer;
 
 static PyObject *str_other, *str_forward, *str_explicit, *str_optimizer, *str_model;
-static PyObject *str_unknown_class, *str_data_wait;
+static PyObject *str_unknown_class, *str_data_wait, *str_backward, *str_evaluation;
 /* _hotpath's event buffer, read directly by drain(); NULL where _hotpath is not built. */
 static TdEventsApi *events_api;
 /* StepTiming's field names, in the order emit() passes the values. */
 static const char *step_fields[N_STEP_FIELDS] = {
     "index", "start_ns", "end_ns", "boundary", "batch_size", "phase_ns", "gc_count",
-    "gc_pause_ns", "gc_max_pause_ns", "gc_phase_ns"};
+    "gc_pause_ns", "gc_max_pause_ns", "gc_phase_ns", "micro_batches", "closure_passes",
+    "eval_calls"};
 
 /* -- steps --------------------------------------------------------------------------------- */
 
@@ -137,6 +148,7 @@ step_init(Step *step, long long start)
     step->start = start;
     step->end = 0;
     step->gc_count = step->gc_pause = step->gc_max_pause = 0;
+    step->micro_batches = step->closure_passes = step->eval_calls = 0;
     step->phase_ns = PyDict_New();
     step->gc_phase_ns = PyDict_New();
     step->batch_size = Py_NewRef(Py_None);
@@ -222,6 +234,9 @@ step_merge(Step *dst, Step *src)
     if (!has_batch) {
         Py_SETREF(dst->batch_size, Py_NewRef(src->batch_size));
     }
+    dst->micro_batches += src->micro_batches;
+    dst->closure_passes += src->closure_passes;
+    dst->eval_calls += src->eval_calls;
     dst->gc_count += src->gc_count;
     dst->gc_pause += src->gc_pause;
     if (src->gc_max_pause > dst->gc_max_pause) {
@@ -432,6 +447,9 @@ emit(Reducer *self, Step *step, long long end, PyObject *boundary)
         PyLong_FromLongLong(step->gc_pause),
         PyLong_FromLongLong(step->gc_max_pause),
         Py_NewRef(step->gc_phase_ns),
+        PyLong_FromLongLong(step->micro_batches),
+        PyLong_FromLongLong(step->closure_passes),
+        PyLong_FromLongLong(step->eval_calls),
     };
     PyTypeObject *type = (PyTypeObject *)self->step_type;
     PyObject *timing = NULL;
@@ -490,6 +508,20 @@ open_at(Reducer *self, long long t)
     return 0;
 }
 
+/* Whether ``obj`` is a str equal to ``interned`` (1), not (0), or an error (-1). */
+static int
+same_str(PyObject *obj, PyObject *interned)
+{
+    if (obj == interned) {
+        return 1;
+    }
+    if (!PyUnicode_Check(obj)) {
+        return 0;
+    }
+    int cmp = PyUnicode_Compare(obj, interned);
+    return cmp == -1 && PyErr_Occurred() ? -1 : cmp == 0;
+}
+
 static PyObject *
 top_phase(Reducer *self)
 {
@@ -512,9 +544,28 @@ charge(Reducer *self, long long t)
         return 0;
     }
     PyObject *phase = top_phase(self);
-    if (self->foreign_forwards > 0) {
-        int other = phase == str_other ? 1 : PyUnicode_Compare(phase, str_other) == 0;
-        if (other < 0 || PyErr_Occurred()) {
+    if (self->eval) {
+        int waiting = same_str(phase, str_data_wait);
+        if (waiting < 0) {
+            return -1;
+        }
+        if (waiting) {
+            self->eval_tail += t - self->last_t;
+            phase = str_evaluation;
+        }
+        else {
+            int other = same_str(phase, str_other);
+            if (other < 0) {
+                return -1;
+            }
+            if (other) {
+                phase = str_evaluation;
+            }
+        }
+    }
+    else if (self->foreign_forwards > 0) {
+        int other = same_str(phase, str_other);
+        if (other < 0) {
             return -1;
         }
         if (other) {
@@ -541,15 +592,16 @@ close_step(Reducer *self, long long t, PyObject *boundary)
     return open_at(self, t);
 }
 
+/* The tentative steps become steps of ``mode`` (str_model or str_backward). */
 static int
-settle_model_mode(Reducer *self)
+settle_mode(Reducer *self, PyObject *mode)
 {
-    Py_XSETREF(self->mode, Py_NewRef(str_model));
+    Py_XSETREF(self->mode, Py_NewRef(mode));
     int rc = 0;
     for (Py_ssize_t i = 0; i < self->n_tentative; i++) {
         Step *step = &self->tentative[i];
         if (rc == 0) {
-            rc = emit(self, step, step->end, str_model);
+            rc = emit(self, step, step->end, mode);
         }
         step_clear(step);
     }
@@ -557,15 +609,10 @@ settle_model_mode(Reducer *self)
     return rc;
 }
 
+/* The open step becomes a tentative one ending at t; a new one opens. */
 static int
-model_boundary(Reducer *self, long long t)
+hold_back(Reducer *self, long long t)
 {
-    if (self->mode == str_model) {
-        return close_step(self, t, str_model);
-    }
-    if (self->mode != NULL || !self->has_open) {
-        return 0;
-    }
     if (self->n_tentative == self->cap_tentative) {
         Py_ssize_t cap = self->cap_tentative ? 2 * self->cap_tentative : 16;
         Step *grown = PyMem_Realloc(self->tentative, cap * sizeof(Step));
@@ -579,13 +626,205 @@ model_boundary(Reducer *self, long long t)
     self->open.end = t;
     self->tentative[self->n_tentative++] = self->open; /* moved: the references go along */
     self->has_open = 0;
-    if (open_at(self, t) < 0) {
+    return open_at(self, t);
+}
+
+static int
+model_boundary(Reducer *self, long long t)
+{
+    if (self->mode == str_model) {
+        return close_step(self, t, str_model);
+    }
+    if (self->mode != NULL || self->trained || !self->has_open) {
+        return 0;
+    }
+    if (hold_back(self, t) < 0) {
         return -1;
     }
-    if (self->n_tentative >= self->model_mode_after) {
-        return settle_model_mode(self);
+    return self->n_tentative >= self->model_mode_after ? settle_mode(self, str_model) : 0;
+}
+
+/* A training pass starts after a backward: a step boundary when updating by hand. */
+static int
+rhythm_boundary(Reducer *self, long long t)
+{
+    self->after_backward = 0;
+    if (self->mode == str_backward) {
+        self->eval_tail = 0;
+        return close_step(self, t, str_backward);
+    }
+    if (self->mode != NULL || !self->trained || !self->has_open) {
+        return 0;
+    }
+    self->eval_tail = 0;
+    if (hold_back(self, t) < 0) {
+        return -1;
+    }
+    return self->n_tentative >= self->model_mode_after ? settle_mode(self, str_backward) : 0;
+}
+
+/* The tentative steps and the open one become one open step. */
+static int
+merge_tentative(Reducer *self)
+{
+    int rc = 0;
+    if (self->n_tentative && self->has_open) {
+        Step *first = &self->tentative[0];
+        for (Py_ssize_t i = 1; i < self->n_tentative && rc == 0; i++) {
+            rc = step_merge(first, &self->tentative[i]);
+        }
+        if (rc == 0) {
+            rc = step_merge(first, &self->open);
+        }
+        if (rc == 0) {
+            step_clear(&self->open);
+            self->open = *first;
+            first->phase_ns = first->gc_phase_ns = first->batch_size = NULL;
+        }
+    }
+    for (Py_ssize_t i = 0; i < self->n_tentative; i++) {
+        step_clear(&self->tentative[i]);
+    }
+    self->n_tentative = 0;
+    return rc;
+}
+
+/* Training resumes: the stretch's last data wait fetched the training batch. */
+static int
+end_eval(Reducer *self)
+{
+    if (!self->eval) {
+        return 0;
+    }
+    self->eval = 0;
+    long long tail = self->eval_tail;
+    self->eval_tail = 0;
+    if (tail == 0 || !self->has_open) {
+        return 0;
+    }
+    PyObject *phases = self->open.phase_ns;
+    if (add_ns(phases, str_evaluation, -tail) < 0 || add_ns(phases, str_data_wait, tail) < 0) {
+        return -1;
+    }
+    PyObject *left = PyDict_GetItemWithError(phases, str_evaluation);
+    if (left == NULL) {
+        return PyErr_Occurred() ? -1 : 0;
+    }
+    int zero = PyObject_Not(left);
+    if (zero < 0) {
+        return -1;
+    }
+    return zero ? PyDict_DelItem(phases, str_evaluation) : 0;
+}
+
+/* The owner enters ``phase`` (reducer.py's _training_event for backward, optimizer and
+ * data_wait; nothing for the others). */
+static int
+training_event(Reducer *self, long long t, PyObject *phase)
+{
+    int is;
+    if ((is = same_str(phase, str_data_wait)) != 0) {
+        return is < 0 ? -1 : self->after_backward ? rhythm_boundary(self, t) : 0;
+    }
+    int backward = same_str(phase, str_backward);
+    if (backward < 0 || (is = same_str(phase, str_optimizer)) < 0) {
+        return -1;
+    }
+    if (!backward && !is) {
+        return 0;
+    }
+    if (end_eval(self) < 0) {
+        return -1;
+    }
+    if (is) {
+        return 0;
+    }
+    int in_optimizer = PySequence_Contains(self->stack, str_optimizer);
+    if (in_optimizer < 0) {
+        return -1;
+    }
+    if (self->has_open) {
+        if (in_optimizer) {
+            self->open.closure_passes += 1;
+        }
+        else {
+            self->open.micro_batches += 1;
+        }
+    }
+    if (!self->trained) {
+        self->trained = 1;
+        if (self->mode == str_model) {
+            Py_CLEAR(self->mode);
+        }
+        else if (self->mode == NULL && self->n_tentative && self->has_open) {
+            return merge_tentative(self);
+        }
+    }
+    else if (self->mode == str_model) {
+        Py_CLEAR(self->mode);
     }
     return 0;
+}
+
+/* The owner calls a model (arg: events.fwd_arg): the phase it enters, a borrowed reference
+ * (NULL on error). */
+static PyObject *
+model_call_phase(Reducer *self, long long t, PyObject *arg)
+{
+    if (!PyLong_CheckExact(arg)) {
+        return str_forward;
+    }
+    PyObject *two = PyLong_FromLong(2);
+    PyObject *model_id = two == NULL ? NULL : PyNumber_Rshift(arg, two);
+    Py_XDECREF(two);
+    if (model_id == NULL) {
+        return NULL;
+    }
+    unsigned long long bits = PyLong_AsUnsignedLongLongMask(arg);
+    if (bits == (unsigned long long)-1 && PyErr_Occurred()) {
+        Py_DECREF(model_id);
+        return NULL;
+    }
+    int grad = (bits >> 1) & 1, training = bits & 1;
+    PyObject *phase = str_forward;
+    if (self->first_model == NULL) {
+        self->first_model = Py_NewRef(model_id);
+    }
+    if (grad && training) {
+        if (PySet_Add(self->trained_models, model_id) < 0) {
+            phase = NULL;
+        }
+    }
+    else if (!grad && self->trained) {
+        int known = PySet_Contains(self->trained_models, model_id);
+        if (known < 0) {
+            phase = NULL;
+        }
+        else if (known) {
+            if (!self->eval) {
+                self->eval = 1;
+                self->eval_tail = 0;
+            }
+            int first = PyObject_RichCompareBool(model_id, self->first_model, Py_EQ);
+            if (first < 0) {
+                phase = NULL;
+            }
+            else {
+                if (first && self->has_open) {
+                    self->open.eval_calls += 1;
+                }
+                phase = str_evaluation;
+            }
+        }
+    }
+    Py_DECREF(model_id);
+    if (phase == str_forward && grad) {
+        if (end_eval(self) < 0
+            || (self->after_backward && rhythm_boundary(self, t) < 0)) {
+            return NULL;
+        }
+    }
+    return phase;
 }
 
 static int
@@ -605,27 +844,8 @@ optimizer_boundary(Reducer *self, long long t, PyObject *optimizer_id)
     }
     if (self->mode != str_optimizer) {
         Py_XSETREF(self->mode, Py_NewRef(str_optimizer));
-        int rc = 0;
-        if (self->n_tentative && self->has_open) {
-            /* The micro-batches' model calls and the open step become one step. */
-            Step *first = &self->tentative[0];
-            for (Py_ssize_t i = 1; i < self->n_tentative && rc == 0; i++) {
-                rc = step_merge(first, &self->tentative[i]);
-            }
-            if (rc == 0) {
-                rc = step_merge(first, &self->open);
-            }
-            if (rc == 0) {
-                step_clear(&self->open);
-                self->open = *first;
-                first->phase_ns = first->gc_phase_ns = first->batch_size = NULL;
-            }
-        }
-        for (Py_ssize_t i = 0; i < self->n_tentative; i++) {
-            step_clear(&self->tentative[i]);
-        }
-        self->n_tentative = 0;
-        if (rc < 0) {
+        /* The micro-batches' passes and the open step become one step. */
+        if (merge_tentative(self) < 0) {
             return -1;
         }
     }
@@ -805,6 +1025,7 @@ feed_event(Reducer *self, long long t, long code, PyObject *arg, PyObject *tid, 
             }
             if (self->has_open) { /* RESET: drop what the open step holds */
                 self->last_t = t;
+                self->eval_tail = 0;
                 return open_at(self, t);
             }
             return 0;
@@ -837,25 +1058,56 @@ feed_event(Reducer *self, long long t, long code, PyObject *arg, PyObject *tid, 
         if (phase == NULL) {
             return -1;
         }
-        int rc = PyList_Append(self->stack, phase);
+        int rc = training_event(self, t, phase);
+        if (rc == 0) {
+            rc = PyList_Append(self->stack, phase);
+        }
         Py_DECREF(phase);
         return rc;
     }
-    case EXIT:
-        if (pop_phase(self) < 0) {
-            return -1;
+    case EXIT: {
+        Py_ssize_t n = PyList_GET_SIZE(self->stack);
+        if (n) {
+            int backward = same_str(PyList_GET_ITEM(self->stack, n - 1), str_backward);
+            if (backward < 0 || pop_phase(self) < 0) {
+                return -1;
+            }
+            if (backward) {
+                self->after_backward = 1;
+            }
         }
         if (PyLong_CheckExact(arg)) {
             Py_SETREF(self->open.batch_size, Py_NewRef(arg));
         }
         return 0;
-    case FWD_ENTER:
-        return PyList_Append(self->stack, str_forward);
-    case FWD_EXIT:
-        return pop_phase(self) < 0 ? -1 : model_boundary(self, t);
+    }
+    case FWD_ENTER: {
+        PyObject *phase = model_call_phase(self, t, arg);
+        return phase == NULL ? -1 : PyList_Append(self->stack, phase);
+    }
+    case FWD_EXIT: {
+        Py_ssize_t n = PyList_GET_SIZE(self->stack);
+        int evaluation = 0;
+        if (n) {
+            evaluation = same_str(PyList_GET_ITEM(self->stack, n - 1), str_evaluation);
+            if (evaluation < 0 || pop_phase(self) < 0) {
+                return -1;
+            }
+        }
+        if (evaluation) {
+            self->eval_tail = 0;
+            return 0;
+        }
+        int first = PyObject_RichCompareBool(
+            arg, self->first_model == NULL ? Py_None : self->first_model, Py_EQ);
+        return first < 0 ? -1 : first ? model_boundary(self, t) : 0;
+    }
     case OPT_END:
         return pop_phase(self) < 0 ? -1 : optimizer_boundary(self, t, arg);
     case STEP:
+        if (end_eval(self) < 0) {
+            return -1;
+        }
         Py_XSETREF(self->mode, Py_NewRef(str_explicit));
         if (PyLong_Check(arg)) {
             Py_SETREF(self->open.batch_size, Py_NewRef(arg));
@@ -1049,7 +1301,16 @@ reducer_finish(Reducer *self, PyObject *Py_UNUSED(ignored))
     if (!initialised(self)) {
         return NULL;
     }
-    if (self->mode == NULL && self->n_tentative && settle_model_mode(self) < 0) {
+    if (self->mode == NULL && self->trained) {
+        if (settle_mode(self, str_backward) < 0) {
+            return NULL;
+        }
+    }
+    else if (self->mode == NULL && self->n_tentative && settle_mode(self, str_model) < 0) {
+        return NULL;
+    }
+    if (self->mode == str_backward && self->has_open && self->open.micro_batches
+        && close_step(self, self->last_t, str_backward) < 0) {
         return NULL;
     }
     return reducer_take_steps(self, NULL);
@@ -1109,7 +1370,7 @@ check_step_type(Reducer *self, PyObject *step_type)
     }
     if (!ok) {
         PyErr_SetString(PyExc_TypeError,
-                        "step_type must be a slotted dataclass with StepTiming's ten fields "
+                        "step_type must be a slotted dataclass with StepTiming's 13 fields "
                         "and no __post_init__");
         return -1;
     }
@@ -1143,8 +1404,9 @@ reducer_init(Reducer *self, PyObject *args, PyObject *kwargs)
     self->done = PyList_New(0);
     self->model_index = PyDict_New();
     self->encoded = PyDict_New();
+    self->trained_models = PySet_New(NULL);
     if (self->stack == NULL || self->done == NULL || self->model_index == NULL
-        || self->encoded == NULL) {
+        || self->encoded == NULL || self->trained_models == NULL) {
         return -1;
     }
     if (check_step_type(self, step_type) < 0) {
@@ -1178,6 +1440,8 @@ reducer_traverse(Reducer *self, visitproc visit, void *arg)
     Py_VISIT(self->stack);
     Py_VISIT(self->done);
     Py_VISIT(self->model_index);
+    Py_VISIT(self->trained_models);
+    Py_VISIT(self->first_model);
     if (self->has_open) {
         Py_VISIT(self->open.phase_ns);
         Py_VISIT(self->open.gc_phase_ns);
@@ -1216,6 +1480,8 @@ reducer_clear(Reducer *self)
     Py_CLEAR(self->stack);
     Py_CLEAR(self->done);
     Py_CLEAR(self->model_index);
+    Py_CLEAR(self->trained_models);
+    Py_CLEAR(self->first_model);
     if (self->has_open) {
         step_clear(&self->open);
         self->has_open = 0;
@@ -1322,9 +1588,11 @@ reduce_exec(PyObject *module)
     str_model = PyUnicode_InternFromString("model");
     str_unknown_class = PyUnicode_InternFromString("?");
     str_data_wait = PyUnicode_InternFromString("data_wait");
+    str_backward = PyUnicode_InternFromString("backward");
+    str_evaluation = PyUnicode_InternFromString("evaluation");
     if (str_other == NULL || str_forward == NULL || str_explicit == NULL
         || str_optimizer == NULL || str_model == NULL || str_unknown_class == NULL
-        || str_data_wait == NULL) {
+        || str_data_wait == NULL || str_backward == NULL || str_evaluation == NULL) {
         return -1;
     }
     if (events_api == NULL) { /* the C event buffer, where _hotpath was built */

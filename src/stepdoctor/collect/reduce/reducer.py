@@ -1,15 +1,29 @@
-"""Turn hot-path events into steps, off the hot path.
+"""Turn hot-path events into steps, off the hot path (DESIGN.md, "What a step is").
 
-Step boundaries, in order of precedence:
+A training step is one parameter update. Step boundaries, in order of precedence:
 
 1. ``explicit``: the user called ``Session.step()``; from then on only those calls end steps.
 2. ``optimizer``: the end of a step of the *first* optimizer seen (a GAN's second optimizer, or
-   a scheduler, does not end a step).
-3. ``model``: one step per outermost model call, for inference-only jobs. Until an optimizer
-   step is seen, model-call steps are held back as tentative; the first optimizer step merges
-   them into one (a training step calls the model, maybe several times with gradient
-   accumulation, before its optimizer step). After ``MODEL_MODE_AFTER_CALLS`` calls without an
-   optimizer step, or at the end of the run, the job is taken as inference-only.
+   a scheduler, does not end a step). A closure optimizer (LBFGS) runs its forward/backward
+   passes inside its step: one step, ``closure_passes`` counted; gradient accumulation puts
+   several backward passes (``micro_batches``) before one optimizer step.
+3. ``backward``: no optimizer (parameters updated by hand): a step ends where the next
+   training pass starts (the loader's next batch is asked for, or a model is called with
+   autograd on) after a backward.
+4. ``model``: one step per call of the job's first outermost model, for inference-only jobs.
+
+Until the job's kind is known, steps are held back as tentative: model-call steps until a
+backward is seen (then the job trains, and they merge into the first step); then
+backward-rhythm steps until an optimizer step is seen (which merges them into one step:
+accumulation). After ``MODEL_MODE_AFTER_CALLS`` tentative steps, or at the end of the run, the
+job is taken as inference-only (no backward) or as updating by hand (backward, no optimizer).
+
+Evaluation: once the job has trained, a call without autograd of a model that has been called
+in training (autograd on, train mode) starts an evaluation stretch, which lasts until training
+resumes (a training call, a backward, an optimizer step or ``Session.step()``). The owner's
+time in it outside other named phases is ``evaluation`` (its data waits too, except the last
+one before training resumes, which fetched the training batch). Models never trained (a
+frozen teacher, a target network) called without autograd are the step's ``forward``.
 
 Time between events goes to the innermost open phase of the owner thread, or to ``other`` —
 except that time in no phase while other threads run the model's forward counts as
@@ -61,6 +75,9 @@ solo_calls, concurrent_ns, grad_calls, train_mode_calls)``: one model's forward 
 _OTHER = Phase.OTHER.value
 _FORWARD = Phase.FORWARD.value
 _OPTIMIZER = Phase.OPTIMIZER.value
+_BACKWARD = Phase.BACKWARD.value
+_DATA_WAIT = Phase.DATA_WAIT.value
+_EVALUATION = Phase.EVALUATION.value
 
 
 class _Open:
@@ -68,10 +85,13 @@ class _Open:
 
     __slots__ = (
         "batch_size",
+        "closure_passes",
+        "eval_calls",
         "gc_count",
         "gc_max_pause_ns",
         "gc_pause_ns",
         "gc_phase_ns",
+        "micro_batches",
         "phase_ns",
         "start_ns",
     )
@@ -84,11 +104,17 @@ class _Open:
         self.gc_pause_ns = 0
         self.gc_max_pause_ns = 0
         self.gc_phase_ns: dict[str, int] = {}
+        self.micro_batches = 0
+        self.closure_passes = 0
+        self.eval_calls = 0
 
     def merge(self, other: _Open) -> None:
         for name, ns in other.phase_ns.items():
             self.phase_ns[name] = self.phase_ns.get(name, 0) + ns
         self.batch_size = self.batch_size or other.batch_size
+        self.micro_batches += other.micro_batches
+        self.closure_passes += other.closure_passes
+        self.eval_calls += other.eval_calls
         self.gc_count += other.gc_count
         self.gc_pause_ns += other.gc_pause_ns
         self.gc_max_pause_ns = max(self.gc_max_pause_ns, other.gc_max_pause_ns)
@@ -146,6 +172,18 @@ class StepReducer:
         self._gc_start: int | None = None
         self._models: dict[int, _ModelCalls] = {}
         self._foreign_forwards = 0
+        self._trained = False
+        """A backward pass was seen on the owner thread: the job trains."""
+        self._trained_models: set[object] = set()
+        """Models the owner called with autograd on in train mode."""
+        self._first_model: object = None
+        """The first model the owner called (its calls are the inference steps)."""
+        self._after_backward = False
+        """A backward ended since the last backward-rhythm boundary."""
+        self._eval = False
+        """Inside an evaluation stretch."""
+        self._eval_tail_ns = 0
+        """Data-wait time charged to ``evaluation`` since the stretch's last model call."""
 
     def feed(self, events: Iterable[Event]) -> None:
         """Process events (in the order they were appended).
@@ -171,6 +209,7 @@ class StepReducer:
                         elif step is not None:  # RESET: drop what the open step holds
                             step = _Open(start_ns=t)
                             last_t = t
+                            self._eval_tail_ns = 0
                         continue
                     # FWD_ENTER or FWD_EXIT
                     if tid != owner:
@@ -188,21 +227,32 @@ class StepReducer:
                     last_t = t
                 elif t > last_t:
                     phase = stack[-1] if stack else _OTHER
-                    if phase == _OTHER and self._foreign_forwards > 0:
+                    if self._eval and (phase == _OTHER or phase == _DATA_WAIT):
+                        if phase == _DATA_WAIT:
+                            self._eval_tail_ns += t - last_t
+                        phase = _EVALUATION
+                    elif phase == _OTHER and self._foreign_forwards > 0:
                         # The loop's thread waits while other threads run the model: model time.
                         phase = _FORWARD
                     phase_ns = step.phase_ns
                     phase_ns[phase] = phase_ns.get(phase, 0) + (t - last_t)
                     last_t = t
                 if code == ENTER:
-                    stack.append(str(arg))
+                    name = str(arg)
+                    if name == _BACKWARD or name == _OPTIMIZER or name == _DATA_WAIT:
+                        self._open, self._last_t = step, last_t
+                        self._training_event(t, name)
+                        step = self._open
+                    stack.append(name)
                 elif code == EXIT:
-                    if stack:
-                        stack.pop()
+                    if stack and stack.pop() == _BACKWARD:
+                        self._after_backward = True
                     if type(arg) is int:
                         step.batch_size = arg
                 elif code == FWD_ENTER:
-                    stack.append(_FORWARD)
+                    self._open, self._last_t = step, last_t
+                    stack.append(self._model_call(t, arg))
+                    step = self._open
                 elif code in (OPT_END, FWD_EXIT, STEP):
                     self._open, self._last_t = step, last_t
                     if code == OPT_END:
@@ -210,10 +260,13 @@ class StepReducer:
                             stack.pop()
                         self._optimizer_boundary(t, arg)
                     elif code == FWD_EXIT:
-                        if stack:
-                            stack.pop()
-                        self._model_boundary(t)
+                        popped = stack.pop() if stack else None
+                        if popped == _EVALUATION:
+                            self._eval_tail_ns = 0
+                        elif arg == self._first_model:
+                            self._model_boundary(t)
                     else:
+                        self._end_eval()
                         self.mode = "explicit"
                         if isinstance(arg, int):
                             step.batch_size = arg
@@ -246,10 +299,16 @@ class StepReducer:
         """Settle tentative model steps (the job is inference-only) and return what is left.
 
         The step still open at the end (time after the last boundary) is dropped: it is not a
-        whole step.
+        whole step; except in a job updating by hand, whose last pass (a backward in it) is
+        a step ending at the owner thread's last event.
         """
-        if self.mode is None and self._tentative:
+        if self.mode is None and self._trained:
+            self._settle_backward_mode()
+        elif self.mode is None and self._tentative:
             self._settle_model_mode()
+        if self.mode == "backward" and self._open is not None and self._open.micro_batches:
+            # The last pass has no next one to end it: it ends at the owner's last event.
+            self._close(self._last_t, "backward")
         return self.take_steps()
 
     def model_calls(self) -> list[ModelCallsRow]:
@@ -273,12 +332,105 @@ class StepReducer:
             return step
         if t > self._last_t:
             phase = self._stack[-1] if self._stack else _OTHER
-            if phase == _OTHER and self._foreign_forwards > 0:
+            if self._eval and (phase == _OTHER or phase == _DATA_WAIT):
+                if phase == _DATA_WAIT:
+                    self._eval_tail_ns += t - self._last_t
+                phase = _EVALUATION
+            elif phase == _OTHER and self._foreign_forwards > 0:
                 # The loop's thread waits while other threads run the model: model time.
                 phase = _FORWARD
             step.phase_ns[phase] = step.phase_ns.get(phase, 0) + (t - self._last_t)
             self._last_t = t
         return step
+
+    def _training_event(self, t: int, name: str) -> None:
+        """The owner enters ``backward``, ``optimizer`` or ``data_wait``."""
+        step = self._open
+        if name == _DATA_WAIT:
+            if self._after_backward:
+                self._rhythm_boundary(t)
+            return
+        self._end_eval()
+        if name == _OPTIMIZER:
+            return
+        if _OPTIMIZER in self._stack:
+            if step is not None:
+                step.closure_passes += 1
+        elif step is not None:
+            step.micro_batches += 1
+        if not self._trained:
+            self._trained = True
+            self._start_training()
+        elif self.mode == "model":  # inference first, then training: steps from here
+            self.mode = None
+
+    def _start_training(self) -> None:
+        """The first backward: the model-call steps held back were this first step's."""
+        if self.mode == "model":
+            self.mode = None
+        elif self.mode is None and self._tentative and self._open is not None:
+            first = self._tentative[0][0]
+            for step, _ in self._tentative[1:]:
+                first.merge(step)
+            first.merge(self._open)
+            self._open = first
+            self._tentative = []
+
+    def _model_call(self, t: int, arg: object) -> str:
+        """The owner calls a model (``arg``: ``fwd_arg``): the phase it enters."""
+        if type(arg) is not int:
+            return _FORWARD
+        model_id, grad, training = arg >> 2, arg & 2, arg & 1
+        if self._first_model is None:
+            self._first_model = model_id
+        if grad and training:
+            self._trained_models.add(model_id)
+        elif not grad and self._trained and model_id in self._trained_models:
+            if not self._eval:
+                self._eval = True
+                self._eval_tail_ns = 0
+            if model_id == self._first_model and self._open is not None:
+                self._open.eval_calls += 1
+            return _EVALUATION
+        if grad:
+            self._end_eval()
+            if self._after_backward:
+                self._rhythm_boundary(t)
+        return _FORWARD
+
+    def _end_eval(self) -> None:
+        """Training resumes: the stretch's last data wait fetched the training batch."""
+        if not self._eval:
+            return
+        self._eval = False
+        tail, self._eval_tail_ns = self._eval_tail_ns, 0
+        step = self._open
+        if tail and step is not None:
+            phases = step.phase_ns
+            phases[_EVALUATION] -= tail
+            phases[_DATA_WAIT] = phases.get(_DATA_WAIT, 0) + tail
+            if not phases[_EVALUATION]:
+                del phases[_EVALUATION]
+
+    def _rhythm_boundary(self, t: int) -> None:
+        """A training pass starts after a backward: a step boundary when updating by hand."""
+        self._after_backward = False
+        if self.mode == "backward":
+            self._close(t, "backward")
+        elif self.mode is None and self._trained and self._open is not None:
+            self._tentative.append((self._open, t))
+            self._open = _Open(start_ns=t)
+            if len(self._tentative) >= MODEL_MODE_AFTER_CALLS:
+                self._settle_backward_mode()
+        else:
+            return
+        self._eval_tail_ns = 0
+
+    def _settle_backward_mode(self) -> None:
+        self.mode = "backward"
+        for step, end in self._tentative:
+            self._emit(step, end, "backward")
+        self._tentative = []
 
     def _gc_stop(self, t: int, on_owner: bool) -> None:
         if self._gc_start is None:
@@ -298,7 +450,7 @@ class StepReducer:
     def _model_boundary(self, t: int) -> None:
         if self.mode == "model":
             self._close(t, "model")
-        elif self.mode is None and self._open is not None:
+        elif self.mode is None and not self._trained and self._open is not None:
             self._tentative.append((self._open, t))
             self._open = _Open(start_ns=t)
             if len(self._tentative) >= MODEL_MODE_AFTER_CALLS:
@@ -346,6 +498,9 @@ class StepReducer:
             gc_pause_ns=step.gc_pause_ns,
             gc_max_pause_ns=step.gc_max_pause_ns,
             gc_phase_ns=step.gc_phase_ns,
+            micro_batches=step.micro_batches,
+            closure_passes=step.closure_passes,
+            eval_calls=step.eval_calls,
         )
         if self._keep_steps:
             self._done.append(timing)
