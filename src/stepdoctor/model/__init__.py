@@ -30,6 +30,7 @@ if TYPE_CHECKING:
         measured_steps,
         outlier_cut,
         profiled_steps,
+        training_steps,
     )
     from stepdoctor.model.phases import Phase
     from stepdoctor.model.run import (
@@ -117,6 +118,7 @@ __all__ = [
     "outlier_cut",
     "profiled_steps",
     "to_jsonable",
+    "training_steps",
 ]
 
 #: The module of ``stepdoctor.model`` each public name lives in.
@@ -170,6 +172,7 @@ _HOMES = {
     "outlier_cut": "measured",
     "profiled_steps": "measured",
     "to_jsonable": "schema",
+    "training_steps": "measured",
 }
 
 

@@ -119,6 +119,20 @@ class Summary:
     """Which steps stepdoctor's own profiler capture slowed (``run --trace``), if any."""
     monitor_cpu_share: float | None = None
     """CPU time of stepdoctor's monitor thread over the run's wall time (its own cost)."""
+    kind: str = ""
+    """``training`` or ``inference`` (no backward pass seen); empty with no steps."""
+    step_basis: str = ""
+    """How the steps were found, in words (``model.measured.step_basis``)."""
+    micro_batches_per_step: float | None = None
+    """Median backward passes per step outside the optimizer (above 1: accumulation)."""
+    closure_passes_per_step: float | None = None
+    """Median backward passes inside the optimizer's step (a closure optimizer, LBFGS)."""
+    evaluation_s: float = 0.0
+    """Seconds of evaluation between training steps (all steps, warm-up included)."""
+    evaluation_share: float = 0.0
+    """Evaluation's share of the steps' wall time (training and evaluation together)."""
+    evaluation_calls: int = 0
+    """Calls of the trained model without autograd: evaluation batches."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

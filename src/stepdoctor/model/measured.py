@@ -15,7 +15,29 @@ from dataclasses import dataclass
 from stepdoctor.model.phases import Phase
 from stepdoctor.model.run import RunRecord, StepTiming
 
-__all__ = ["OUTLIER_SIGMAS", "OutlierCut", "measured_steps", "outlier_cut", "profiled_steps"]
+__all__ = [
+    "OUTLIER_SIGMAS",
+    "OutlierCut",
+    "measured_steps",
+    "outlier_cut",
+    "profiled_steps",
+    "training_steps",
+]
+
+#: What ended a training step (``StepTiming.boundary``); ``model`` steps are calls of the
+#: model in a job that was not (yet) seen to train.
+TRAINING_BOUNDARIES = frozenset({"optimizer", "backward", "explicit"})
+
+
+def training_steps(steps: tuple[StepTiming, ...]) -> tuple[StepTiming, ...]:
+    """The steps that are the job's work: its training steps when it trained (calls of the
+    model taken as inference before its first training step were evaluation), else all
+    (an inference-only job's steps are its model calls)."""
+    if not steps or steps[-1].boundary not in TRAINING_BOUNDARIES:
+        return steps
+    if steps[0].boundary in TRAINING_BOUNDARIES:
+        return steps
+    return tuple(s for s in steps if s.boundary in TRAINING_BOUNDARIES)
 
 #: SageMaker Debugger's StepOutlier: a step is an outlier above mean + 3 standard deviations.
 OUTLIER_SIGMAS = 3.0
@@ -37,10 +59,10 @@ def profiled_steps(record: RunRecord) -> frozenset[int]:
 def measured_steps(
     steps: tuple[StepTiming, ...], warm: int, profiled: frozenset[int]
 ) -> tuple[StepTiming, ...]:
-    """The steps the figures and the rules judge: those after the ``warm`` warm-up steps, less
-    the ``profiled`` ones (``profiled_steps``: stepdoctor's own profiler slowed them, so they
+    """The steps the figures and the rules judge: the ``training_steps`` after the ``warm``
+    warm-up steps, less the ``profiled`` ones (``profiled_steps``: stepdoctor's own profiler slowed them, so they
     are not the job's)."""
-    after = steps[warm:]
+    after = training_steps(steps)[warm:]
     return tuple(s for s in after if s.index not in profiled) if profiled else after
 
 

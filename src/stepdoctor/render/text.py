@@ -57,6 +57,13 @@ def _summary(report: Report) -> Panel:
         + ("n/a" if s.mean_step_ms is None else f"{s.mean_step_ms:,.2f} ms")
         + f"   GC: {s.gc_share:.1%}",
     ]
+    if s.step_basis:
+        lines.append(f"how steps were counted: {s.step_basis}")
+    if s.evaluation_calls or s.evaluation_s:
+        lines.append(
+            f"evaluation: {s.evaluation_share:.0%} of the steps' wall time "
+            f"({s.evaluation_s:,.1f} s, {s.evaluation_calls} calls), left out of the step figures"
+        )
     if s.warmup_note:
         lines.append(s.warmup_note)
     if s.profiled_note:

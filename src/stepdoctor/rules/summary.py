@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Sequence
 
 from stepdoctor.model import (
@@ -12,6 +13,7 @@ from stepdoctor.model import (
     Summary,
     measured_steps,
     profiled_steps,
+    training_steps,
 )
 
 __all__ = [
@@ -20,6 +22,7 @@ __all__ = [
     "measured_steps",  # (re-exported: the model's, so that the plots judge the same steps)
     "profiled_steps",  # (re-exported, as measured_steps)
     "split_warmup",
+    "step_basis",
     "summarize",
 ]
 
@@ -50,17 +53,18 @@ def split_warmup(steps: Sequence[StepTiming]) -> int:
 def summarize(record: RunRecord, profiled: frozenset[int] | None = None) -> Summary:
     """Compute the summary of ``record``; ``profiled``: its ``profiled_steps`` where the caller
     has them already (found here otherwise)."""
-    steps = record.steps
+    steps = training_steps(record.steps)
     warm = split_warmup(steps)
     if profiled is None:
         profiled = profiled_steps(record)
-    measured = measured_steps(steps, warm, profiled)
+    measured = measured_steps(record.steps, warm, profiled)
     total_ns = sum(s.duration_ns for s in measured)
     shares: dict[str, float] = {}
     if total_ns:
         for step in measured:
             for name, ns in step.phase_ns.items():
-                shares[name] = shares.get(name, 0.0) + ns
+                if name != _EVALUATION:  # not part of the steps' training time
+                    shares[name] = shares.get(name, 0.0) + ns
         shares = {
             name: ns / total_ns
             for name, ns in sorted(shares.items(), key=lambda kv: _phase_order(kv[0]))
@@ -94,7 +98,69 @@ def summarize(record: RunRecord, profiled: frozenset[int] | None = None) -> Summ
         warmup_note=note,
         profiled_note=profiled_note,
         monitor_cpu_share=_monitor_share(record),
+        kind=_kind(record.steps),
+        step_basis=step_basis(record.steps),
+        micro_batches_per_step=_median_count(steps, "micro_batches"),
+        closure_passes_per_step=_median_count(steps, "closure_passes"),
+        **_evaluation(record.steps, steps),
     )
+
+
+#: Words for how a step was found (``StepTiming.boundary``).
+_BASIS = {
+    "optimizer": "one step per optimizer step",
+    "backward": (
+        "no optimizer step was seen: one step per forward/backward pass, from one training "
+        "pass to the next (parameters updated by hand)"
+    ),
+    "explicit": "one step per doc.step() call",
+    "model": "no backward pass was seen (inference): one step per call of the model",
+}
+
+
+def step_basis(steps: Sequence[StepTiming]) -> str:
+    """How ``steps`` were found, in words: the boundary of the job's steps, its micro-batches
+    or closure passes per step, and calls taken as inference before training started."""
+    work = training_steps(tuple(steps))
+    if not work:
+        return ""
+    words = _BASIS.get(work[-1].boundary, work[-1].boundary)
+    micro = _median_count(work, "micro_batches")
+    if micro is not None and micro > 1 and work[-1].boundary != "backward":
+        words += f", {micro:g} micro-batches each (gradient accumulation)"
+    closure = _median_count(work, "closure_passes")
+    if closure:
+        words += f", {closure:g} forward/backward passes inside each (a closure optimizer)"
+    before = len(steps) - len(work)
+    if before:
+        words += f"; {before} model calls before training started are counted as evaluation"
+    return words
+
+
+def _kind(steps: Sequence[StepTiming]) -> str:
+    if not steps:
+        return ""
+    return "inference" if steps[-1].boundary == "model" else "training"
+
+
+def _median_count(steps: Sequence[StepTiming], name: str) -> float | None:
+    counts = [getattr(s, name) for s in steps]
+    return statistics.median(counts) if counts else None
+
+
+def _evaluation(
+    steps: tuple[StepTiming, ...], work: tuple[StepTiming, ...]
+) -> dict[str, float | int]:
+    """Evaluation between training steps: inside steps, and the model calls taken as
+    inference before training started."""
+    before = [s for s in steps if s.boundary == "model"] if len(work) != len(steps) else []
+    eval_ns = sum(s.phase_ns.get(_EVALUATION, 0) for s in work) + sum(s.wall_ns for s in before)
+    wall_ns = sum(s.wall_ns for s in steps)
+    return {
+        "evaluation_s": eval_ns / 1e9,
+        "evaluation_share": eval_ns / wall_ns if wall_ns > 0 else 0.0,
+        "evaluation_calls": sum(s.eval_calls for s in work) + len(before),
+    }
 
 
 def _wall_s(record: RunRecord) -> float:
@@ -109,6 +175,7 @@ def _wall_s(record: RunRecord) -> float:
 
 
 _ORDER = {p.value: i for i, p in enumerate(Phase)}
+_EVALUATION = Phase.EVALUATION.value
 
 
 def _phase_order(name: str) -> tuple[int, str]:
