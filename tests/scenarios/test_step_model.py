@@ -4,6 +4,7 @@ wall time. Each script prints its counts (``steps: N``, ``evaluations: M``)."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import subprocess
@@ -70,7 +71,7 @@ def test_steps_are_the_loops_own_and_add_up(script: str, tmp_path: Path) -> None
 
     steps = load_run(run_dir).steps
     assert len(steps) == counts["steps"]
-    for step, after in zip(steps, steps[1:], strict=False):
+    for step, after in itertools.pairwise(steps):
         assert step.end_ns == after.start_ns  # no time between steps is lost
     for step in steps:
         assert sum(step.phase_ns.values()) == step.wall_ns

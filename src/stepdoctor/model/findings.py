@@ -121,6 +121,9 @@ class Summary:
     """CPU time of stepdoctor's monitor thread over the run's wall time (its own cost)."""
     kind: str = ""
     """``training`` or ``inference`` (no backward pass seen); empty with no steps."""
+    batch_note: str = ""
+    """Where the batch size behind ``samples`` came from when no DataLoader batch was seen
+    (the model's input), else empty."""
     step_basis: str = ""
     """How the steps were found, in words (``model.measured.step_basis``)."""
     micro_batches_per_step: float | None = None

@@ -39,6 +39,7 @@ def training_steps(steps: tuple[StepTiming, ...]) -> tuple[StepTiming, ...]:
         return steps
     return tuple(s for s in steps if s.boundary in TRAINING_BOUNDARIES)
 
+
 #: SageMaker Debugger's StepOutlier: a step is an outlier above mean + 3 standard deviations.
 OUTLIER_SIGMAS = 3.0
 
@@ -60,8 +61,8 @@ def measured_steps(
     steps: tuple[StepTiming, ...], warm: int, profiled: frozenset[int]
 ) -> tuple[StepTiming, ...]:
     """The steps the figures and the rules judge: the ``training_steps`` after the ``warm``
-    warm-up steps, less the ``profiled`` ones (``profiled_steps``: stepdoctor's own profiler slowed them, so they
-    are not the job's)."""
+    warm-up steps, less the ``profiled`` ones (``profiled_steps``: stepdoctor's own profiler
+    slowed them, so they are not the job's)."""
     after = training_steps(steps)[warm:]
     return tuple(s for s in after if s.index not in profiled) if profiled else after
 

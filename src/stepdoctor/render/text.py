@@ -57,6 +57,8 @@ def _summary(report: Report) -> Panel:
         + ("n/a" if s.mean_step_ms is None else f"{s.mean_step_ms:,.2f} ms")
         + f"   GC: {s.gc_share:.1%}",
     ]
+    if s.batch_note:
+        lines.append(s.batch_note)
     if s.step_basis:
         lines.append(f"how steps were counted: {s.step_basis}")
     if s.evaluation_calls or s.evaluation_s:

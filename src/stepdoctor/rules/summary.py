@@ -69,14 +69,18 @@ def summarize(record: RunRecord, profiled: frozenset[int] | None = None) -> Summ
             name: ns / total_ns
             for name, ns in sorted(shares.items(), key=lambda kv: _phase_order(kv[0]))
         }
-    sizes = [s.batch_size for s in measured]
+    fallback, batch_note = _batch_from_model(record) if measured else (None, "")
+    sizes = [fallback if s.batch_size is None else s.batch_size for s in measured]
     samples = None if not measured or any(b is None for b in sizes) else sum(b or 0 for b in sizes)
+    if fallback is None or all(s.batch_size is not None for s in measured):
+        batch_note = ""
     seconds = total_ns / 1e9
     warm_samples = sum(s.batch_size or 0 for s in steps[:warm])
     note = ""
     if warm:
         note = f"first {warm} step(s)" + (f" ({warm_samples} samples)" if warm_samples else "")
         note += " left out as warm-up"
+    eval_s, eval_share, eval_calls = _evaluation(record.steps, steps)
     first, last = (min(profiled), max(profiled)) if profiled else (0, 0)
     profiled_note = (
         f"steps {first}-{last} ran under stepdoctor's torch.profiler capture (--trace): "
@@ -99,10 +103,13 @@ def summarize(record: RunRecord, profiled: frozenset[int] | None = None) -> Summ
         profiled_note=profiled_note,
         monitor_cpu_share=_monitor_share(record),
         kind=_kind(record.steps),
+        batch_note=batch_note,
         step_basis=step_basis(record.steps),
         micro_batches_per_step=_median_count(steps, "micro_batches"),
         closure_passes_per_step=_median_count(steps, "closure_passes"),
-        **_evaluation(record.steps, steps),
+        evaluation_s=eval_s,
+        evaluation_share=eval_share,
+        evaluation_calls=eval_calls,
     )
 
 
@@ -137,6 +144,35 @@ def step_basis(steps: Sequence[StepTiming]) -> str:
     return words
 
 
+#: Recurrent layers (and nn.Transformer's) take (time, batch, features) unless built with
+#: ``batch_first=True`` (torch.nn docs): their model's batch is its input's second dimension.
+_SEQUENCE_FIRST_KINDS = frozenset({"lstm", "gru", "rnn"})
+
+
+def _batch_from_model(record: RunRecord) -> tuple[int | None, str]:
+    """The batch size the job's first model was called with, for steps whose batches came
+    from no DataLoader (sliced tensors, a generator): the first dimension of its first
+    input, or the second where its recurrent layers are sequence-first."""
+    for model in record.models:
+        shape = model.input_shape
+        if not shape:
+            continue
+        seq_first = any(
+            layer.kind in _SEQUENCE_FIRST_KINDS and layer.batch_first is False
+            for layer in model.layers
+        )
+        dim = 1 if seq_first and len(shape) >= 2 else 0
+        batch = shape[dim]
+        if batch <= 0:
+            return None, ""
+        where = "second dimension (its recurrent layers take time first)" if dim else "first one"
+        return batch, (
+            f"batch size {batch} from {model.class_name}'s input {tuple(shape)}, its {where}: "
+            "no DataLoader batch was seen"
+        )
+    return None, ""
+
+
 def _kind(steps: Sequence[StepTiming]) -> str:
     if not steps:
         return ""
@@ -150,17 +186,14 @@ def _median_count(steps: Sequence[StepTiming], name: str) -> float | None:
 
 def _evaluation(
     steps: tuple[StepTiming, ...], work: tuple[StepTiming, ...]
-) -> dict[str, float | int]:
-    """Evaluation between training steps: inside steps, and the model calls taken as
-    inference before training started."""
+) -> tuple[float, float, int]:
+    """Evaluation between training steps, inside steps and as the model calls taken as
+    inference before training started: ``(seconds, share of the steps' wall time, calls)``."""
     before = [s for s in steps if s.boundary == "model"] if len(work) != len(steps) else []
     eval_ns = sum(s.phase_ns.get(_EVALUATION, 0) for s in work) + sum(s.wall_ns for s in before)
     wall_ns = sum(s.wall_ns for s in steps)
-    return {
-        "evaluation_s": eval_ns / 1e9,
-        "evaluation_share": eval_ns / wall_ns if wall_ns > 0 else 0.0,
-        "evaluation_calls": sum(s.eval_calls for s in work) + len(before),
-    }
+    calls = sum(s.eval_calls for s in work) + len(before)
+    return eval_ns / 1e9, eval_ns / wall_ns if wall_ns > 0 else 0.0, calls
 
 
 def _wall_s(record: RunRecord) -> float:

@@ -227,7 +227,7 @@ class StepReducer:
                     last_t = t
                 elif t > last_t:
                     phase = stack[-1] if stack else _OTHER
-                    if self._eval and (phase == _OTHER or phase == _DATA_WAIT):
+                    if self._eval and phase in (_OTHER, _DATA_WAIT):
                         if phase == _DATA_WAIT:
                             self._eval_tail_ns += t - last_t
                         phase = _EVALUATION
@@ -239,7 +239,7 @@ class StepReducer:
                     last_t = t
                 if code == ENTER:
                     name = str(arg)
-                    if name == _BACKWARD or name == _OPTIMIZER or name == _DATA_WAIT:
+                    if name in (_BACKWARD, _OPTIMIZER, _DATA_WAIT):
                         self._open, self._last_t = step, last_t
                         self._training_event(t, name)
                         step = self._open
@@ -332,7 +332,7 @@ class StepReducer:
             return step
         if t > self._last_t:
             phase = self._stack[-1] if self._stack else _OTHER
-            if self._eval and (phase == _OTHER or phase == _DATA_WAIT):
+            if self._eval and phase in (_OTHER, _DATA_WAIT):
                 if phase == _DATA_WAIT:
                     self._eval_tail_ns += t - self._last_t
                 phase = _EVALUATION
