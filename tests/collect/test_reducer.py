@@ -186,7 +186,7 @@ def test_a_loop_updating_by_hand_has_a_step_per_backward_pass(make: MakeReducer)
             **({"data_wait": 1} if loader else {}),
             "forward": 4,
             "backward": 3,
-            "other": 2 if loader else 3,
+            "optimizer": 2 if loader else 3,  # the update by hand, after the backward
         }
         assert steps[-1].end_ns == 48  # the last pass ends at the loop's last event
         assert all(sum(s.phase_ns.values()) == s.wall_ns for s in steps)

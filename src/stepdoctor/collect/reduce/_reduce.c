@@ -563,6 +563,15 @@ charge(Reducer *self, long long t)
             }
         }
     }
+    else if (self->after_backward && (self->mode == NULL || self->mode == str_backward)) {
+        int other = same_str(phase, str_other);
+        if (other < 0) {
+            return -1;
+        }
+        if (other) {
+            phase = str_optimizer; /* the parameters updated by hand */
+        }
+    }
     else if (self->foreign_forwards > 0) {
         int other = same_str(phase, str_other);
         if (other < 0) {

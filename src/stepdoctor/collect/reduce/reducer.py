@@ -27,7 +27,9 @@ frozen teacher, a target network) called without autograd are the step's ``forwa
 
 Time between events goes to the innermost open phase of the owner thread, or to ``other`` —
 except that time in no phase while other threads run the model's forward counts as
-``forward`` (the loop is waiting for the model, as with a thread pool serving requests).
+``forward`` (the loop is waiting for the model, as with a thread pool serving requests), and
+that in a job with no optimizer step time in no phase after a backward, until the next
+training pass, is ``optimizer`` (the parameters updated by hand).
 """
 
 from __future__ import annotations
@@ -78,6 +80,9 @@ _OPTIMIZER = Phase.OPTIMIZER.value
 _BACKWARD = Phase.BACKWARD.value
 _DATA_WAIT = Phase.DATA_WAIT.value
 _EVALUATION = Phase.EVALUATION.value
+#: Modes in which no optimizer step has been seen: a loop that may update its parameters by
+#: hand, whose time after a backward pass (outside other phases) is that update.
+_BY_HAND = (None, "backward")
 
 
 class _Open:
@@ -231,6 +236,8 @@ class StepReducer:
                         if phase == _DATA_WAIT:
                             self._eval_tail_ns += t - last_t
                         phase = _EVALUATION
+                    elif phase == _OTHER and self._after_backward and self.mode in _BY_HAND:
+                        phase = _OPTIMIZER  # the parameters updated by hand
                     elif phase == _OTHER and self._foreign_forwards > 0:
                         # The loop's thread waits while other threads run the model: model time.
                         phase = _FORWARD
@@ -336,6 +343,8 @@ class StepReducer:
                 if phase == _DATA_WAIT:
                     self._eval_tail_ns += t - self._last_t
                 phase = _EVALUATION
+            elif phase == _OTHER and self._after_backward and self.mode in _BY_HAND:
+                phase = _OPTIMIZER  # the parameters updated by hand
             elif phase == _OTHER and self._foreign_forwards > 0:
                 # The loop's thread waits while other threads run the model: model time.
                 phase = _FORWARD
