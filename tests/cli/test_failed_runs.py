@@ -100,7 +100,9 @@ def test_sys_exit_code_passes_through_and_is_said_first(tmp_path: Path) -> None:
     proc = _run(tmp_path, "sys.exit(3)")
     assert proc.returncode == 3
     lines = _report_lines(proc.stderr)
-    assert lines[0].startswith(f"The job failed (exit code 3): sys.exit(3), raised at train.py:{TAIL_LINE}.")
+    assert lines[0].startswith(
+        f"The job failed (exit code 3): sys.exit(3), raised at train.py:{TAIL_LINE}."
+    )
     data = json.loads((tmp_path / "r.json").read_text())
     assert (data["failed"], data["end_status"], data["exit_code"]) == (True, "exit", 3)
     assert data["error_at"] == f"train.py:{TAIL_LINE}"

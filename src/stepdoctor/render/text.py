@@ -67,7 +67,7 @@ def _summary(report: Report) -> Panel:
         lines.append(s.profiled_note)
     if s.monitor_cpu_share is not None:
         lines.append(f"stepdoctor's own monitor thread: {s.monitor_cpu_share:.1%} of a core")
-    if report.end_status and report.end_status != "ok" and not report.outcome:
+    if report.end_status and report.end_status != "ok":
         lines.append(f"job ended: {report.end_status} (exit code {report.exit_code})")
     return Panel("\n".join(lines), title="stepdoctor", title_align="left")
 
