@@ -20,7 +20,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, TypeVar
 
-from stepdoctor.collect import Session, current_session, end_status
+from stepdoctor.collect import Session, current_session, end_status, raised_at
 from stepdoctor.render import render_json, render_text
 from stepdoctor.report import build_report
 
@@ -75,7 +75,7 @@ class Watch:
             self._joined = False
             return
         status, code, error = end_status(exc)
-        record = session.stop(status, code, error)
+        record = session.stop(status, code, error, error_at=raised_at(exc))
         try:
             report = build_report(record)
             if self._report:

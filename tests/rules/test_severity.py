@@ -4,8 +4,18 @@ import math
 
 import pytest
 
-from stepdoctor.model import Severity
-from stepdoctor.rules._severity import Rung, grade
+from stepdoctor.model import Finding, Fix, Measurement, Severity, Speedup
+from stepdoctor.rules._severity import (
+    CRITICAL_MIN_SAVED_S,
+    THIN_SECONDS,
+    THIN_STEPS,
+    Rung,
+    at_most,
+    grade,
+    saved_seconds,
+    temper,
+    thin_evidence,
+)
 
 WARNING = 0.05
 CRITICAL = 0.20
@@ -72,3 +82,48 @@ def test_misuse_is_refused() -> None:
         grade(0.5, warning=CRITICAL, critical=WARNING)
     with pytest.raises(ValueError, match="must be smaller"):
         grade(4, warning=1, critical=8, lower_is_worse=True)
+
+
+def _critical(factor: float, measured: float | None = None) -> Finding:
+    return Finding(
+        rule="input-bound",
+        severity=Severity.CRITICAL,
+        title="t",
+        explanation="e",
+        evidence=(),
+        speedup=Speedup(factor=factor, method="m"),
+        fix=Fix(summary="f"),
+        measurement=None if measured is None else Measurement(factor=measured, method="m"),
+    )
+
+
+def test_at_most_and_saved_seconds() -> None:
+    assert at_most(Severity.CRITICAL, Severity.WARNING) is Severity.WARNING
+    assert at_most(Severity.INFO, Severity.WARNING) is Severity.INFO
+    assert saved_seconds(2.0, 10.0) == 5.0
+    assert saved_seconds(1.0, 10.0) == saved_seconds(0.5, 10.0) == 0.0
+
+
+def test_temper_caps_what_the_evidence_cannot_carry() -> None:
+    big = _critical(2.0)  # halves the time
+    assert temper(big, measured_s=10.0, thin=False, timed=True) is big  # saves 5 s
+    assert temper(big, measured_s=10.0, thin=True, timed=True).severity is Severity.WARNING
+    assert temper(big, measured_s=10.0, thin=True, timed=False) is big  # a fact, not a timing
+    small = temper(big, measured_s=1.5, thin=False, timed=False)  # saves 0.75 s
+    assert small.severity is Severity.WARNING
+    assert small.evidence[-1].value == 0.75
+    assert small.evidence[-1].threshold == CRITICAL_MIN_SAVED_S
+    # A measured speed-up counts over the estimate.
+    assert temper(_critical(1.1, 3.0), measured_s=3.0, thin=False, timed=True).severity is (
+        Severity.CRITICAL
+    )
+    # Not estimated (a crash prevented, a GPU unused): the saving is unknown, not small.
+    unknown = _critical(1.0)
+    assert temper(unknown, measured_s=0.1, thin=False, timed=False) is unknown
+
+
+def test_thin_evidence_line() -> None:
+    assert thin_evidence(THIN_STEPS, THIN_SECONDS) == ""
+    assert thin_evidence(12, 0.2).startswith("evidence is thin: 12 step(s), 0.2 s of training")
+    assert thin_evidence(30, 0.004).startswith("evidence is thin: 30 step(s), 0.004 s")
+    assert thin_evidence(THIN_STEPS - 1, 100.0)

@@ -86,7 +86,7 @@ def test_outliers_while_other_processes_took_the_cpus_are_theirs() -> None:
     slow = {st.index for st in s if st.duration_ns > 20 * 10**6}
     (f,) = step_outliers(RuleContext(record(s, system=_others(s, slow, cpus=2))))
     assert f.severity is Severity.INFO
-    assert "outside the job" in f.explanation and "competing-processes" in f.explanation
+    assert "outside the job" in f.explanation and "other processes" in f.explanation
     ev = {e.metric: e.value for e in f.evidence}
     assert ev["other processes' CPU during the outliers"] == pytest.approx(0.5)
 

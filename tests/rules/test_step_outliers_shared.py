@@ -16,4 +16,4 @@ def test_outliers_from_threads_sharing_a_model_are_info_with_the_cause() -> None
         model_id=1, class_name="Net", calls=300, threads=4, max_concurrent=4, concurrent_calls=200
     )
     (f,) = step_outliers(RuleContext(record(s, concurrency=(shared,))))
-    assert f.severity is Severity.INFO and "shared-model-threads" in f.explanation
+    assert f.severity is Severity.INFO and "Several threads call Net at once" in f.explanation

@@ -29,7 +29,7 @@ def test_slow_callbacks_is_a_symptom_when_threads_share_one_model() -> None:
     )  # fmt: skip
     (f,) = slow_callbacks(RuleContext(record(s, concurrency=(stat,))))
     assert f.severity is Severity.INFO
-    assert "Sequential" in f.explanation and "shared-model-threads" in f.explanation
+    assert "Sequential" in f.explanation and "Several threads call" in f.explanation
     alone = replace(stat, threads=1, max_concurrent=1, concurrent_calls=0)
     (f,) = slow_callbacks(RuleContext(record(s, concurrency=(alone,))))
     assert f.severity is Severity.CRITICAL

@@ -116,7 +116,9 @@ def run(args: argparse.Namespace) -> int:
         if result is None:  # only a BaseException escaping run_script (it catches all)
             record = session.stop("exception", 1, "stepdoctor runner failed")
         else:
-            record = session.stop(result.status, result.exit_code, result.error)
+            record = session.stop(
+                result.status, result.exit_code, result.error, error_at=result.error_at
+            )
         if remove_overrides is not None:
             remove_overrides()
     try:

@@ -4,7 +4,13 @@ from __future__ import annotations
 
 from stepdoctor.collect.sampling.nvml import NvmlReader
 from stepdoctor.collect.sampling.readers import PsutilReader, Reader
-from stepdoctor.collect.session import Session, current_session, default_run_dir, end_status
+from stepdoctor.collect.session import (
+    Session,
+    current_session,
+    default_run_dir,
+    end_status,
+    raised_at,
+)
 
 __all__ = [
     "NvmlReader",
@@ -14,4 +20,5 @@ __all__ = [
     "current_session",
     "default_run_dir",
     "end_status",
+    "raised_at",
 ]

@@ -8,19 +8,20 @@ import sys
 import traceback
 from pathlib import Path
 
-from stepdoctor.collect.hooks.session import end_status
+from stepdoctor.collect.hooks.session import end_status, raised_at
 from stepdoctor.errors import ScriptNotFoundError
 
 __all__ = ["ScriptResult", "import_torch_if_available", "run_script"]
 
 
 class ScriptResult:
-    """How the script ended: its exit code and (status, error) for the record."""
+    """How the script ended: its exit code and (status, error, where) for the record."""
 
-    def __init__(self, status: str, exit_code: int, error: str) -> None:
+    def __init__(self, status: str, exit_code: int, error: str, error_at: str = "") -> None:
         self.status = status
         self.exit_code = exit_code
         self.error = error
+        self.error_at = error_at
 
 
 def import_torch_if_available() -> bool:
@@ -66,7 +67,7 @@ def run_script(script: Path, args: list[str]) -> ScriptResult:
             traceback.print_exception(type(exc), exc, tb or exc.__traceback__)
         elif error:
             print(error, file=sys.stderr)
-        return ScriptResult(status, code, error)
+        return ScriptResult(status, code, error, raised_at(exc))
     finally:
         sys.argv = saved_argv
         if saved_path0 is not None:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from stepdoctor.collect.hooks import session as hooks
 from stepdoctor.collect.hooks.profiling import TraceCapture
-from stepdoctor.collect.hooks.session import BaseSession, end_status
+from stepdoctor.collect.hooks.session import BaseSession, end_status, raised_at
 from stepdoctor.collect.hooks.trigger import ExperimentTrigger
 from stepdoctor.collect.reduce.monitor import MONITOR_NICE, Monitor
 from stepdoctor.collect.reduce.progress import Progress
@@ -28,7 +28,7 @@ from stepdoctor.model import RunEnd, RunMeta, RunRecord
 from stepdoctor.probes.run_meta import new_run_meta
 from stepdoctor.record import RecordWriter
 
-__all__ = ["Session", "current_session", "default_run_dir", "end_status"]
+__all__ = ["Session", "current_session", "default_run_dir", "end_status", "raised_at"]
 
 logger = logging.getLogger(__name__)
 
@@ -166,7 +166,7 @@ class Session(BaseSession):
         assert self._monitor is not None, "_run_collectors() before _open()"
         self._monitor.start()
 
-    def _close(self, status: str, exit_code: int, error: str) -> RunRecord:
+    def _close(self, status: str, exit_code: int, error: str, error_at: str) -> RunRecord:
         assert self._monitor is not None, "stop() before start()"
         assert self._meta is not None, "stop() before start()"
         self._monitor.stop()
@@ -175,6 +175,7 @@ class Session(BaseSession):
             status=status,
             exit_code=exit_code,
             error=error,
+            error_at=error_at,
             monitor_cpu_ns=self._monitor.cpu_ns,
         )
         warnings: list[str] = []

@@ -149,9 +149,23 @@ class Report:
     skipped: tuple[SkippedRule, ...] = ()
     warnings: tuple[str, ...] = ()
     end_status: str | None = None
+    """``RunEnd.status``; None when the record has no end (the job was killed, or still runs)."""
     exit_code: int | None = None
     experiments: tuple[BoundVerdict, ...] = ()
     """Measured data-only / compute-only throughputs and their verdict, when run."""
+    failed: bool = False
+    """The job did not end normally: an exception, a non-zero exit code, Ctrl-C, or no end in
+    the record (killed). Its findings are then about the part of the job that ran."""
+    outcome: str = ""
+    """When ``failed``: how the job ended and what the findings cover, said first by every
+    renderer (empty otherwise)."""
+    error: str = ""
+    """The exception's type and message, when one ended the job."""
+    error_at: str = ""
+    """``path:line`` in the job's own code where it ended (see ``RunEnd.error_at``)."""
+    evidence_note: str = ""
+    """When the job measured too few steps or seconds to grade anything critical: how thin the
+    evidence is (empty otherwise)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

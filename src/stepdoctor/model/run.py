@@ -281,9 +281,15 @@ class RunEnd:
 
     t_ns: int
     status: str
-    """``ok``, ``exit`` (SystemExit), ``exception``, ``interrupted``."""
+    """``ok``, ``exit`` (SystemExit), ``exception``, ``interrupted`` (Ctrl-C), ``stopped`` (the
+    step limit of a ``stepdoctor tune`` trial: not the job's failure)."""
     exit_code: int = 0
     error: str = ""
+    """The exception's type and message (``ValueError: boom``); empty when none was raised."""
+    error_at: str = ""
+    """``path:line`` of the innermost frame of the job's own code (not Python's, a library's or
+    stepdoctor's) where the exception was raised, ``sys.exit`` called or Ctrl-C landed; empty
+    when unknown (records written before it was recorded have none)."""
     monitor_cpu_ns: int | None = None
     """CPU time stepdoctor's monitor thread used (sampling, reducing, writing): its own
     overhead, off the hot path."""

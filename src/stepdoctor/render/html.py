@@ -65,6 +65,9 @@ def html_context(
         "hostname": record.meta.hostname,
         "started_unix_s": record.meta.started_unix_s,
         "end_status": report.end_status,
+        "failed": report.failed,
+        "outcome": report.outcome,
+        "evidence_note": report.evidence_note,
         "summary": to_jsonable(s),
         "findings": [_finding(f) for f in report.findings],
         "plots": {**_plots(lines), "marks": marks},
@@ -139,9 +142,29 @@ def _speedup(f: dict[str, Any]) -> str:
 
 
 def _card(f: dict[str, Any]) -> dict[str, Any]:
-    """A finding as the page shows it: its severity's label and the speed-up in words."""
+    """A finding as the page shows it: its severity's label, the speed-up in words and every
+    evidence value shown (``n/a`` for a setting left at its default or a fact not known)."""
     label = SEVERITY_LABELS.get(Severity(f["severity"]), f["severity"])
-    return {**f, "label": label, "speedup": _speedup(f)}
+    evidence = [_evidence(e) for e in f["evidence"]]
+    return {**f, "label": label, "speedup": _speedup(f), "evidence": evidence}
+
+
+def _evidence(e: dict[str, Any]) -> dict[str, Any]:
+    """One evidence item as the page shows it: shares as percentages, nothing left blank."""
+    value, unit, threshold = e["value"], e["unit"], e["threshold"]
+    if unit == "share" and isinstance(value, (int, float)):
+        value, unit = f"{value:.1%}", ""
+        threshold = None if threshold is None else f"{threshold:.0%}"
+    return {**e, "value": _shown(value), "unit": unit, "threshold": threshold}
+
+
+#: What the page shows for a missing value (None, an empty string): never an empty field.
+MISSING = "n/a"
+
+
+def _shown(value: object) -> object:
+    """``value``, or ``MISSING`` when there is nothing to show."""
+    return MISSING if value is None or value == "" else value
 
 
 def _summary_items(s: dict[str, Any]) -> list[tuple[str, str]]:
@@ -151,15 +174,16 @@ def _summary_items(s: dict[str, Any]) -> list[tuple[str, str]]:
     return [
         ("steps", f"{s['steps']:,} ({s['warmup_steps']} warm-up)"),
         ("wall time", f"{s['wall_s']:.1f} s"),
-        ("samples/s", "-" if rate is None else f"{rate:,.1f}"),
-        ("mean step", "-" if s.get("mean_step_ms") is None else f"{s['mean_step_ms']:.2f} ms"),
-        ("where the time goes", share_text or "-"),
+        ("samples/s", MISSING if rate is None else f"{rate:,.1f}"),
+        ("mean step", MISSING if s.get("mean_step_ms") is None else f"{s['mean_step_ms']:.2f} ms"),
+        ("where the time goes", share_text or MISSING),
     ]
 
 
 def _table(title: str, headers: list[str], rows: list[list[object]]) -> list[dict[str, Any]]:
-    """One table for the page, or none when it has no rows."""
-    return [{"title": title, "headers": headers, "rows": rows}] if rows else []
+    """One table for the page, or none when it has no rows; no cell left empty."""
+    shown = [[_shown(cell) for cell in row] for row in rows]
+    return [{"title": title, "headers": headers, "rows": shown}] if rows else []
 
 
 #: Kernels listed per rank in the profiler-trace section.
@@ -217,7 +241,7 @@ def _run_tables(ctx: dict[str, Any]) -> list[dict[str, Any]]:
         *_table(
             "Data loaders", ["workers", "batch size", "pin memory", "prefetch", "persistent",
                              "dataset", "size"],
-            [[x["num_workers"], x["batch_size"], x["pin_memory"], x["prefetch_factor"],
+            [[x["num_workers"], x["batch_size"], x["pin_memory"], _prefetch(x),
               x["persistent_workers"], x["dataset_type"], x["dataset_len"]]
              for x in ctx["loaders"]],
         ),
@@ -227,6 +251,15 @@ def _run_tables(ctx: dict[str, Any]) -> list[dict[str, Any]]:
              for x in ctx["experiments"]],
         ),
     ]  # fmt: skip
+
+
+def _prefetch(loader: dict[str, Any]) -> object:
+    """A loader's prefetch_factor as the table shows it: torch leaves it None without worker
+    processes (nothing is prefetched) and sets 2 by default with them."""
+    value = loader["prefetch_factor"]
+    if value is not None:
+        return value
+    return "none (no worker processes)" if not loader["num_workers"] else "default"
 
 
 def _inline(name: str) -> Markup:
@@ -239,9 +272,9 @@ def _asset_text(name: str) -> str:
     return (resources.files("stepdoctor.render") / "assets" / name).read_text(encoding="utf-8")
 
 
-def _blank_none(value: object) -> object:
-    """Show a missing value (None) as an empty cell rather than "None"."""
-    return "" if value is None else value
+def _missing_none(value: object) -> object:
+    """Show a missing value (None) as ``MISSING`` rather than "None" or nothing."""
+    return MISSING if value is None else value
 
 
 #: The page's template in ``render/assets`` (with ``report.css``, ``report.js`` and Chart.js).
@@ -253,7 +286,7 @@ def _template() -> jinja2.Template:
     env = jinja2.Environment(
         loader=jinja2.PackageLoader("stepdoctor.render", "assets"),
         autoescape=True,
-        finalize=_blank_none,
+        finalize=_missing_none,
         trim_blocks=True,
         lstrip_blocks=True,
         keep_trailing_newline=True,
@@ -278,7 +311,11 @@ def render_html(
         title=ctx["title"],
         run_id=ctx["run_id"],
         hostname=ctx["hostname"],
-        status=ctx["end_status"] or "unknown",
+        status=ctx["end_status"] or "no end recorded (killed, or still running)",
+        failed=ctx["failed"],
+        outcome=ctx["outcome"],
+        evidence_note=ctx["evidence_note"],
+        steps=ctx["summary"]["steps"],
         summary=_summary_items(ctx["summary"]),
         findings=[_card(f) for f in ctx["findings"]],
         warnings=ctx["warnings"],

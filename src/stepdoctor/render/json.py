@@ -10,6 +10,7 @@ from stepdoctor._version import __version__
 from stepdoctor.model import Checkup, Finding, Report, to_jsonable
 
 __all__ = [
+    "HEADLINE_KEYS",
     "TOOL",
     "checkup_to_dict",
     "findings_to_list",
@@ -23,11 +24,25 @@ __all__ = [
 TOOL = {"tool": "stepdoctor", "tool_version": __version__}
 
 
+#: A report's keys that come first, after ``TOOL``: how the job ended (a failed job's report
+#: says so before anything else) and how firm the evidence is.
+HEADLINE_KEYS = (
+    "failed",
+    "outcome",
+    "end_status",
+    "exit_code",
+    "error",
+    "error_at",
+    "evidence_note",
+)
+
+
 def report_to_dict(report: Report) -> dict[str, Any]:
-    """Return the report as JSON values; findings stay in rank order."""
-    data: dict[str, Any] = {**TOOL, **to_jsonable(report)}
+    """Return the report as JSON values, how the job ended first; findings in rank order."""
+    data: dict[str, Any] = to_jsonable(report)
+    head = {key: data.pop(key) for key in HEADLINE_KEYS}
     data["findings"] = [_finding(i, finding) for i, finding in enumerate(data["findings"])]
-    return data
+    return {**TOOL, **head, **data}
 
 
 def findings_to_list(findings: Sequence[Finding]) -> list[dict[str, Any]]:

@@ -34,6 +34,10 @@ def render_text(report: Report, *, width: int = 100, color: bool = False) -> str
     """Return the report as terminal text ``width`` columns wide."""
     buffer = io.StringIO()
     console = _console(buffer, width, color)
+    if report.outcome:  # a failed job says so before anything else
+        console.print(Text(report.outcome, style="bold red"))
+    if report.evidence_note:
+        console.print(Text(_sentence(report.evidence_note), style="yellow"))
     console.print(_summary(report))
     if report.summary.phase_share:
         console.print(_phases(report))
@@ -80,8 +84,8 @@ def _summary(report: Report) -> Panel:
 def _experiment(v: BoundVerdict) -> Text:
     achieved = "" if v.achieved_per_sec is None else f"; the job: {v.achieved_per_sec:,.1f}"
     verdicts = {
-        "input": "input-bound (the loader alone is the slower part)",
-        "compute": "compute-bound (the model alone is the slower part)",
+        "input": "bound by its input (the loader alone is the slower part)",
+        "compute": "bound by compute (the model alone is the slower part)",
         "balanced": "balanced (within the noise margin of each other)",
     }
     return Text(
@@ -110,13 +114,35 @@ def _phases(report: Report) -> Table:
 
 
 def _findings(report: Report) -> Group | Text:
+    if report.failed:
+        if not report.findings:
+            return Text(
+                "No finding about the part of the job that ran; the job did not end normally, "
+                "so this is no all-clear."
+            )
+        return _finding_group(
+            report.findings, "Findings about the part of the job that ran, most important first:"
+        )
+    if report.evidence_note and not report.findings:
+        return Text(
+            f"Nothing above the rules' thresholds in the {report.summary.steps} step(s) "
+            "recorded: too few to call the job healthy."
+        )
     return _finding_group(report.findings)
 
 
-def _finding_group(findings: Sequence[Finding]) -> Group | Text:
+def _sentence(text: str) -> str:
+    """``text`` as a sentence: capitalised, with a full stop."""
+    text = text[:1].upper() + text[1:]
+    return text if text.endswith((".", "!", "?")) else text + "."
+
+
+def _finding_group(
+    findings: Sequence[Finding], heading: str = "Findings, most important first:"
+) -> Group | Text:
     if not findings:
         return Text("No problems found: nothing above the rules' thresholds.")
-    parts: list[Text | Panel] = [Text("Findings, most important first:")]
+    parts: list[Text | Panel] = [Text(heading)]
     for rank, finding in enumerate(findings, start=1):
         parts.append(_finding(rank, finding))
     return Group(*parts)
@@ -134,11 +160,12 @@ def _finding(rank: int, f: Finding) -> Panel:
     body.append(f.explanation + "\n")
     for e in f.evidence:
         unit = f" {e.unit}" if e.unit and e.unit != "share" else ""
-        value = (
-            f"{e.value:.1%}"
-            if e.unit == "share" and isinstance(e.value, float)
-            else (f"{e.value}{unit}")
-        )
+        if e.value is None or e.value == "":
+            value = "n/a"  # a setting left at its default, a fact not known
+        elif e.unit == "share" and isinstance(e.value, float):
+            value = f"{e.value:.1%}"
+        else:
+            value = f"{e.value}{unit}"
         limit = ""
         if e.threshold is not None:
             limit = (

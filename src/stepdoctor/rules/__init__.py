@@ -30,6 +30,7 @@ from stepdoctor.rules import (  # noqa: F401  (importing registers the rules)
     thread_oversubscription,
     wrong_backend,
 )
+from stepdoctor.rules._severity import temper, thin_evidence
 from stepdoctor.rules.context import RuleContext, speedup_if_removed
 from stepdoctor.rules.registry import RULES, Rule, rank, rule, run_rules
 from stepdoctor.rules.summary import split_warmup, summarize
@@ -44,4 +45,6 @@ __all__ = [
     "speedup_if_removed",
     "split_warmup",
     "summarize",
+    "temper",
+    "thin_evidence",
 ]

@@ -2,9 +2,20 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from stepdoctor.model import ModelInfo, RunRecord
 
-__all__ = ["GPU_DEVICES", "fact_bool", "fact_float", "fact_int", "gpu_job", "models_on"]
+__all__ = [
+    "GPU_DEVICES",
+    "distinct_models",
+    "fact_bool",
+    "fact_float",
+    "fact_int",
+    "gpu_job",
+    "models_on",
+    "same_models",
+]
 
 #: Device types that are accelerators (torch's device.type names).
 GPU_DEVICES = ("cuda", "mps", "xpu")
@@ -44,3 +55,32 @@ def models_on(record: RunRecord, *devices: str) -> list[ModelInfo]:
 def gpu_job(record: RunRecord) -> bool:
     """Whether the job's models run on an accelerator."""
     return bool(models_on(record, *GPU_DEVICES))
+
+
+def distinct_models(models: Sequence[ModelInfo]) -> list[tuple[ModelInfo, int]]:
+    """One ``(model, how many)`` per structure among ``models``, in the order first seen.
+
+    A job may build one model several times (a copy for evaluation or for an exponential
+    moving average, one per fold or per trial): each is its own model to the record, but a
+    finding about the structure is one finding, not one per copy.
+    """
+    counts: dict[tuple[object, ...], list[ModelInfo]] = {}
+    for m in models:
+        key = (
+            m.class_name,
+            m.param_count,
+            m.param_dtypes,
+            m.buffer_dtypes,
+            m.devices,
+            m.layers,
+            m.input_shape,
+        )
+        counts.setdefault(key, []).append(m)
+    return [(group[0], len(group)) for group in counts.values()]
+
+
+def same_models(count: int) -> str:
+    """A sentence for a finding that stands for ``count`` models of one structure ("" for 1)."""
+    if count < 2:
+        return ""
+    return f" The job used {count} models of this structure (copies or re-builds): all alike."

@@ -1,19 +1,51 @@
-"""The severity ladder: grade one value against a rule's named thresholds.
+"""Severity: the ladder a rule grades a value on, and the limits the report sets on it.
 
 Most rules grade one number (a share of step time, of GPU time, of the memory limit; a batch
 size) against two named thresholds: below the lower one nothing is reported, from it the finding
 is a warning (or info), from the upper one it is critical (or a warning). ``grade`` is that
 ladder, written once; the rung it returns also names the threshold reached, which the rules
 show as their evidence's threshold.
+
+That grade is relative (a share). Severity follows what the fix saves in wall time, relative
+and absolute, so the report then caps it (``temper``): a fix that would give back less than
+``CRITICAL_MIN_SAVED_S`` over the measured steps is at most a warning, and so is every finding
+graded from the run's timings when the run measured fewer than ``THIN_STEPS`` steps or
+``THIN_SECONDS`` seconds (``thin_evidence`` says how thin).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
-from stepdoctor.model import Severity
+from stepdoctor.model import Evidence, Finding, Severity
 
-__all__ = ["Rung", "grade"]
+__all__ = [
+    "CRITICAL_MIN_SAVED_S",
+    "THIN_SECONDS",
+    "THIN_STEPS",
+    "Rung",
+    "at_most",
+    "grade",
+    "saved_seconds",
+    "temper",
+    "thin_evidence",
+]
+
+#: Fewer measured steps (after warm-up) than this are thin evidence. One unusual step (a
+#: DataLoader worker starting, a garbage-collector pass, a first-epoch cache fill) lasting five
+#: ordinary ones carries 5 / (n + 4) of n steps' time: 22% at 19 steps, past the share rules'
+#: critical band (20%, XProf's "highly input bound") on a single accident; 17% at 25 steps.
+THIN_STEPS = 25
+#: Fewer measured seconds than this are thin evidence: the system sampler reads every 0.1 s
+#: (``stepdoctor run --interval``), so under a second there are fewer than 10 readings of CPU,
+#: memory and other processes, and one burst of another process is most of them.
+THIN_SECONDS = 1.0
+#: A fix that would give back less than this over the measured steps is at most a warning,
+#: whatever share of the time it is: the critical band of the share rules (20%) of a 5 s run.
+#: Below a second a person re-running the job would not notice the difference; "critical"
+#: says "the one change most worth making", which needs time to win back.
+CRITICAL_MIN_SAVED_S = 1.0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -80,3 +112,66 @@ def grade(
         if (value <= threshold) if lower_is_worse else (value >= threshold):
             return Rung(severity=severity, threshold=threshold)
     return Rung(severity=lowest_severity, threshold=lowest)
+
+
+def at_most(severity: Severity, ceiling: Severity) -> Severity:
+    """Return ``severity``, lowered to ``ceiling`` when it is more severe."""
+    return severity if severity.rank >= ceiling.rank else ceiling
+
+
+def saved_seconds(factor: float, seconds: float) -> float:
+    """Seconds a fix with speed-up ``factor`` would have saved over ``seconds`` of the job:
+    ``seconds * (1 - 1 / factor)`` (0 for a factor of 1 or less)."""
+    return seconds * (1.0 - 1.0 / factor) if factor > 1.0 else 0.0
+
+
+def thin_evidence(steps: int, seconds: float) -> str:
+    """The report's line when ``steps`` measured steps over ``seconds`` are too few to grade
+    anything critical (below ``THIN_STEPS`` or ``THIN_SECONDS``); empty otherwise."""
+    if steps >= THIN_STEPS and seconds >= THIN_SECONDS:
+        return ""
+    shown = f"{seconds:.1f}" if seconds >= 0.1 or not seconds else f"{seconds:.3f}"
+    return (
+        f"evidence is thin: {steps} step(s), {shown} s of training measured (fewer than "
+        f"{THIN_STEPS} steps or {THIN_SECONDS:g} s): no finding about the job's timing is "
+        "graded critical; run it longer for a firmer diagnosis"
+    )
+
+
+def temper(finding: Finding, *, measured_s: float, thin: bool, timed: bool) -> Finding:
+    """Cap ``finding``'s severity at warning where its evidence cannot carry critical.
+
+    Args:
+        finding: A rule's finding, with its estimated (or measured) speed-up.
+        measured_s: Seconds of the run's measured steps, over which the fix's saving counts.
+        thin: The run's evidence is thin (``thin_evidence``).
+        timed: The finding is graded from the run's timings (steps or system samples), not
+            from a fact such as a model's structure or the machine's memory.
+
+    Returns:
+        The finding, at most a warning when ``thin`` and ``timed``, or when its fix (with a
+        speed-up estimated or measured above 1) would save less than ``CRITICAL_MIN_SAVED_S``
+        over ``measured_s``; the latter says so in its evidence.
+    """
+    if finding.severity is not Severity.CRITICAL:
+        return finding
+    if thin and timed:
+        return dataclasses.replace(finding, severity=Severity.WARNING)
+    factor = finding.measurement.factor if finding.measurement else finding.speedup.factor
+    saved = saved_seconds(factor, measured_s)
+    if factor <= 1.0 or saved >= CRITICAL_MIN_SAVED_S:
+        return finding
+    return dataclasses.replace(
+        finding,
+        severity=Severity.WARNING,
+        evidence=(
+            *finding.evidence,
+            Evidence(
+                metric="time the fix would have saved over the measured steps",
+                value=round(saved, 2),
+                unit="s",
+                threshold=CRITICAL_MIN_SAVED_S,
+                source="speed-up x measured time (critical needs at least the threshold)",
+            ),
+        ),
+    )

@@ -14,7 +14,7 @@ every N steps, implement or avoid the fallback ops.
 from __future__ import annotations
 
 from stepdoctor.model import Evidence, Finding, Fix, Phase, Severity, Speedup
-from stepdoctor.rules._facts import GPU_DEVICES
+from stepdoctor.rules._facts import GPU_DEVICES, distinct_models, same_models
 from stepdoctor.rules._severity import Rung, grade
 from stepdoctor.rules.context import RuleContext, speedup_if_removed
 from stepdoctor.rules.registry import rule
@@ -59,7 +59,7 @@ def cpu_fallback_ops(ctx: RuleContext) -> list[Finding]:
 
 def _split(ctx: RuleContext) -> list[Finding]:
     findings = []
-    for model in ctx.record.models:
+    for model, copies in distinct_models(ctx.record.models):
         devices = set(model.devices)
         accelerators = sorted(devices & set(GPU_DEVICES))
         if not accelerators or "cpu" not in devices:
@@ -73,7 +73,7 @@ def _split(ctx: RuleContext) -> list[Finding]:
                     f"Some parameters or buffers of {model.class_name} are on the CPU while "
                     f"the rest is on {', '.join(accelerators)}: those layers run on the CPU, "
                     "or their tensors are copied to the device and back at every step, and "
-                    "each copy synchronises the GPU."
+                    "each copy synchronises the GPU." + same_models(copies)
                 ),
                 evidence=(
                     Evidence(

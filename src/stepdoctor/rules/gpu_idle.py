@@ -43,7 +43,7 @@ def _rank(r: RankTrace) -> Finding | None:
     other = sum(s.other_us for s in r.idle_by_stream)
     sync = share_of_kernel_time(r, r.sync_host_us)
     if sync >= 0.5 * t.idle_pct / 100:
-        cause = "the host blocks in device synchronisations (see sync-bound)"
+        cause = "the host blocks in device synchronisations (see the finding on them)"
         fix = "Remove torch.cuda.synchronize(), .item() and .cpu() from the step."
     elif host >= max(kernel, other):
         cause = (

@@ -94,9 +94,9 @@ def input_bound(ctx: RuleContext) -> list[Finding]:
             title=f"Training waits for data {share:.0%} of the time",
             explanation=(
                 f"Each step spends {wait_ms:.1f} ms on average blocked waiting for the next "
-                f"batch ({share:.0%} of step time, XProf calls >= 5% input-bound and >= 20% "
-                "highly input-bound). The model sits idle while the batch is prepared"
-                + (f" ({samples} samples measured)." if samples else ".")
+                f"batch ({share:.0%} of step time; the TensorFlow profiler calls a job input "
+                "bound from 5% and highly input bound from 20%). The model sits idle while the "
+                "batch is prepared" + (f" ({samples} samples measured)." if samples else ".")
             ),
             evidence=tuple(evidence),
             speedup=Speedup(
@@ -131,9 +131,9 @@ def _fix(workers: int | None, cores: int, heavy: bool, persistent: bool) -> Fix:
             f"Load batches in background processes: DataLoader(..., num_workers={suggested}, "
             "persistent_workers=True, pin_memory=True on GPU) — this machine has "
             f"{cores} cores — and leave the workers their cores: "
-            f"torch.set_num_threads({threads}) for a CPU job (on the 2-core reference machine "
-            "a worker added alone made the zoo's input-bound job 0.7x, with one thread "
-            "fewer 1.2x; `stepdoctor tune` measures it for your job)."
+            f"torch.set_num_threads({threads}) for a CPU job (on a 2-core machine, one worker "
+            "added alone made a job that decodes each sample in its loader 0.7x as fast, and "
+            "1.2x as fast with one thread fewer; `stepdoctor tune` measures it for your job)."
         )
     elif workers < cores - 1:
         parts.append(f"Raise num_workers from {workers} towards {suggested} ({cores} cores).")

@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from stepdoctor.model import Evidence, Finding, Fix, LayerInfo, ModelInfo, Severity, Speedup
+from stepdoctor.rules._facts import distinct_models, same_models
 from stepdoctor.rules.context import RuleContext
 from stepdoctor.rules.registry import rule
 
@@ -71,7 +72,11 @@ class _Excess:
 )
 def oversized_network(ctx: RuleContext) -> list[Finding]:
     """Flag each model past one of the guide's size limits."""
-    return [_finding(m, ex) for m in ctx.record.models if (ex := excesses(m))]
+    return [
+        _finding(m, ex, copies)
+        for m, copies in distinct_models(ctx.record.models)
+        if (ex := excesses(m))
+    ]
 
 
 def excesses(model: ModelInfo) -> list[_Excess]:
@@ -209,7 +214,7 @@ def _input_excesses(
     return found
 
 
-def _finding(model: ModelInfo, found: list[_Excess]) -> Finding:
+def _finding(model: ModelInfo, found: list[_Excess], copies: int) -> Finding:
     evidence = [
         Evidence(
             metric=f"{e.what} ({e.where})",
@@ -238,7 +243,7 @@ def _finding(model: ModelInfo, found: list[_Excess]) -> Finding:
         title=f"{model.class_name} is past {len(found)} size limit(s)",
         explanation=(
             f"{model.class_name} has {worst}. Networks past these sizes train slowly, on CPUs "
-            "especially (DL4J's performance guide)."
+            "especially (DL4J's performance guide)." + same_models(copies)
         ),
         evidence=tuple(evidence),
         speedup=Speedup(

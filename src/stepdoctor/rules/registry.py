@@ -38,6 +38,12 @@ class Rule:
     func: RuleFunc
     scope: str = "run"
 
+    @property
+    def timed(self) -> bool:
+        """Whether the rule grades the run's timings (its steps or system samples): its
+        findings are then only as firm as the run is long (``_severity.thin_evidence``)."""
+        return self.scope == "run" or bool({"steps", "system"} & set(self.requires))
+
     def missing(self, ctx: RuleContext) -> str | None:
         """Return why the rule cannot run on ``ctx`` (None if it can)."""
         for need in self.requires:

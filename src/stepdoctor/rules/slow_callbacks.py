@@ -43,7 +43,7 @@ def slow_callbacks(ctx: RuleContext) -> list[Finding]:
     per_step_ms = between_ns / len(ctx.steps) / 1e6
     shared = shared_model(ctx)
     explained = (
-        f" Several threads call {shared} at once (see shared-model-threads): this time "
+        f" Several threads call {shared} at once (see the finding on that): this time "
         "includes waiting for the other threads' calls, so it is that contention's symptom."
         if shared
         else ""

@@ -139,14 +139,14 @@ def step_outliers(ctx: RuleContext) -> list[Finding]:
     explained = ""
     if shared:
         explained = (
-            f" Several threads call {shared} at once (see shared-model-threads): contention "
+            f" Several threads call {shared} at once (see the finding on that): contention "
             "between them makes step times vary, so these outliers are its symptom."
         )
     elif outside:
         explained = (
             f" Other processes took {outside[0]:.0%} of the machine's CPUs while they ran, "
             f"against {outside[1]:.0%} during the other steps: the slow steps came from "
-            "outside the job (see competing-processes)."
+            "outside the job (see the finding on other processes)."
         )
     return [
         Finding(

@@ -10,7 +10,7 @@ Fix: pad the sizes to multiples of 8 (vocabulary, hidden sizes, channels).
 from __future__ import annotations
 
 from stepdoctor.model import Evidence, Finding, Fix, LayerInfo, Severity, Speedup
-from stepdoctor.rules._facts import models_on
+from stepdoctor.rules._facts import distinct_models, models_on, same_models
 from stepdoctor.rules.context import RuleContext
 from stepdoctor.rules.registry import rule
 
@@ -35,7 +35,7 @@ def tensor_core_alignment(ctx: RuleContext) -> list[Finding]:
     record = ctx.record
     half_batches = any(d in _HALF for d in record.batch_dtypes)
     findings = []
-    for model in models_on(record, "cuda"):
+    for model, copies in distinct_models(models_on(record, "cuda")):
         half = any(d in _HALF for d in model.param_dtypes) or half_batches
         if not half:
             continue
@@ -55,6 +55,7 @@ def tensor_core_alignment(ctx: RuleContext) -> list[Finding]:
                     f"{ALIGNMENT}; {names}"
                     + (" and more" if len(bad) > 5 else "")
                     + " fall back to slower kernels or padded work."
+                    + same_models(copies)
                 ),
                 evidence=(
                     Evidence(metric="misaligned layers", value=len(bad), source="model"),

@@ -12,8 +12,10 @@ reducer nor the samplers.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
+import sysconfig
 import threading
 import time
 from abc import ABC, abstractmethod
@@ -37,7 +39,7 @@ from stepdoctor.collect.hooks.trigger import ExperimentTrigger, StepLimit, StepL
 from stepdoctor.errors import UsageError
 from stepdoctor.model import LoaderInfo, Phase, RunRecord
 
-__all__ = ["BaseSession", "current_session", "end_status"]
+__all__ = ["BaseSession", "current_session", "end_status", "raised_at"]
 
 T = TypeVar("T")
 
@@ -153,7 +155,7 @@ class BaseSession(ABC):
         """Start the collectors (after every hook is in place)."""
 
     @abstractmethod
-    def _close(self, status: str, exit_code: int, error: str) -> RunRecord:
+    def _close(self, status: str, exit_code: int, error: str, error_at: str) -> RunRecord:
         """Stop the collectors (every hook is off), finish the record and return the run."""
 
     @abstractmethod
@@ -185,10 +187,14 @@ class BaseSession(ABC):
         self._run_collectors()
         return self
 
-    def stop(self, status: str = "ok", exit_code: int = 0, error: str = "") -> RunRecord:
+    def stop(
+        self, status: str = "ok", exit_code: int = 0, error: str = "", *, error_at: str = ""
+    ) -> RunRecord:
         """Remove every hook, finish the record and return what was recorded.
 
-        Safe to call once per start; the job's own exception is not touched.
+        ``status``, ``exit_code`` and ``error`` are ``end_status``'s; ``error_at`` is
+        ``raised_at``'s (where in the job's code it ended). Safe to call once per start; the
+        job's own exception is not touched.
         """
         global _ACTIVE
         if self.record is not None:
@@ -201,7 +207,7 @@ class BaseSession(ABC):
         self._gc.uninstall()
         if _ACTIVE is self:
             _ACTIVE = None
-        self.record = self._close(status, exit_code, error)
+        self.record = self._close(status, exit_code, error, error_at)
         return self.record
 
     def __enter__(self) -> BaseSession:
@@ -214,7 +220,7 @@ class BaseSession(ABC):
         tb: TracebackType | None,
     ) -> None:
         status, code, error = end_status(exc)
-        self.stop(status, code, error)
+        self.stop(status, code, error, error_at=raised_at(exc))
 
     def _install_torch(self) -> None:
         wanted = self._instrument_torch
@@ -252,6 +258,38 @@ def end_status(exc: BaseException | None) -> tuple[str, int, str]:
     if isinstance(exc, StepLimitReached):
         return "stopped", 0, str(exc)
     return "exception", 1, f"{type(exc).__name__}: {exc}"
+
+
+def raised_at(exc: BaseException | None) -> str:
+    """Return ``path:line`` of the innermost frame of the job's own code in ``exc``'s traceback:
+    where it raised, called ``sys.exit`` or was interrupted, or where it called the library that
+    did. Frames of Python itself, of installed packages (torch) and of stepdoctor are not the
+    job's. Empty for no exception, a clean ``sys.exit(0)``, a tuning trial's step limit, or a
+    traceback without the job's code."""
+    if exc is None or end_status(exc)[:2] in (("exit", 0), ("stopped", 0)):
+        return ""
+    libraries = _library_roots()
+    own, anywhere = "", ""
+    tb = exc.__traceback__
+    while tb is not None:
+        path = tb.tb_frame.f_code.co_filename
+        if not path.startswith("<") and not path.startswith(libraries[0]):
+            anywhere = f"{path}:{tb.tb_lineno}"
+            if not path.startswith(libraries):
+                own = f"{path}:{tb.tb_lineno}"
+        tb = tb.tb_next
+    return own or anywhere  # a job installed as a package: its innermost frame not ours
+
+
+def _library_roots() -> tuple[str, ...]:
+    """Folders whose code is not the job's: stepdoctor itself (first), the standard library
+    and installed packages (user site-packages included)."""
+    ours = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    paths = sysconfig.get_paths()
+    roots = {paths[key] for key in ("stdlib", "platstdlib", "purelib", "platlib") if key in paths}
+    with contextlib.suppress(KeyError):  # no user scheme on this platform
+        roots.add(sysconfig.get_path("purelib", f"{os.name}_user"))
+    return tuple(os.path.join(root, "") for root in (ours, *sorted(roots)) if root)
 
 
 def _in_child() -> None:
