@@ -199,6 +199,7 @@ class Session(BaseSession):
             system=tuple(got.system),
             gpu=tuple(got.gpu),
             loaders=tuple(got.loaders),
+            loader_workers=tuple(got.loader_workers),
             models=tuple(got.models),
             env=tuple(got.env),
             batch_dtypes=tuple(got.batch_dtypes),

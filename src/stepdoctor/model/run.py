@@ -101,7 +101,7 @@ class StepTiming:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ProcessUsage:
-    """CPU use of one process that is not part of the job."""
+    """CPU use of one process: another process on the machine, or one of the job's children."""
 
     pid: int
     name: str
@@ -138,6 +138,10 @@ class SystemSample:
     net_sent_bytes: int | None = None
     net_recv_bytes: int | None = None
     top_others: tuple[ProcessUsage, ...] = ()
+    job_children: tuple[ProcessUsage, ...] = ()
+    """Each of the job's child processes (DataLoader workers, processes it started itself) with
+    its CPU since the previous such reading; filled every ``SCAN_EVERY_NS`` (2 s) while the job
+    has children, empty in the samples between."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -176,6 +180,14 @@ class LoaderInfo:
     dataset_type: str = ""
     dataset_len: int | None = None
     multiprocessing_context: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LoaderWorker:
+    """A DataLoader worker process (seen when its loader started its workers)."""
+
+    pid: int
+    loader_id: int
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -304,6 +316,8 @@ class RunRecord:
     system: tuple[SystemSample, ...] = ()
     gpu: tuple[GpuSample, ...] = ()
     loaders: tuple[LoaderInfo, ...] = ()
+    loader_workers: tuple[LoaderWorker, ...] = ()
+    """The DataLoader worker processes the job started (its other children are helpers)."""
     models: tuple[ModelInfo, ...] = ()
     env: tuple[EnvFact, ...] = ()
     batch_dtypes: tuple[str, ...] = ()

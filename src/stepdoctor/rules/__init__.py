@@ -14,6 +14,7 @@ from stepdoctor.rules import (  # noqa: F401  (importing registers the rules)
     gc_pauses,
     gpu_idle,
     h2d_bound,
+    helper_processes,
     hot_kernel,
     input_bound,
     launch_bound,

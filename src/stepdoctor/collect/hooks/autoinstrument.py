@@ -22,7 +22,7 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
-from stepdoctor.collect.hooks.batches import batch_size_of, loader_info
+from stepdoctor.collect.hooks.batches import batch_size_of, loader_info, note_workers
 from stepdoctor.collect.hooks.events import (
     ENTER,
     EXIT,
@@ -76,6 +76,8 @@ class TorchSink(Protocol):
     models: dict[int, Any]
     """``id(model) -> model`` until the monitor inspected it, then ``None``."""
     loaders: dict[int, LoaderInfo]
+    loader_workers: dict[int, int]
+    """``pid -> id(loader)`` of each DataLoader worker process started."""
     batch_dtypes: list[str]
     fallback_ops: list[str]
     """Ops the MPS backend ran on the CPU (from its fallback warnings)."""
@@ -319,6 +321,7 @@ class TorchPatches:
 
     def _wrap_iter(self, original: Callable[[Any], Any]) -> Any:
         loaders = self._sink.loaders
+        workers = self._sink.loader_workers
 
         trigger = self._sink.experiment_trigger
 
@@ -326,6 +329,7 @@ class TorchPatches:
             if id(loader) not in loaders:
                 loaders[id(loader)] = loader_info(loader)
             it = original(loader)
+            note_workers(it, loader, workers)
             if trigger is not None:
                 trigger.saw_iterator(it, loader)
             return it

@@ -10,7 +10,7 @@ from typing import Any
 
 from stepdoctor.model import LoaderInfo
 
-__all__ = ["batch_size_of", "loader_info"]
+__all__ = ["batch_size_of", "loader_info", "note_workers"]
 
 _PLAIN = (list, tuple, dict)
 
@@ -54,3 +54,19 @@ def loader_info(loader: Any) -> LoaderInfo:
         dataset_len=length,
         multiprocessing_context=None if context is None else str(context.get_start_method()),
     )
+
+
+def note_workers(iterator: Any, loader: Any, workers: dict[int, int]) -> None:
+    """Note the worker processes a DataLoader's iterator started (``pid -> id(loader)``).
+
+    torch's multi-process iterator keeps them in ``_workers`` (``multiprocessing`` processes,
+    started by its constructor); other iterators have none. Told apart from the processes the
+    job starts itself, which compete with it for the CPUs (the helper-processes rule).
+    """
+    try:
+        for process in getattr(iterator, "_workers", None) or ():
+            pid = getattr(process, "pid", None)
+            if isinstance(pid, int):
+                workers[pid] = id(loader)
+    except Exception:  # the job's loader is not ours to break
+        return

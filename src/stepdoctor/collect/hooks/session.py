@@ -24,7 +24,7 @@ from types import TracebackType
 from typing import Any, TypeVar
 
 from stepdoctor.collect.hooks.autoinstrument import TorchPatches
-from stepdoctor.collect.hooks.batches import batch_size_of, loader_info
+from stepdoctor.collect.hooks.batches import batch_size_of, loader_info, note_workers
 from stepdoctor.collect.hooks.events import (
     ENTER,
     EXIT,
@@ -98,6 +98,7 @@ class BaseSession(ABC):
         self.clock = clock
         self.models: dict[int, Any] = {}
         self.loaders: dict[int, LoaderInfo] = {}
+        self.loader_workers: dict[int, int] = {}
         self.batch_dtypes: list[str] = []
         self.model_inputs: dict[int, tuple[tuple[int, ...], str | None]] = {}
         self.fallback_ops: list[str] = []
@@ -130,6 +131,7 @@ class BaseSession(ABC):
             self.loaders[id(iterable)] = loader_info(iterable)
         append, clock, get_ident = self._append, self.clock, threading.get_ident
         iterator = iter(iterable)
+        note_workers(iterator, iterable, self.loader_workers)
         while True:
             tid = get_ident()
             append((clock(), ENTER, _DATA_WAIT, tid))

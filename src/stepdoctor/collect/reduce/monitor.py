@@ -29,6 +29,7 @@ from stepdoctor.model import (
     EnvFact,
     GpuSample,
     LoaderInfo,
+    LoaderWorker,
     ModelInfo,
     Notice,
     ProfiledSpan,
@@ -65,6 +66,7 @@ class Collected:
         self.system: list[SystemSample] = []
         self.gpu: list[GpuSample] = []
         self.loaders: list[LoaderInfo] = []
+        self.loader_workers: list[LoaderWorker] = []
         self.models: list[ModelInfo] = []
         self.env: list[EnvFact] = []
         self.batch_dtypes: list[str] = []
@@ -124,6 +126,7 @@ class Monitor:
         self._sink = sink
         self._model_ids: set[int] = set()
         self._loader_ids: set[int] = set()
+        self._worker_pids: set[int] = set()
         self._trigger_seen = False
         self._environ = environ
         # Woken only to flush when every reader samples on its own thread: a wake-up is
@@ -252,6 +255,15 @@ class Monitor:
                 self._loader_ids.add(loader_id)
                 self.collected.loaders.append(info)
                 self._queue("loader", [info])
+        workers = [
+            LoaderWorker(pid=pid, loader_id=loader_id)
+            for pid, loader_id in list(self._sink.loader_workers.items())
+            if pid not in self._worker_pids
+        ]
+        if workers:
+            self._worker_pids.update(w.pid for w in workers)
+            self.collected.loader_workers.extend(workers)
+            self._queue("loader_worker", workers)
         for model_id, model in list(self._sink.models.items()):
             if model is None or model_id in self._model_ids:
                 continue

@@ -47,8 +47,11 @@ SCAN_EVERY_NS = 2_000_000_000
 #: comes from /proc/stat regardless. The walk took 1.0-1.5 µs a step in situ at 2 s (0.4 ms
 #: warm, 1.6 ms after a sleep, for 65 processes); the children files 13 µs warm.
 WALK_EVERY_NS = 10_000_000_000
-#: The heap in use is read with the disk/net counters (every 2 s): mallinfo2 walks every
-#: malloc arena under its lock, 45-300 us here (a few ms during imports).
+#: The heap in use is read at every flush (0.5 s): mallinfo2 walks every malloc arena under
+#: its lock, 45-300 us here (a few ms during imports), so at most 0.06% of the job's time. A
+#: leak shows as a steady rise of the heap; a short job (a few seconds) then still gives the
+#: memory rule enough readings to tell it from a swing of RSS.
+HEAP_EVERY_NS = 500_000_000
 #: Allocators that replace glibc's malloc (LD_PRELOAD): with one of them mapped, glibc's
 #: numbers say nothing about the job's memory and the heap is not read.
 #: (Sanitizers replace malloc too: under ASan, mallinfo2 reads 0.)
@@ -169,7 +172,8 @@ class PsutilReader:
     Args:
         pid: root of the job's process tree (DataLoader workers are its children).
         heap: reads the root's malloc heap in use (default: when the root is this process).
-        io_every_ns / scan_every_ns: how often disk/net and the job's tree are read.
+        io_every_ns / heap_every_ns / scan_every_ns: how often disk/net, the heap and the
+            job's tree are read.
         walk_every_ns: how often every process is walked to name the busiest others (default:
             ``WALK_EVERY_NS`` when ``children`` finds the tree, else each ``scan_every_ns``).
         walk: lists every process (default: ``walk_proc`` where /proc can be read, else
@@ -192,6 +196,7 @@ class PsutilReader:
         pid: int | None = None,
         *,
         io_every_ns: int = IO_EVERY_NS,
+        heap_every_ns: int = HEAP_EVERY_NS,
         scan_every_ns: int = SCAN_EVERY_NS,
         walk_every_ns: int | None = None,
         walk: Walk | None = None,
@@ -211,6 +216,8 @@ class PsutilReader:
         self._counters = counters or default_counters()
         self._timer = timer
         self._io_every = io_every_ns
+        self._heap_every = heap_every_ns
+        self._last_heap: int | None = None
         self._scan_every = scan_every_ns
         if walk is None and children is None:
             children = default_children()
@@ -226,6 +233,10 @@ class PsutilReader:
         self._cores = self._counters.cores()
         self._tree_cpu: dict[int, tuple[float, int, float]] = {}
         """pid -> (CPU seconds, start, timer) of each process of the job's tree when last read."""
+        self._names: dict[int, str] = {}
+        """pid -> name of each process of the job's tree."""
+        self._children_at_scan: dict[int, tuple[float, float]] = {}
+        """pid -> (CPU seconds, timer) of each child of the job at the last scan."""
         self._sampler: Sampler | None = None
         self._procfs: ProcFs | None = None
         self._generations: dict[int, tuple[int, ...]] = {}
@@ -265,11 +276,11 @@ class PsutilReader:
         if self._sampler is not None:
             return self._read_snapshots(t_ns)
         per_core = self._per_core(self._counters.cores())
-        top = self._scan_if_due(t_ns)
+        top, children = self._scan_if_due(t_ns)
         now = self._timer()
         stats = {pid: self._counters.process(pid) for pid in list(self._tree_cpu)}
         sample = self._system_sample(t_ns, per_core, self._tree(now, stats))
-        return [self._with_io(sample, t_ns, top)]
+        return [self._with_io(sample, t_ns, top, children)]
 
     def _read_snapshots(self, t_ns: int) -> list[SystemSample | GpuSample]:
         assert self._sampler is not None
@@ -286,11 +297,11 @@ class PsutilReader:
             per_core = self._per_core(parse_cores(contents[0]))
             tree = self._tree(taken_ns / 1e9, stats)
             samples.append(self._system_sample(taken_ns + offset, per_core, tree))
-        top = self._scan_if_due(t_ns)
+        top, children = self._scan_if_due(t_ns)
         if samples:
             last = samples[-1]
             assert isinstance(last, SystemSample)
-            samples[-1] = self._with_io(last, t_ns, top)
+            samples[-1] = self._with_io(last, t_ns, top, children)
         return samples
 
     def _set_files(self) -> None:
@@ -302,20 +313,22 @@ class PsutilReader:
         while len(self._generations) > GENERATIONS_KEPT:
             del self._generations[min(self._generations)]
 
-    def _scan_if_due(self, t_ns: int) -> tuple[ProcessUsage, ...]:
+    def _scan_if_due(self, t_ns: int) -> tuple[tuple[ProcessUsage, ...], tuple[ProcessUsage, ...]]:
         """Look for new children and walk every process, each when due; return the busiest
-        other processes when the walk ran."""
+        other processes when the walk ran, and the job's children's CPU when the scan ran."""
         scan_due = self._last_scan is None or t_ns - self._last_scan >= self._scan_every
         walk_due = self._last_walk is None or t_ns - self._last_walk >= self._walk_every
         if self._children is None:
             walk_due = scan_due  # the walk is what finds the tree
         if not scan_due and not walk_due:
-            return ()
+            return (), ()
         before = set(self._tree_cpu)
         top: tuple[ProcessUsage, ...] = ()
+        children: tuple[ProcessUsage, ...] = ()
         tree = before
         if scan_due:
             self._last_scan = t_ns
+            children = self._children_usage()
             if self._children is not None:
                 tree = self._descendants()
         if walk_due:
@@ -326,9 +339,30 @@ class PsutilReader:
                 tree = self._tree_of(walked)
             top = self._others(walked, tree, t_ns, report=not first)
         self._adopt(tree)
+        for pid in set(self._tree_cpu) - before:  # new children: their rates count from now
+            if scan_due and pid != self._root:
+                cpu_s, _, when = self._tree_cpu[pid]
+                self._children_at_scan[pid] = (cpu_s, when)
         if self._sampler is not None and set(self._tree_cpu) != before:
             self._set_files()
-        return top
+        return top, children
+
+    def _children_usage(self) -> tuple[ProcessUsage, ...]:
+        """Each child of the job with its CPU since the last scan (from the tree's readings;
+        a child first seen at the last scan has no rate yet)."""
+        usage = []
+        now: dict[int, tuple[float, float]] = {}
+        for pid, (cpu_s, _, when) in self._tree_cpu.items():
+            if pid == self._root:
+                continue
+            now[pid] = (cpu_s, when)
+            last = self._children_at_scan.get(pid)
+            if last is not None and when > last[1]:
+                pct = 100.0 * (cpu_s - last[0]) / (when - last[1])
+                name = self._names.get(pid, "")
+                usage.append(ProcessUsage(pid=pid, name=name, cpu_pct=round(pct, 1)))
+        self._children_at_scan = now
+        return tuple(usage)
 
     @staticmethod
     def _system_sample(
@@ -348,18 +382,33 @@ class PsutilReader:
         )
 
     def _with_io(
-        self, sample: SystemSample, t_ns: int, top: tuple[ProcessUsage, ...]
+        self,
+        sample: SystemSample,
+        t_ns: int,
+        top: tuple[ProcessUsage, ...],
+        children: tuple[ProcessUsage, ...],
     ) -> SystemSample:
-        """``sample`` with the other processes, and disk/net and the heap when they are due."""
+        """``sample`` with the other processes and the job's children, and disk/net and the
+        heap when they are due."""
+        heap = None
+        if self._heap is not None and (
+            self._last_heap is None or t_ns - self._last_heap >= self._heap_every
+        ):
+            self._last_heap = t_ns
+            heap = self._heap.read()
         if self._last_io is not None and t_ns - self._last_io < self._io_every:
-            return dataclasses.replace(sample, top_others=top) if top else sample
+            if top or children or heap is not None:
+                return dataclasses.replace(
+                    sample, top_others=top, job_children=children, main_heap_bytes=heap
+                )
+            return sample
         self._last_io = t_ns
-        heap = None if self._heap is None else self._heap.read()
         disk = psutil.disk_io_counters()
         net = psutil.net_io_counters()
         return dataclasses.replace(
             sample,
             top_others=top,
+            job_children=children,
             main_heap_bytes=heap,
             disk_read_bytes=None if disk is None else disk.read_bytes,
             disk_write_bytes=None if disk is None else disk.write_bytes,
@@ -383,6 +432,7 @@ class PsutilReader:
         if stat is None:
             return False
         self._tree_cpu[pid] = (stat.cpu_s, stat.start, self._timer())
+        self._names[pid] = stat.name
         return True
 
     def _tree(
@@ -400,6 +450,7 @@ class PsutilReader:
             if stat is None or stat.start != start:  # ended (or its pid was reused)
                 if pid != self._root:
                     del self._tree_cpu[pid]
+                    self._names.pop(pid, None)
                 continue
             self._tree_cpu[pid] = (stat.cpu_s, start, now)
             pct = round(100.0 * (stat.cpu_s - cpu_s) / (now - when), 1) if now > when else 0.0
@@ -445,6 +496,7 @@ class PsutilReader:
         for pid in set(self._tree_cpu) - tree:
             if pid != self._root:
                 del self._tree_cpu[pid]
+                self._names.pop(pid, None)
 
     def _others(
         self,
