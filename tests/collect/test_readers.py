@@ -357,3 +357,35 @@ def test_a_sampler_thread_on_this_machine_feeds_the_reader() -> None:
         assert sample.job_processes == 1 and sample.main_rss_bytes
         assert sample.job_rss_bytes == sample.main_rss_bytes
     assert reader.cpu_ns > 0
+
+
+def test_each_child_is_read_with_its_cpu_at_the_scans_after_it_was_found() -> None:
+    code = "import time; print('ready', flush=True); "
+    busy = subprocess.Popen(
+        [sys.executable, "-c", code + "\nwhile True: pass"], stdout=subprocess.PIPE, text=True
+    )
+    idle = subprocess.Popen(
+        [sys.executable, "-c", code + "time.sleep(60)"], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        for child in (busy, idle):  # started: the idle one's start-up CPU is behind it
+            assert child.stdout is not None and child.stdout.readline() == "ready\n"
+        reader = PsutilReader(scan_every_ns=SECOND)
+        (found,) = reader.read(0)  # the scan finds both: their CPU counts from now
+        assert isinstance(found, SystemSample) and found.job_children == ()
+        (between,) = reader.read(SECOND // 2)  # no scan due: no reading of the children
+        assert isinstance(between, SystemSample) and between.job_children == ()
+        time.sleep(0.5)
+        reader.read(SECOND * 9 // 10)  # the tree's reading the next scan's rates run up to
+        (read,) = reader.read(SECOND)
+        assert isinstance(read, SystemSample)
+        usage = {p.pid: p for p in read.job_children}
+        assert set(usage) == {busy.pid, idle.pid}
+        assert usage[busy.pid].cpu_pct > usage[idle.pid].cpu_pct
+        assert usage[busy.pid].name == psutil.Process(busy.pid).name()
+    finally:
+        for child in (busy, idle):
+            child.kill()
+            child.wait()
+            assert child.stdout is not None
+            child.stdout.close()

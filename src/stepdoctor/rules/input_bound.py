@@ -14,7 +14,7 @@ from stepdoctor.rules._severity import grade
 from stepdoctor.rules.context import RuleContext, speedup_if_removed
 from stepdoctor.rules.registry import rule
 
-__all__ = ["CRITICAL_SHARE", "HEAVY_SAMPLE_MS", "WARNING_SHARE", "input_bound"]
+__all__ = ["CHEAP_SAMPLE_MS", "CRITICAL_SHARE", "HEAVY_SAMPLE_MS", "WARNING_SHARE", "input_bound"]
 
 #: XProf (TensorFlow profiler) grades a step input-bound from 5% of step time spent waiting
 #: for input ("moderately") and from 20% ("highly").
@@ -24,6 +24,12 @@ CRITICAL_SHARE = 0.20
 #: CPU per batch, more than a small model's whole step (DL4J benchmarks guide: pre-save
 #: processed data sets instead of re-doing the ETL every epoch).
 HEAVY_SAMPLE_MS = 1.0
+#: Fetching one sample in the main process in under 20 us is the DataLoader's own per-sample
+#: Python work (index one sample, then collate the list), not the data: measured here, a
+#: TensorDataset of 64 floats a sample takes 4 us a sample (examples/train_digits.py), and
+#: the zoo's decoding data set 500 us. Workers do not help there (on 2 cores one worker
+#: made make demo's job 0.41x as fast; `stepdoctor tune`): indexing whole batches does.
+CHEAP_SAMPLE_MS = 0.02
 
 
 @rule(id="input-bound", title="Training waits for data")
@@ -87,6 +93,7 @@ def input_bound(ctx: RuleContext) -> list[Finding]:
             )
         )
     heavy = per_sample_ms is not None and per_sample_ms >= HEAVY_SAMPLE_MS
+    cheap = not workers and per_sample_ms is not None and per_sample_ms < CHEAP_SAMPLE_MS
     return [
         Finding(
             rule="input-bound",
@@ -101,9 +108,18 @@ def input_bound(ctx: RuleContext) -> list[Finding]:
             evidence=tuple(evidence),
             speedup=Speedup(
                 factor=speedup_if_removed(share),
-                method=f"1 / (1 - {share:.2f}): the data wait fully overlapped with compute",
+                method=f"1 / (1 - {share:.2f}): "
+                + (
+                    "the data wait gone (one indexing a batch)"
+                    if cheap
+                    else "the data wait fully overlapped with compute"
+                ),
             ),
-            fix=_fix(workers, cores, heavy, loader is not None and loader.persistent_workers),
+            fix=(
+                _batched_fix(per_sample_ms or 0.0, loader.batch_size if loader else None)
+                if cheap
+                else _fix(workers, cores, heavy, loader is not None and loader.persistent_workers)
+            ),
         )
     ]
 
@@ -156,3 +172,25 @@ def _fix(workers: int | None, cores: int, heavy: bool, persistent: bool) -> Fix:
         f"torch.set_num_threads({threads})  # CPU training: the workers keep their cores"
     )
     return Fix(summary=" ".join(parts), snippet=snippet)
+
+
+def _batched_fix(per_sample_ms: float, batch_size: int | None) -> Fix:
+    """Indexing whole batches: the fix when the wait is the loader's per-sample work."""
+    batch = batch_size or 64
+    return Fix(
+        summary=(
+            f"Each sample takes {per_sample_ms * 1000:.0f} us to fetch: the wait is the "
+            "DataLoader's own per-sample Python work (indexing each sample, then collating the "
+            "list), not your data. Index whole batches at once: pass a BatchSampler as the "
+            "sampler with batch_size=None (a TensorDataset, or any data set whose __getitem__ "
+            "takes a list of indices, returns the batch in one indexing), or slice tensors "
+            "you shuffle once an epoch. DataLoader workers would not help: handing each batch "
+            "between processes costs more than making it."
+        ),
+        snippet=(
+            "from torch.utils.data import BatchSampler, RandomSampler\n"
+            "sampler = BatchSampler(RandomSampler(dataset), "
+            f"batch_size={batch}, drop_last=False)\n"
+            "loader = DataLoader(dataset, sampler=sampler, batch_size=None)"
+        ),
+    )
