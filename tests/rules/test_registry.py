@@ -16,6 +16,7 @@ EXPECTED = {
     "step-outliers",
     "memory-growth",
     "competing-processes",
+    "helper-processes",
     "thread-oversubscription",
     "shared-model-threads",
     "float64",

@@ -51,11 +51,14 @@ LATE_RISE_SHARE = 0.3
 HEAP_SHARE_OF_RISE = 0.25
 #: "Not a leak" must be shown: the heap read at least this often over the RSS rise (3 s at
 #: 2 Hz), and its least-squares trend over that time under ``HEAP_FLAT_BYTES``, twice its
-#: measured noise. A leak of small objects (losses kept with their graphs: ~9 KiB a step of
-#: heap measured, while freed activations around them leave RSS rising ~190 KiB a step) is a
-#: leak even when the heap rises far less than RSS.
+#: measured noise, or the heap not rising steadily. A leak of small objects (losses kept with
+#: their graphs: ~9 KiB a step of heap measured, while freed activations around them leave RSS
+#: rising ~190 KiB a step) is a leak even when the heap rises far less than RSS.
 HEAP_MIN_READINGS = 6
 HEAP_FLAT_BYTES = 8 * 2**20
+#: ...and rising steadily: ``RISING_WINDOWS`` of the successive means of this many chunks of
+#: its readings go up.
+HEAP_CHUNKS = 5
 #: The heap in use is what the job holds: tensors' storage (torch's CPU allocator takes it
 #: from malloc) and Python objects. A leak of tensors (losses kept with their autograd graphs,
 #: a list of outputs) raises it step after step even while RSS, which the allocator pads and
@@ -118,7 +121,8 @@ def _weigh_heap(ctx: RuleContext, rss: list[tuple[int, int]], finding: Finding) 
         threshold=round(HEAP_FLAT_BYTES / 2**20, 1),
         source="mallinfo2",
     )
-    if heap_rise >= HEAP_FLAT_BYTES or heap_rise >= HEAP_SHARE_OF_RISE * rise:
+    steady = _rising_share([v for _, v in heap]) >= RISING_WINDOWS
+    if steady and (heap_rise >= HEAP_FLAT_BYTES or heap_rise >= HEAP_SHARE_OF_RISE * rise):
         per_step = Evidence(
             metric="memory in use, rise per step",
             value=round(heap_rise / between / 2**10, 1),
@@ -184,6 +188,17 @@ def _rss_finding(ctx: RuleContext, total: int | None) -> Finding | None:
     ]
     found = _check(ctx, tree, "process RSS", total)
     return None if found is None else _weigh_heap(ctx, tree, found)
+
+
+def _rising_share(values: Sequence[int]) -> float:
+    """The share of successive means of ``HEAP_CHUNKS`` equal chunks of ``values`` that rise:
+    a leak climbs from chunk to chunk; a swing (a larger batch's buffers, freed later) does
+    not (measured on tests/scenarios/healthy_workers.py: 174, 156 x4, 154 x2, 170, 172, 174
+    MiB)."""
+    size = max(1, len(values) // HEAP_CHUNKS)
+    means = [statistics.fmean(values[i : i + size]) for i in range(0, len(values), size)]
+    rises = [b > a for a, b in itertools.pairwise(means)]
+    return sum(rises) / len(rises) if rises else 0.0
 
 
 def _trend_rise(points: Sequence[tuple[int, int]]) -> float:
