@@ -93,10 +93,14 @@ def train(
     steps: int,
     after_step: Callable[[int, torch.Tensor], None] | None = None,
     lr: float = 0.01,
+    loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None = None,
 ) -> int:
-    """Train for ``steps`` steps and at least ``MIN_SECONDS``; return the number of steps."""
+    """Train for ``steps`` steps and at least ``MIN_SECONDS``; return the number of steps.
+
+    The loss is cross-entropy unless ``loss_fn`` is given.
+    """
     opt = torch.optim.SGD(model.parameters(), lr=lr, momentum=0.9)
-    loss_fn = nn.CrossEntropyLoss()
+    loss_fn = loss_fn or nn.CrossEntropyLoss()
     done = until_done(steps)
     step = 0
     while not done(step):
@@ -114,6 +118,7 @@ def train(
 
 
 __all__ = [
+    "CLASSES",
     "FEATURES",
     "MAGNITUDES",
     "MIN_SECONDS",
