@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import torch
-from torch import nn
-
 from _zoo import CLASSES
+from torch import nn
 
 SIDE = 32
 

@@ -25,15 +25,13 @@ from collections.abc import Callable, Mapping
 from typing import TypeVar
 
 import torch
+from _catalog import MAGNITUDES
 from torch import nn
 from torch.utils.data import DataLoader, Dataset, TensorDataset
 
 torch.set_num_threads(1)
 
 T = TypeVar("T")
-
-#: The doses a fault script plants, strongest first.
-MAGNITUDES = ("strong", "mild")
 #: Floor on a scenario's training time: memory-growth wants 20 system samples (10 Hz).
 MIN_SECONDS = float(os.environ.get("ZOO_MIN_SECONDS", "3"))
 FEATURES = 256

@@ -23,7 +23,11 @@ if __name__ == "__main__":
 
     def after_step(step: int, loss: object) -> None:
         global last_save
-        due = time.monotonic() - last_save >= EVERY_S if fixed() else step % EVERY_STEPS == EVERY_STEPS - 1
+        due = (
+            time.monotonic() - last_save >= EVERY_S
+            if fixed()
+            else step % EVERY_STEPS == EVERY_STEPS - 1
+        )
         if due:
             torch.save({"model": model.state_dict(), "step": step}, path)
             last_save = time.monotonic()
