@@ -164,9 +164,9 @@ def render(machine: Machine, faults: Sequence[Fault], controls: Sequence[Run]) -
     ]
     scored = [f for f in faults if not f.known_miss]
     for magnitude in MAGNITUDES:
-        runs = [(f, r) for f in scored for r in f.runs if r.variant == magnitude]
-        hits = sum(caught(r, f.rule) for f, r in runs)
-        lines.append(f"| planted rule on top, {magnitude} | {_share(hits, len(runs))} |")
+        pairs = [(f, r) for f in scored for r in f.runs if r.variant == magnitude]
+        hits = sum(caught(r, f.rule) for f, r in pairs)
+        lines.append(f"| planted rule on top, {magnitude} | {_share(hits, len(pairs))} |")
     twins = [r for f in scored for r in f.runs if r.variant == FIXED]
     lines.append(f"| fixed twins clean | {_share(sum(clean(r) for r in twins), len(twins))} |")
     alarms = sum(not clean(r) for r in controls)

@@ -51,5 +51,10 @@ if __name__ == "__main__":
     lengths = torch.randint(24, 40, (2048,), generator=g).tolist()
     data = [(torch.randn(n, CHANNELS, generator=g), i % CLASSES) for i, n in enumerate(lengths)]
     collate = collate_fast if fixed() else collate_slow
-    loader = DataLoader(data, batch_size=32, shuffle=True, collate_fn=collate)  # type: ignore[arg-type]
+    loader: DataLoader[tuple[torch.Tensor, int]] = DataLoader(
+        data,  # type: ignore[arg-type]
+        batch_size=32,
+        shuffle=True,
+        collate_fn=collate,
+    )
     print("steps:", train(loader, LstmClassifier(), steps=100))

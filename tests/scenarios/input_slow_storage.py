@@ -30,6 +30,15 @@ class SlowStorage(Dataset):  # type: ignore[type-arg]
 
 
 if __name__ == "__main__":
-    workers = {"num_workers": 2, "persistent_workers": True, "prefetch_factor": 4}
-    loader = DataLoader(SlowStorage(), batch_size=32, shuffle=True, **(workers if fixed() else {}))
+    if fixed():
+        loader = DataLoader(
+            SlowStorage(),
+            batch_size=32,
+            shuffle=True,
+            num_workers=2,
+            persistent_workers=True,
+            prefetch_factor=4,
+        )
+    else:
+        loader = DataLoader(SlowStorage(), batch_size=32, shuffle=True)
     print("steps:", train(loader, cnn(width=48), steps=80))
