@@ -16,4 +16,4 @@ THREADS = CORES if fixed() else dose(strong=16, mild=2 * CORES)
 if __name__ == "__main__":
     torch.set_num_threads(THREADS)
     loader = DataLoader(tensors(), batch_size=64, shuffle=True)
-    print("steps:", train(loader, mlp(), steps=60))
+    print("steps:", train(loader, mlp(width=2048), steps=60))

@@ -1,6 +1,6 @@
 """Fault: batch inference where four threads call one shared model concurrently.
 
-Mild: two threads (one request in the pool beside the main thread's). Fixed: one thread
+Mild: three threads (two requests in the pool beside the main thread's). Fixed: one thread
 serves the four requests of a round as one batch.
 """
 
@@ -9,7 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 import torch
 from _zoo import dose, fixed, mlp, tensors, until_done
 
-THREADS = 1 if fixed() else dose(strong=4, mild=2)
+THREADS = 1 if fixed() else dose(strong=4, mild=3)
 PER_ROUND = 4 if fixed() else THREADS  # requests served in one round
 
 if __name__ == "__main__":
