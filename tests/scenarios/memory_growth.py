@@ -1,14 +1,14 @@
 """Fault: per-step data kept alive: the loss tensors with their autograd graphs (a classic leak)
 and, every 4th step, a copy of the first layer's weights (a "history" nobody reads).
 
-Mild: a weight copy every 6th step instead of every 4th (the losses still kept with their
+Mild: a weight copy every 5th step instead of every 4th (the losses still kept with their
 graphs). Fixed: the loss kept as a number (``loss.item()``) and no weight copies.
 """
 
 from _zoo import dose, fixed, mlp, tensors, train
 from torch.utils.data import DataLoader
 
-COPY_EVERY = dose(strong=4, mild=6)
+COPY_EVERY = dose(strong=4, mild=5)
 
 if __name__ == "__main__":
     loader = DataLoader(tensors(), batch_size=64, shuffle=True)
