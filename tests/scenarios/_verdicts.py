@@ -12,6 +12,7 @@ from __future__ import annotations
 import statistics
 from pathlib import Path
 
+from stepdoctor.model.measured import measured_steps
 from stepdoctor.record import load_run
 from stepdoctor.rules.competing_processes import WARNING_SHARE
 
@@ -23,26 +24,36 @@ MACHINE_RULES = frozenset({"competing-processes"})
 LOUD = ("warning", "critical")
 
 
-def others_share(run_dir: Path) -> float:
-    """Other processes' mean share of the machine's CPUs over the run, from its record."""
+def others_share(run_dir: Path, warmup_steps: int = 0) -> float:
+    """Other processes' mean share of the machine's CPUs, from the run's record, while its
+    steps after ``warmup_steps`` ran (the window ``competing-processes`` judges: other load
+    that starts or stops during start-up moves the whole run's mean across its threshold)."""
     record = load_run(run_dir)
+    samples = record.system
+    steps = measured_steps(record.steps, warmup_steps, frozenset())
+    if steps:
+        start, end = steps[0].start_ns, steps[-1].end_ns
+        samples = tuple(s for s in samples if start <= s.t_ns <= end) or samples
     cpus = 100.0 * (record.meta.cpu_count or 1)
-    shares = [s.other_cpu_pct / cpus for s in record.system if s.other_cpu_pct is not None]
+    shares = [s.other_cpu_pct / cpus for s in samples if s.other_cpu_pct is not None]
     return statistics.fmean(shares) if shares else 0.0
 
 
-def machine_was_busy(run_dir: Path) -> bool:
-    """Whether other processes took competing-processes' share of the CPUs during the run."""
-    return others_share(run_dir) >= WARNING_SHARE
+def machine_was_busy(run_dir: Path, warmup_steps: int = 0) -> bool:
+    """Whether other processes took competing-processes' share of the CPUs during the run's
+    measured steps."""
+    return others_share(run_dir, warmup_steps) >= WARNING_SHARE
 
 
 def about_the_job(report: dict[str, object], run_dir: Path) -> list[dict[str, object]]:
     """The report's findings about the job, in rank order, after checking the ones about the
     machine: a loud ``competing-processes`` only when the record shows the machine busy."""
-    findings = report["findings"]
-    assert isinstance(findings, list)
-    busy = machine_was_busy(run_dir)
+    findings, summary = report["findings"], report["summary"]
+    assert isinstance(findings, list) and isinstance(summary, dict)
+    warm = int(summary.get("warmup_steps") or 0)
+    busy = machine_was_busy(run_dir, warm)
     for finding in findings:
         if finding["rule"] in MACHINE_RULES and finding["severity"] in LOUD:
-            assert busy, f"{finding['rule']} on a machine {others_share(run_dir):.0%} busy"
+            share = others_share(run_dir, warm)
+            assert busy, f"{finding['rule']} on a machine {share:.0%} busy"
     return [f for f in findings if f["rule"] not in MACHINE_RULES]

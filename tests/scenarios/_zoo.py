@@ -10,20 +10,28 @@ taking a core then slows every phase alike, so the shares the rules judge do not
 torch's default pool of one thread per core, a competing process makes the compute alone up
 to ten times slower on the 2-core reference machine (the pool's threads wait for each other),
 and the planted fault's share shrinks below its rule's threshold.
+
+A fault script plants its fault at one of two magnitudes, or fixes it, as the environment
+says (``dose``, ``fixed``): ``ZOO_MAGNITUDE=strong`` (the default, what other tests and
+benchmarks run) or ``mild`` (a smaller dose that is still a fault), and ``ZOO_FIXED=1`` for the
+same job with the fault fixed the way its user would.
 """
 
 from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from typing import TypeVar
 
 import torch
+from _catalog import MAGNITUDES
 from torch import nn
 from torch.utils.data import DataLoader, Dataset, TensorDataset
 
 torch.set_num_threads(1)
 
+T = TypeVar("T")
 #: Floor on a scenario's training time: memory-growth wants 20 system samples (10 Hz).
 MIN_SECONDS = float(os.environ.get("ZOO_MIN_SECONDS", "3"))
 FEATURES = 256
@@ -47,6 +55,28 @@ def tensors(n: int = 8192, dtype: torch.dtype = torch.float32) -> TensorDataset:
     return TensorDataset(x, y)
 
 
+def magnitude(environ: Mapping[str, str] = os.environ) -> str:
+    """The planted fault's dose from ``ZOO_MAGNITUDE``: ``"strong"`` (default) or ``"mild"``.
+
+    Raises:
+        ValueError: for any other value.
+    """
+    value = environ.get("ZOO_MAGNITUDE", "strong")
+    if value not in MAGNITUDES:
+        raise ValueError(f"ZOO_MAGNITUDE={value!r}: use one of {', '.join(MAGNITUDES)}")
+    return value
+
+
+def dose(strong: T, mild: T, environ: Mapping[str, str] = os.environ) -> T:
+    """``strong`` or ``mild``, whichever ``ZOO_MAGNITUDE`` asks for."""
+    return strong if magnitude(environ) == "strong" else mild
+
+
+def fixed(environ: Mapping[str, str] = os.environ) -> bool:
+    """Whether ``ZOO_FIXED=1`` asks for the job with its fault fixed."""
+    return environ.get("ZOO_FIXED", "") == "1"
+
+
 def until_done(steps: int, min_seconds: float = MIN_SECONDS) -> Callable[[int], bool]:
     """A test of whether a loop may stop after ``done`` steps: ``steps`` done and
     ``min_seconds`` passed."""
@@ -61,10 +91,14 @@ def train(
     steps: int,
     after_step: Callable[[int, torch.Tensor], None] | None = None,
     lr: float = 0.01,
+    loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None = None,
 ) -> int:
-    """Train for ``steps`` steps and at least ``MIN_SECONDS``; return the number of steps."""
+    """Train for ``steps`` steps and at least ``MIN_SECONDS``; return the number of steps.
+
+    The loss is cross-entropy unless ``loss_fn`` is given.
+    """
     opt = torch.optim.SGD(model.parameters(), lr=lr, momentum=0.9)
-    loss_fn = nn.CrossEntropyLoss()
+    loss_fn = loss_fn or nn.CrossEntropyLoss()
     done = until_done(steps)
     step = 0
     while not done(step):
@@ -81,4 +115,17 @@ def train(
     return step
 
 
-__all__ = ["FEATURES", "MIN_SECONDS", "Dataset", "mlp", "tensors", "train", "until_done"]
+__all__ = [
+    "CLASSES",
+    "FEATURES",
+    "MAGNITUDES",
+    "MIN_SECONDS",
+    "Dataset",
+    "dose",
+    "fixed",
+    "magnitude",
+    "mlp",
+    "tensors",
+    "train",
+    "until_done",
+]
