@@ -75,7 +75,15 @@ FIXED_TWIN_ALARMS = {
 }
 
 #: Healthy jobs: no warning or critical finding about the job.
-HEALTHY = ("healthy_mlp.py", "healthy_workers.py", "healthy_cnn.py", "healthy_checkpoint.py")
+HEALTHY = (
+    "healthy_mlp.py",
+    "healthy_workers.py",
+    "healthy_cnn.py",
+    "healthy_checkpoint.py",
+    "healthy_manual.py",
+    "healthy_accumulation.py",
+)
 
-#: More healthy jobs for the benchmark's false-alarm rate (run --repeats times each).
-CONTROLS: tuple[str, ...] = ()
+#: More healthy jobs for the benchmark's false-alarm rate (run --repeats times each): loop
+#: shapes of test_step_model.py, which checks there that each raises no warning.
+CONTROLS = ("loop_lbfgs.py", "loop_lm_eval.py")

@@ -15,6 +15,9 @@ import pytest
 
 from stepdoctor.record import load_run
 
+from ._catalog import CONTROLS
+from ._verdicts import LOUD, about_the_job
+
 HERE = Path(__file__).parent
 
 #: script -> (kind, what the report says the steps were counted by, micro-batches per step,
@@ -68,6 +71,10 @@ def test_steps_are_the_loops_own_and_add_up(script: str, tmp_path: Path) -> None
         assert summary["closure_passes_per_step"] == closure
     assert summary["evaluation_calls"] == counts.get("evaluations", 0)
     assert (summary["evaluation_share"] > 0) == ("evaluations" in counts)
+
+    if script in CONTROLS:  # a healthy job of its shape: no warning
+        loud = [f for f in about_the_job(report, run_dir) if f["severity"] in LOUD]
+        assert not loud, [(f["rule"], f["title"]) for f in loud]
 
     steps = load_run(run_dir).steps
     assert len(steps) == counts["steps"]
