@@ -30,7 +30,7 @@ class Sink:
         self.clock = time.perf_counter_ns
         self.models: dict[int, Any] = {}
         self.loaders: dict[int, LoaderInfo] = {}
-        self.loader_workers: dict[int, int] = {}
+        self.loader_workers: list[tuple[int, int]] = []
         self.batch_dtypes: list[str] = []
         self.model_inputs: dict[int, tuple[tuple[int, ...], str | None]] = {}
         self.fallback_ops: list[str] = []

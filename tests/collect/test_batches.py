@@ -22,17 +22,17 @@ def _loader(workers: int) -> DataLoader:  # type: ignore[type-arg]
 
 def test_the_workers_a_loader_starts_are_noted_and_nothing_else() -> None:
     loader = _loader(2)
-    seen: dict[int, int] = {}
+    seen: list[tuple[int, int]] = []
     iterator = iter(loader)
     note_workers(iterator, loader, seen)
     children = {p.pid for p in psutil.Process(os.getpid()).children()}
-    assert len(seen) == 2 and set(seen) <= children
-    assert set(seen.values()) == {id(loader)}
+    assert len(seen) == 2 and {pid for pid, _ in seen} <= children
+    assert {loader_id for _, loader_id in seen} == {id(loader)}
     del iterator
-    plain: dict[int, int] = {}
+    plain: list[tuple[int, int]] = []
     note_workers(iter(_loader(0)), loader, plain)  # no workers, and no error
     note_workers(object(), loader, plain)
-    assert plain == {}
+    assert plain == []
 
 
 def test_a_run_records_its_loaders_workers(tmp_path: Path) -> None:

@@ -76,8 +76,8 @@ class TorchSink(Protocol):
     models: dict[int, Any]
     """``id(model) -> model`` until the monitor inspected it, then ``None``."""
     loaders: dict[int, LoaderInfo]
-    loader_workers: dict[int, int]
-    """``pid -> id(loader)`` of each DataLoader worker process started."""
+    loader_workers: list[tuple[int, int]]
+    """``(pid, id(loader))`` of each DataLoader worker process started, in order."""
     batch_dtypes: list[str]
     fallback_ops: list[str]
     """Ops the MPS backend ran on the CPU (from its fallback warnings)."""

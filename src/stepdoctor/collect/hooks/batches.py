@@ -56,8 +56,8 @@ def loader_info(loader: Any) -> LoaderInfo:
     )
 
 
-def note_workers(iterator: Any, loader: Any, workers: dict[int, int]) -> None:
-    """Note the worker processes a DataLoader's iterator started (``pid -> id(loader)``).
+def note_workers(iterator: Any, loader: Any, workers: list[tuple[int, int]]) -> None:
+    """Note the worker processes a DataLoader's iterator started (``(pid, id(loader))``).
 
     torch's multi-process iterator keeps them in ``_workers`` (``multiprocessing`` processes,
     started by its constructor); other iterators have none. Told apart from the processes the
@@ -67,6 +67,6 @@ def note_workers(iterator: Any, loader: Any, workers: dict[int, int]) -> None:
         for process in getattr(iterator, "_workers", None) or ():
             pid = getattr(process, "pid", None)
             if isinstance(pid, int):
-                workers[pid] = id(loader)
+                workers.append((pid, id(loader)))
     except Exception:  # the job's loader is not ours to break
         return

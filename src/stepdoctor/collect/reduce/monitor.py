@@ -126,7 +126,6 @@ class Monitor:
         self._sink = sink
         self._model_ids: set[int] = set()
         self._loader_ids: set[int] = set()
-        self._worker_pids: set[int] = set()
         self._trigger_seen = False
         self._environ = environ
         # Woken only to flush when every reader samples on its own thread: a wake-up is
@@ -255,13 +254,12 @@ class Monitor:
                 self._loader_ids.add(loader_id)
                 self.collected.loaders.append(info)
                 self._queue("loader", [info])
+        seen = len(self.collected.loader_workers)
         workers = [
             LoaderWorker(pid=pid, loader_id=loader_id)
-            for pid, loader_id in list(self._sink.loader_workers.items())
-            if pid not in self._worker_pids
+            for pid, loader_id in self._sink.loader_workers[seen:]
         ]
         if workers:
-            self._worker_pids.update(w.pid for w in workers)
             self.collected.loader_workers.extend(workers)
             self._queue("loader_worker", workers)
         for model_id, model in list(self._sink.models.items()):
