@@ -28,7 +28,7 @@ def test_the_workers_a_loader_starts_are_noted_and_nothing_else() -> None:
     children = {p.pid for p in psutil.Process(os.getpid()).children()}
     assert len(seen) == 2 and {pid for pid, _ in seen} <= children
     assert {loader_id for _, loader_id in seen} == {id(loader)}
-    del iterator
+    iterator._shutdown_workers()  # ends the workers and closes their queues now, not at GC
     plain: list[tuple[int, int]] = []
     note_workers(iter(_loader(0)), loader, plain)  # no workers, and no error
     note_workers(object(), loader, plain)

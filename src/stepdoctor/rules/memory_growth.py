@@ -59,6 +59,10 @@ HEAP_FLAT_BYTES = 8 * 2**20
 #: ...and rising steadily: ``RISING_WINDOWS`` of the successive means of this many chunks of
 #: its readings go up.
 HEAP_CHUNKS = 5
+#: A chunk's mean counts as higher than the one before from this much more: a flat heap's
+#: readings differ by kilobytes (measured on healthy_workers.py: 156.1 -> 156.3 MiB read as a
+#: rise without it); losses kept with their graphs (9 KiB a step) add 0.7-4.7 MiB a chunk.
+HEAP_CHUNK_RISE_BYTES = 2**19
 #: The heap in use is what the job holds: tensors' storage (torch's CPU allocator takes it
 #: from malloc) and Python objects. A leak of tensors (losses kept with their autograd graphs,
 #: a list of outputs) raises it step after step even while RSS, which the allocator pads and
@@ -197,7 +201,7 @@ def _rising_share(values: Sequence[int]) -> float:
     MiB)."""
     size = max(1, len(values) // HEAP_CHUNKS)
     means = [statistics.fmean(values[i : i + size]) for i in range(0, len(values), size)]
-    rises = [b > a for a, b in itertools.pairwise(means)]
+    rises = [b > a + HEAP_CHUNK_RISE_BYTES for a, b in itertools.pairwise(means)]
     return sum(rises) / len(rises) if rises else 0.0
 
 
