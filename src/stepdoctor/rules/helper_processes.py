@@ -72,9 +72,10 @@ def helper_processes(ctx: RuleContext) -> list[Finding]:
     if span_ns <= 0 or gap_ns <= 0:
         return []
     capacity = float(ctx.record.meta.cpu_count or ctx.cores)
-    busy_ns = sum(gap_ns for h in helpers if sum(p.cpu_pct for p in h) >= BUSY_PCT)
-    helper_core_s = sum(sum(p.cpu_pct for p in h) / 100 * gap_ns / 1e9 for h in helpers)
-    during = [s for s, h in zip(readings, helpers, strict=True) if sum(p.cpu_pct for p in h)]
+    pcts = [sum(p.cpu_pct for p in h) for h in helpers]  # the helpers' CPU at each reading
+    busy_ns = sum(gap_ns for pct in pcts if pct >= BUSY_PCT)
+    helper_core_s = sum(pct / 100 * gap_ns / 1e9 for pct in pcts)
+    during = [s for s, pct in zip(readings, pcts, strict=True) if pct]
     if busy_ns == 0 or not during:
         return []
     main = _main_cores(during)
@@ -88,7 +89,7 @@ def helper_processes(ctx: RuleContext) -> list[Finding]:
         return []
     threads = fact_int(ctx.record, "torch.num_threads") or ctx.cores
     wanted = float(min(ctx.cores, threads))
-    effect = _step_effect(ctx, readings, helpers, gap_ns)
+    effect = _step_effect(ctx, readings, pcts, gap_ns)
     if effect is not None:
         factor, method = (
             effect,
@@ -209,15 +210,16 @@ def _main_cores(during: Sequence[SystemSample]) -> float:
 def _step_effect(
     ctx: RuleContext,
     readings: Sequence[SystemSample],
-    helpers: Sequence[Sequence[ProcessUsage]],
+    pcts: Sequence[float],
     gap_ns: float,
 ) -> float | None:
     """Median step time while the helpers were busy over while they were idle, when the run
-    had ``MIN_STEPS_EACH`` steps of each (a reading covers the ``gap_ns`` before it)."""
+    had ``MIN_STEPS_EACH`` steps of each (a reading covers the ``gap_ns`` before it;
+    ``pcts``: the helpers' CPU at each reading)."""
     busy: list[int] = []
     idle: list[int] = []
     ends = [s.t_ns for s in readings]
-    is_busy = [sum(p.cpu_pct for p in h) >= BUSY_PCT for h in helpers]
+    is_busy = [pct >= BUSY_PCT for pct in pcts]
     for step in ctx.steps:
         i = bisect.bisect_left(ends, step.end_ns)  # the first reading at or after the step
         if i < len(ends) and ends[i] - gap_ns <= step.end_ns:
