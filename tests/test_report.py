@@ -155,7 +155,7 @@ def _finding(title: str, explanation: str = "x", factor: float = 1.5) -> Finding
         title=title,
         explanation=explanation,
         evidence=(Evidence(metric="m", value=1),),
-        speedup=Speedup(factor=factor, method="m"),
+        speedup=Speedup(factor=factor, basis="m"),
         fix=Fix(summary="f"),
     )
 

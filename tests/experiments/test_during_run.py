@@ -13,7 +13,7 @@ from torch.utils.data import DataLoader, TensorDataset
 from stepdoctor.collect import Session
 from stepdoctor.collect.hooks.trigger import ExperimentObjects, ExperimentTrigger
 from stepdoctor.experiments import Throughput, make_run_experiment, verdict
-from stepdoctor.model import Severity
+from stepdoctor.model import Severity, SpeedupKind
 from stepdoctor.record import load_run
 from stepdoctor.report import attach_measurements, build_report
 from stepdoctor.rules import RuleContext
@@ -105,8 +105,9 @@ def test_measurement_confirms_or_downgrades_input_bound() -> None:
         [finding], (verdict(_tp("data-only", 120.0), _tp("compute-only", 300.0)),), summary
     )
     assert confirmed[0].severity is Severity.CRITICAL
-    assert confirmed[0].measurement is not None
-    assert round(confirmed[0].measurement.factor, 2) == 3.0  # compute alone / achieved
+    assert confirmed[0].speedup.kind is SpeedupKind.MEASURED
+    assert round(confirmed[0].speedup.factor, 2) == 3.0  # compute alone / achieved
+    assert confirmed[0].modelled == finding.speedup  # the model is kept beside it
     refuted = attach_measurements(
         [finding], (verdict(_tp("data-only", 900.0), _tp("compute-only", 300.0)),), summary
     )

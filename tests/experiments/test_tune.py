@@ -12,7 +12,7 @@ from torch.utils.data import DataLoader, TensorDataset
 from stepdoctor.errors import UsageError
 from stepdoctor.experiments.overrides import TUNE_ENV, Overrides, apply_overrides
 from stepdoctor.experiments.tune import _decide, _Run, plan
-from stepdoctor.model import TuneTrial
+from stepdoctor.model import SpeedupKind, TuneTrial
 
 
 def test_overrides_round_trip_through_the_environment() -> None:
@@ -89,10 +89,45 @@ def test_tune_results_measure_the_matching_findings_or_downgrade_them() -> None:
     won = TuneResult(script="t.py", steps=50, repeats=2, unit="samples/s", baseline=base,
                      trials=(workers,), best=workers, speedup=1.3, reason="")  # fmt: skip
     measured = attach_tune(report, won).findings[0]
-    assert measured.measurement is not None and measured.measurement.factor == 1.3
-    assert "num_workers=2" in measured.measurement.method
+    assert measured.speedup.kind is SpeedupKind.MEASURED and measured.speedup.factor == 1.3
+    assert measured.speedup.spread == pytest.approx((130 / 100.5, 131 / 100.5))
+    assert "num_workers=2" in measured.speedup.basis
+    assert measured.fix.summary.startswith("Measured best: num_workers=2, 1.30x")
     lost = TuneResult(script="t.py", steps=50, repeats=2, unit="samples/s", baseline=base,
                       trials=(workers,), best=None, speedup=1.3, reason="overlap")  # fmt: skip
     downgraded = attach_tune(report, lost).findings
     (f,) = [x for x in downgraded if x.rule == "input-bound"]
-    assert f.severity is Severity.INFO and "none of the changes" in f.explanation
+    assert f.severity is Severity.INFO and "not faster beyond noise" in f.explanation
+    assert f.speedup.kind is SpeedupKind.MEASURED and "Keep the job's settings" in f.fix.summary
+
+
+def test_a_fix_measured_slower_never_reaches_the_report() -> None:
+    """More workers measured slower than the job as it is: the finding that suggests them
+    keeps no recommendation of them, says so, and ranks below what saves time."""
+    from stepdoctor.model import Severity, TuneResult
+    from stepdoctor.report import attach_tune, build_report
+    from tests.builders import record, steps
+
+    s = steps(200, phases_ms={"data_wait": 30, "forward": 40, "backward": 30})
+    report = build_report(record(s))
+    (before,) = [f for f in report.findings if f.rule == "input-bound"]
+    assert "num_workers=" in (before.fix.snippet or "")  # the model's advice: add workers
+    base = _trial("baseline", 100.0, 101.0)
+    slower = (
+        TuneTrial(change="num_workers", value="1", samples_per_sec=(41.0, 43.0)),
+        TuneTrial(change="num_workers", value="2", samples_per_sec=(26.0, 27.0)),
+    )
+    batch = TuneTrial(change="batch_size", value="x4 (256)", samples_per_sec=(160.0, 164.0))
+    result = TuneResult(script="t.py", steps=50, repeats=2, unit="samples/s", baseline=base,
+                        trials=(*slower, batch), best=batch, speedup=1.62, reason="x4 won")  # fmt: skip
+    findings = attach_tune(report, result).findings
+    (after,) = [f for f in findings if f.rule == "input-bound"]
+    assert after.severity is Severity.INFO
+    assert after.speedup.kind is SpeedupKind.MEASURED and after.speedup.factor < 1
+    assert "slower than the job as it is" in after.explanation
+    assert "num_workers" not in (after.fix.snippet or "") and "Keep the job's settings" in (
+        after.fix.summary
+    )
+    # The change that won leads the report, though no rule suggested it.
+    assert findings[0].rule == "tune" and findings[0].speedup.factor == 1.62
+    assert "batch_size=x4 (256)" in findings[0].title

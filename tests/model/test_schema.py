@@ -34,7 +34,7 @@ def test_round_trip_of_a_record_with_unions_and_enums() -> None:
         title="t",
         explanation="e",
         evidence=(),
-        speedup=Speedup(factor=1.5, method="m"),
+        speedup=Speedup(factor=1.5, basis="m"),
         fix=Fix(summary="s"),
     )
     assert from_jsonable(Finding, to_jsonable(f)) == f
@@ -66,7 +66,7 @@ def test_json_default_writes_what_to_jsonable_writes() -> None:
         title="t <b>",
         explanation="e",
         evidence=(),
-        speedup=Speedup(factor=1.5, method="m"),
+        speedup=Speedup(factor=1.5, basis="m"),
         fix=Fix(summary="s"),
     )
     sample = SystemSample(

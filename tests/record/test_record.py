@@ -121,7 +121,7 @@ def test_steps_and_samples_are_rows_and_load_as_written(tmp_path: Path) -> None:
     w.write_items("notice", [Notice(t_ns=1, level="info", message="hi")])
     w.close()
     lines = [json.loads(line) for line in w.path.read_text().splitlines()]
-    assert lines[0]["schema_version"] == SCHEMA_VERSION == 2
+    assert lines[0]["schema_version"] == SCHEMA_VERSION == 3
     first = lines[1]
     assert set(first) == {"type", "fields", "rows"} and first["fields"][:3] == [
         "index",

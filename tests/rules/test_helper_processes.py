@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from stepdoctor.model import LoaderWorker, ProcessUsage, Severity
+from stepdoctor.model import LoaderWorker, ProcessUsage, Severity, SpeedupKind
 from stepdoctor.rules import RuleContext
 from stepdoctor.rules.helper_processes import helper_processes
 from tests.builders import record, samples, steps
@@ -60,7 +60,7 @@ def test_helpers_taking_the_jobs_cpu_on_saturated_cores_are_named() -> None:
     ev = {e.metric: e.value for e in f.evidence}
     assert "pid 4242" in str(ev["helper processes"])
     assert "pid 4343" not in str(ev["helper processes"])  # the DataLoader worker is not one
-    assert f.speedup.factor > 1.0 and f.speedup.method.startswith("modelled")
+    assert f.speedup.factor > 1.0 and f.speedup.kind is SpeedupKind.MODELLED
 
 
 def test_a_dataloader_worker_is_no_helper() -> None:
@@ -81,5 +81,5 @@ def test_small_helpers_are_silent() -> None:
 
 def test_step_time_while_helpers_ran_is_the_measured_effect() -> None:
     (f,) = helper_processes(_run(helper_pct=150.0, workers=(WORKER,), slow_while_busy=True))
-    assert f.speedup.method.startswith("measured")
+    assert f.speedup.kind is SpeedupKind.MEASURED
     assert 1.8 < f.speedup.factor < 2.2  # 40 ms steps while busy against 20 ms

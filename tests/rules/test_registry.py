@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from stepdoctor.model import Evidence, Finding, Fix, Severity, Speedup
@@ -61,18 +63,24 @@ def _finding(rule_id: str, factor: float, severity: Severity) -> Finding:
         title="t",
         explanation="e",
         evidence=(Evidence(metric="m", value=1),),
-        speedup=Speedup(factor=factor, method="m"),
+        speedup=Speedup(factor=factor, basis="m"),
         fix=Fix(summary="f"),
     )
 
 
-def test_rank_by_severity_then_speedup() -> None:
+def test_rank_by_time_saved_among_what_is_worth_acting_on() -> None:
     a = _finding("a", 1.2, Severity.CRITICAL)
     b = _finding("b", 2.0, Severity.WARNING)
     c = _finding("c", 1.2, Severity.WARNING)
     d = _finding("d", 3.0, Severity.INFO)
-    e = _finding("e", 1.0, Severity.CRITICAL)
-    assert [f.rule for f in rank([d, c, e, a, b])] == ["a", "e", "b", "c", "d"]
+    e = dataclasses.replace(_finding("e", 1.0, Severity.CRITICAL), speedup=Speedup.none("crash"))
+    f = _finding("f", 1.0, Severity.WARNING)
+    # A job that will fail first; then the largest saving among critical and warning findings
+    # (severity breaks ties); then info findings by their saving.
+    assert [x.rule for x in rank([d, c, f, e, a, b])] == ["e", "b", "a", "c", "f", "d"]
+    # A measured figure counts as the finding's saving.
+    m = _finding("m", 1.1, Severity.WARNING).measured_as(Speedup.measured(2.5, "timed"))
+    assert [x.rule for x in rank([b, m])] == ["m", "b"]
 
 
 def test_duplicate_or_badly_declared_rules_are_refused() -> None:

@@ -1,10 +1,11 @@
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import pytest
 
-from stepdoctor.model import Finding, Fix, Measurement, Severity, Speedup
+from stepdoctor.model import Finding, Fix, Severity, Speedup
 from stepdoctor.rules._severity import (
     CRITICAL_MIN_SAVED_S,
     THIN_SECONDS,
@@ -85,16 +86,16 @@ def test_misuse_is_refused() -> None:
 
 
 def _critical(factor: float, measured: float | None = None) -> Finding:
-    return Finding(
+    finding = Finding(
         rule="input-bound",
         severity=Severity.CRITICAL,
         title="t",
         explanation="e",
         evidence=(),
-        speedup=Speedup(factor=factor, method="m"),
+        speedup=Speedup(factor=factor, basis="m"),
         fix=Fix(summary="f"),
-        measurement=None if measured is None else Measurement(factor=measured, method="m"),
     )
+    return finding if measured is None else finding.measured_as(Speedup.measured(measured, "m"))
 
 
 def test_at_most_and_saved_seconds() -> None:
@@ -118,7 +119,7 @@ def test_temper_caps_what_the_evidence_cannot_carry() -> None:
         Severity.CRITICAL
     )
     # Not estimated (a crash prevented, a GPU unused): the saving is unknown, not small.
-    unknown = _critical(1.0)
+    unknown = dataclasses.replace(_critical(1.0), speedup=Speedup.none("not estimated"))
     assert temper(unknown, measured_s=0.1, thin=False, timed=False) is unknown
 
 

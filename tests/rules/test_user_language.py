@@ -46,8 +46,8 @@ def _prose(f: Finding) -> dict[str, str]:
         "explanation": f.explanation,
         "fix": f.fix.summary,
         "snippet": f.fix.snippet or "",
-        "speed-up": f.speedup.method,
-        "measurement": f.measurement.method if f.measurement else "",
+        "speed-up": f.speedup.basis,
+        "model": f.modelled.basis if f.modelled else "",
     }
 
 

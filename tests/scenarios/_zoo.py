@@ -19,6 +19,8 @@ same job with the fault fixed the way its user would.
 
 from __future__ import annotations
 
+import atexit
+import json
 import os
 import time
 from collections.abc import Callable, Mapping
@@ -77,11 +79,52 @@ def fixed(environ: Mapping[str, str] = os.environ) -> bool:
     return environ.get("ZOO_FIXED", "") == "1"
 
 
-def until_done(steps: int, min_seconds: float = MIN_SECONDS) -> Callable[[int], bool]:
+#: Where a job writes its own throughput when asked (``ZOO_TIMING=FILE``): the calibration
+#: benchmark's measure of a job run in plain python, without stepdoctor.
+TIMING_FILE = os.environ.get("ZOO_TIMING", "")
+#: The first ticks are warm-up (first-call allocation, worker start-up): left out of the rate.
+WARMUP_TICKS_SHARE = 0.1
+_ticks: list[tuple[float, int]] = []
+
+
+def tick(done: int) -> None:
+    """Note that ``done`` units of work (steps, requests or samples: the job's own count,
+    cumulative) are finished now; a no-op unless ``ZOO_TIMING`` is set."""
+    if TIMING_FILE:
+        _ticks.append((time.perf_counter(), done))
+
+
+def throughput(ticks: list[tuple[float, int]]) -> dict[str, float] | None:
+    """Units a second over ``ticks`` after the warm-up ticks (None with fewer than 3 left)."""
+    after = ticks[max(1, int(len(ticks) * WARMUP_TICKS_SHARE)) :]
+    if len(after) < 3 or after[-1][0] <= after[0][0]:
+        return None
+    units = after[-1][1] - after[0][1]
+    seconds = after[-1][0] - after[0][0]
+    return {"units": units, "seconds": seconds, "per_sec": units / seconds}
+
+
+@atexit.register
+def _write_timing() -> None:
+    if TIMING_FILE:
+        with open(TIMING_FILE, "w") as f:
+            json.dump(throughput(_ticks), f)
+
+
+def until_done(
+    steps: int, min_seconds: float = MIN_SECONDS, *, ticks: bool = True
+) -> Callable[[int], bool]:
     """A test of whether a loop may stop after ``done`` steps: ``steps`` done and
-    ``min_seconds`` passed."""
+    ``min_seconds`` passed. Each call ticks ``done`` (``tick``) unless ``ticks`` is False (the
+    loop ticks its own unit, e.g. samples)."""
     floor = time.monotonic() + min_seconds
-    return lambda done: done >= steps and time.monotonic() >= floor
+
+    def done_yet(done: int) -> bool:
+        if ticks:
+            tick(done)
+        return done >= steps and time.monotonic() >= floor
+
+    return done_yet
 
 
 def train(
@@ -99,8 +142,8 @@ def train(
     """
     opt = torch.optim.SGD(model.parameters(), lr=lr, momentum=0.9)
     loss_fn = loss_fn or nn.CrossEntropyLoss()
-    done = until_done(steps)
-    step = 0
+    done = until_done(steps, ticks=False)
+    step = samples = 0
     while not done(step):
         for x, y in loader:
             opt.zero_grad()
@@ -110,6 +153,8 @@ def train(
             if after_step is not None:
                 after_step(step, loss)
             step += 1
+            samples += len(x)
+            tick(samples)
             if done(step):
                 break
     return step
@@ -126,6 +171,8 @@ __all__ = [
     "magnitude",
     "mlp",
     "tensors",
+    "throughput",
+    "tick",
     "train",
     "until_done",
 ]

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import Any
 
 from stepdoctor.model.experiments import BoundVerdict
 from stepdoctor.model.run import EnvFact, RunMeta
@@ -15,11 +17,11 @@ __all__ = [
     "Evidence",
     "Finding",
     "Fix",
-    "Measurement",
     "Report",
     "Severity",
     "SkippedRule",
     "Speedup",
+    "SpeedupKind",
     "Summary",
 ]
 
@@ -48,12 +50,41 @@ class Evidence:
     source: str = ""
 
 
+class SpeedupKind(StrEnum):
+    """Where a speed-up figure comes from."""
+
+    MEASURED = "measured"
+    """Timed: the job's own steps with the cause at work against without it, or an experiment
+    that ran the fix (``run --experiments`` / ``--verify``, ``tune``)."""
+    MODELLED = "modelled"
+    """Computed from the run's shares and the machine's capacity: an upper bound."""
+    NONE = "none"
+    """Not estimated (factor 1): the fix prevents a failure, or its gain depends on what the
+    run cannot show."""
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Speedup:
-    """Estimated upper bound on the whole job's speed-up if the finding is fixed."""
+    """The whole job's speed-up if the finding is fixed: wall time before / after."""
 
     factor: float
-    method: str
+    basis: str
+    """How the figure was made, in words: the formula and its inputs, or what was timed."""
+    kind: SpeedupKind = SpeedupKind.MODELLED
+    spread: tuple[float, float] | None = None
+    """A measured figure's lowest and highest repeat (None for one repeat or a model)."""
+
+    @classmethod
+    def none(cls, basis: str) -> Speedup:
+        """No figure (factor 1): ``basis`` says why."""
+        return cls(factor=1.0, basis=basis, kind=SpeedupKind.NONE)
+
+    @classmethod
+    def measured(
+        cls, factor: float, basis: str, spread: tuple[float, float] | None = None
+    ) -> Speedup:
+        """A figure timed on the job."""
+        return cls(factor=factor, basis=basis, kind=SpeedupKind.MEASURED, spread=spread)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -62,14 +93,6 @@ class Fix:
 
     summary: str
     snippet: str | None = None
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Measurement:
-    """A speed-up measured by an experiment, attached to the finding it verifies."""
-
-    factor: float
-    method: str
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -82,13 +105,23 @@ class Finding:
     explanation: str
     evidence: tuple[Evidence, ...]
     speedup: Speedup
+    """The figure the report stands by: measured where something measured it, else the
+    rule's model (``speedup.kind`` says which)."""
     fix: Fix
-    measurement: Measurement | None = None
+    modelled: Speedup | None = None
+    """The rule's model, kept when a measurement replaced it as ``speedup``."""
     ranks: tuple[int, ...] = ()
     """The trace ranks the finding is about (trace rules); empty for a run's own findings."""
     span_ns: tuple[int, int] | None = None
     """The part of the run the finding is about (record clock), where it is narrower than the
     whole run: marked on the report's timelines."""
+
+    def measured_as(self, speedup: Speedup, **changes: Any) -> Finding:
+        """This finding with ``speedup`` (a measurement) as its figure, the rule's model kept in
+        ``modelled``, and any other ``changes``."""
+        return dataclasses.replace(
+            self, speedup=speedup, modelled=self.modelled or self.speedup, **changes
+        )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

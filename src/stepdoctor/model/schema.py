@@ -6,7 +6,9 @@ take the field's default. ``SCHEMA_VERSION`` is written in every run record and 
 it when a field changes meaning or is removed, not when one is added.
 
 Versions: 1, the first; 2, run records may hold items as rows (record/format.py), which a
-reader of version 1 would have taken for empty lines.
+reader of version 1 would have taken for empty lines; 3, a finding's ``speedup`` says its ``kind``
+and ``basis`` (was ``method``) and is the measured figure where one was measured (the model then
+in ``modelled``; ``measurement`` is gone).
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ __all__ = [
     "to_jsonable",
 ]
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 T = TypeVar("T")
 

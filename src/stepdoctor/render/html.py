@@ -23,7 +23,7 @@ import jinja2
 from markupsafe import Markup
 
 from stepdoctor.model import Report, RunRecord, Severity, TraceSummary, to_jsonable
-from stepdoctor.render.names import SEVERITY_LABELS, phase_label
+from stepdoctor.render.names import SEVERITY_LABELS, phase_label, speedup_words
 from stepdoctor.timeline import MAX_POINTS, Timelines, timelines
 
 __all__ = ["html_context", "render_html"]
@@ -97,9 +97,7 @@ def _finding(f: Any) -> dict[str, Any]:
         "severity": f.severity.value,
         "title": f.title,
         "explanation": f.explanation,
-        "estimated_speedup": f.speedup.factor,
-        "speedup_method": f.speedup.method,
-        "measured_speedup": None if f.measurement is None else f.measurement.factor,
+        "speedup": speedup_words(f.speedup, f.modelled),
         "evidence": [to_jsonable(e) for e in f.evidence],
         "fix": f.fix.summary,
         "snippet": f.fix.snippet,
@@ -134,19 +132,12 @@ def _plots(lines: Timelines) -> dict[str, Any]:
     return out
 
 
-def _speedup(f: dict[str, Any]) -> str:
-    est = f"up to {f['estimated_speedup']:.2f}x (estimated)" if f["estimated_speedup"] > 1 else ""
-    if f["measured_speedup"] is not None:
-        est += f"{'; ' if est else ''}{f['measured_speedup']:.2f}x measured"
-    return est or "no speed-up"
-
-
 def _card(f: dict[str, Any]) -> dict[str, Any]:
     """A finding as the page shows it: its severity's label, the speed-up in words and every
     evidence value shown (``n/a`` for a setting left at its default or a fact not known)."""
     label = SEVERITY_LABELS.get(Severity(f["severity"]), f["severity"])
     evidence = [_evidence(e) for e in f["evidence"]]
-    return {**f, "label": label, "speedup": _speedup(f), "evidence": evidence}
+    return {**f, "label": label, "evidence": evidence}
 
 
 def _evidence(e: dict[str, Any]) -> dict[str, Any]:

@@ -51,12 +51,16 @@ def findings_to_list(findings: Sequence[Finding]) -> list[dict[str, Any]]:
 
 
 def _finding(index: int, finding: dict[str, Any]) -> dict[str, Any]:
-    measured = finding.get("measurement")
+    """A finding with its rank, and its speed-up's figures side by side: ``estimated_speedup``
+    (the model's) and ``measured_speedup`` (None when nothing measured it)."""
+    speedup, modelled = finding["speedup"], finding.get("modelled")
+    measured = speedup["kind"] == "measured"
+    model = modelled if measured else speedup
     return {
         "rank": index + 1,
         **finding,
-        "estimated_speedup": finding["speedup"]["factor"],
-        "measured_speedup": None if measured is None else measured["factor"],
+        "estimated_speedup": None if model is None else model["factor"],
+        "measured_speedup": speedup["factor"] if measured else None,
     }
 
 

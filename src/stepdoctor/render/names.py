@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Final
 
-from stepdoctor.model import Phase, Severity
+from stepdoctor.model import Phase, Severity, Speedup, SpeedupKind
 
-__all__ = ["PHASE_LABELS", "SEVERITY_LABELS", "phase_label"]
+__all__ = ["PHASE_LABELS", "SEVERITY_LABELS", "phase_label", "speedup_words"]
 
 PHASE_LABELS: Final[dict[str, str]] = {
     Phase.DATA_WAIT.value: "data wait (ETL)",
@@ -30,3 +30,20 @@ SEVERITY_LABELS: Final[dict[Severity, str]] = {
 def phase_label(name: str) -> str:
     """Return the display label of a phase (user phases show as named)."""
     return PHASE_LABELS.get(name, name)
+
+
+def speedup_words(speedup: Speedup, modelled: Speedup | None = None) -> str:
+    """A finding's speed-up in one line: its figure, whether it was measured or modelled and
+    on what basis (with the model it replaced, when a measurement did)."""
+    if speedup.kind is SpeedupKind.NONE:
+        return speedup.basis
+    if speedup.kind is SpeedupKind.MODELLED:
+        return f"up to {speedup.factor:.2f}x, modelled: {speedup.basis}"
+    spread = (
+        f" (repeats {speedup.spread[0]:.2f}-{speedup.spread[1]:.2f}x)" if speedup.spread else ""
+    )
+    slower = " — slower than the job as it is" if speedup.factor < 1 else ""
+    said = f"{speedup.factor:.2f}x{spread}, measured{slower}: {speedup.basis}"
+    if modelled is not None and modelled.kind is not SpeedupKind.NONE:
+        said += f" (the model said up to {modelled.factor:.2f}x)"
+    return said

@@ -11,7 +11,7 @@ from rich.table import Table
 from rich.text import Text
 
 from stepdoctor.model import BoundVerdict, Checkup, Finding, Report, Severity
-from stepdoctor.render.names import SEVERITY_LABELS, phase_label
+from stepdoctor.render.names import SEVERITY_LABELS, phase_label, speedup_words
 
 __all__ = ["render_checkup_text", "render_findings", "render_text"]
 
@@ -174,12 +174,7 @@ def _finding(rank: int, f: Finding) -> Panel:
                 else (f" (threshold {e.threshold}{unit})")
             )
         body.append(f"  • {e.metric}: {value}{limit}\n", style="dim")
-    if f.speedup.factor > 1.0005:
-        body.append(f"Estimated speed-up: up to {f.speedup.factor:.2f}x ({f.speedup.method})\n")
-    else:
-        body.append(f"Speed-up: {f.speedup.method}\n")
-    if f.measurement is not None:
-        body.append(f"Measured: up to {f.measurement.factor:.2f}x ({f.measurement.method})\n")
+    body.append(f"Speed-up: {speedup_words(f.speedup, f.modelled)}\n")
     body.append(f"Fix: {f.fix.summary}")
     if f.fix.snippet:
         body.append("\n" + "\n".join("    " + line for line in f.fix.snippet.splitlines()))

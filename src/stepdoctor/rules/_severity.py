@@ -157,7 +157,7 @@ def temper(finding: Finding, *, measured_s: float, thin: bool, timed: bool) -> F
         return finding
     if thin and timed:
         return dataclasses.replace(finding, severity=Severity.WARNING)
-    factor = finding.measurement.factor if finding.measurement else finding.speedup.factor
+    factor = finding.speedup.factor
     saved = saved_seconds(factor, measured_s)
     if factor <= 1.0 or saved >= CRITICAL_MIN_SAVED_S:
         return finding

@@ -87,7 +87,7 @@ def autograd_in_inference(ctx: RuleContext) -> list[Finding]:
                 ),
                 speedup=Speedup(
                     factor=factor,
-                    method=f"forward share x {GRAD_COST}x autograd cost measured on the "
+                    basis=f"forward share x {GRAD_COST}x autograd cost measured on the "
                     "reference CPU; the memory saved is larger",
                 ),
                 fix=Fix(

@@ -83,7 +83,7 @@ def checkpoint_stalls(ctx: RuleContext) -> list[Finding]:
             evidence=tuple(evidence),
             speedup=Speedup(
                 factor=speedup_if_removed(share),
-                method=f"1 / (1 - {share:.2f}): saving fully overlapped with training",
+                basis=f"1 / (1 - {share:.2f}): saving fully overlapped with training",
             ),
             fix=Fix(
                 summary=(

@@ -62,7 +62,7 @@ def comm_bound(ctx: RuleContext) -> list[Finding]:
                 ),
                 speedup=Speedup(
                     factor=speedup_if_removed(exposed),
-                    method="the exposed (not overlapped) communication hidden",
+                    basis="the exposed (not overlapped) communication hidden",
                 ),
                 fix=Fix(
                     summary="Let gradients all-reduce while backward runs (DDP buckets: tune "

@@ -105,7 +105,7 @@ def _cpu(ctx: RuleContext) -> Finding | None:
         ),
         speedup=Speedup(
             factor=max(1.0, factor),
-            method="the job could use the CPU the others take: min(CPUs, job + others) / job",
+            basis="the job could use the CPU the others take: min(CPUs, job + others) / job",
         ),
         fix=Fix(
             summary=(
@@ -138,9 +138,7 @@ def _gpu(ctx: RuleContext) -> Finding | None:
         title="Other processes share the job's GPU",
         explanation=f"Processes outside the job run on the job's GPU: {names}.",
         evidence=(Evidence(metric="other GPU processes", value=names, source="NVML"),),
-        speedup=Speedup(
-            factor=1.0, method="not estimated: NVML gives no per-process utilisation here"
-        ),
+        speedup=Speedup.none("not estimated: NVML gives no per-process utilisation here"),
         fix=Fix(
             summary="Give the job a GPU of its own (CUDA_VISIBLE_DEVICES) or stop the "
             "other processes."

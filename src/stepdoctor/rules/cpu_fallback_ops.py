@@ -82,7 +82,7 @@ def _split(ctx: RuleContext) -> list[Finding]:
                         source="model",
                     ),
                 ),
-                speedup=Speedup(factor=1.0, method="not estimated: depends on the layers"),
+                speedup=Speedup.none("not estimated: depends on the layers"),
                 fix=Fix(
                     summary="Move the whole model with model.to(device) after building it, and "
                     "register constant tensors with self.register_buffer(...) so they move "
@@ -120,7 +120,7 @@ def _syncs(share: float, rung: Rung, per_step: float | None) -> Finding:
         ),
         speedup=Speedup(
             factor=speedup_if_removed(share),
-            method="the waiting removed (an upper bound: some of it is the device's own work)",
+            basis="the waiting removed (an upper bound: some of it is the device's own work)",
         ),
         fix=Fix(
             summary="Accumulate losses and metrics on the device (total += loss.detach()) and "
@@ -142,7 +142,7 @@ def _mps(ops: str) -> Finding:
             "they run on the CPU, copying their inputs and outputs across every call."
         ),
         evidence=(Evidence(metric="ops run on the CPU", value=ops, source="MPS warnings"),),
-        speedup=Speedup(factor=1.0, method="not estimated: depends on the ops' share"),
+        speedup=Speedup.none("not estimated: depends on the ops' share"),
         fix=Fix(
             summary="Replace those ops with ones MPS implements, move them out of the step, "
             "or update torch (MPS coverage grows with each release)."
@@ -173,7 +173,7 @@ def _moves(per_step: float, h2d_share: float) -> Finding:
         ),
         speedup=Speedup(
             factor=speedup_if_removed(h2d_share),
-            method="all host-to-device time removed (an upper bound: batches still move)",
+            basis="all host-to-device time removed (an upper bound: batches still move)",
         ),
         fix=Fix(
             summary="Create such tensors on the device (torch.arange(n, device=x.device)) or "

@@ -92,7 +92,7 @@ def _forced_down(record: RunRecord, capability: str, best: str, on_gpu: bool) ->
             "Vectorised kernels do several times the arithmetic per instruction."
         ),
         evidence=tuple(_evidence(record)),
-        speedup=Speedup(factor=1.0, method="not estimated: depends on the op mix"),
+        speedup=Speedup.none("not estimated: depends on the op mix"),
         fix=Fix(
             summary="Unset ATEN_CPU_CAPABILITY (or set it to "
             f"{best.lower()}), and use an official torch build.",
@@ -112,6 +112,6 @@ def _missing(feature: str, severity: Severity, record: RunRecord) -> Finding:
             "on a recent server CPU."
         ),
         evidence=tuple(_evidence(record)),
-        speedup=Speedup(factor=1.0, method="not estimated: needs other hardware"),
+        speedup=Speedup.none("not estimated: needs other hardware"),
         fix=Fix(summary=f"Train on a machine whose CPU has {feature}, or on a GPU."),
     )

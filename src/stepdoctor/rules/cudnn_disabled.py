@@ -78,9 +78,7 @@ def _off(
             Evidence(metric="torch.backends.cudnn.enabled", value=enabled),
             Evidence(metric="conv/recurrent layers", value=layers, source="model"),
         ),
-        speedup=Speedup(
-            factor=1.0, method="not estimated: depends on the layers; measure with it on"
-        ),
+        speedup=Speedup.none("not estimated: depends on the layers; measure with it on"),
         fix=Fix(
             summary="Remove torch.backends.cudnn.enabled = False, or install a torch build "
             "with cuDNN (the pip/conda CUDA builds bundle it).",
@@ -102,7 +100,7 @@ def _benchmark(kinds: set[str]) -> Finding:
             Evidence(metric="torch.backends.cudnn.benchmark", value=False),
             Evidence(metric="layer kinds", value=", ".join(sorted(kinds)), source="model"),
         ),
-        speedup=Speedup(factor=1.0, method="not estimated: measure with it on"),
+        speedup=Speedup.none("not estimated: measure with it on"),
         fix=Fix(
             summary="Set torch.backends.cudnn.benchmark = True when input shapes do not vary.",
             snippet="torch.backends.cudnn.benchmark = True",
@@ -123,7 +121,7 @@ def _tf32(capability: float) -> Finding:
             Evidence(metric="GPU compute capability", value=capability, threshold=AMPERE),
             Evidence(metric="torch.backends.cuda.matmul.allow_tf32", value=False),
         ),
-        speedup=Speedup(factor=1.0, method="not estimated: measure with it on"),
+        speedup=Speedup.none("not estimated: measure with it on"),
         fix=Fix(
             summary="torch.set_float32_matmul_precision('high') (or 'medium').",
             snippet="torch.set_float32_matmul_precision('high')",
@@ -144,7 +142,7 @@ def _amp(capability: float) -> Finding:
             Evidence(metric="GPU compute capability", value=capability, threshold=TENSOR_CORES),
             Evidence(metric="parameter dtype", value="torch.float32", source="model"),
         ),
-        speedup=Speedup(factor=1.0, method="not estimated: measure with autocast on"),
+        speedup=Speedup.none("not estimated: measure with autocast on"),
         fix=Fix(
             summary="Wrap forward and loss in torch.autocast('cuda', dtype=torch.bfloat16) "
             "(or float16 with a GradScaler).",

@@ -82,7 +82,7 @@ def float64(ctx: RuleContext) -> list[Finding]:
                 "traffic; far worse on most GPUs) and deep learning does not need it."
             ),
             evidence=tuple(evidence),
-            speedup=Speedup(factor=factor, method=method),
+            speedup=Speedup(factor=factor, basis=method),
             fix=Fix(
                 summary=(
                     "Convert the model with model.float() (or .to(torch.float32)) and make the "

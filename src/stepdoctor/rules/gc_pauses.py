@@ -64,7 +64,7 @@ def gc_pauses(ctx: RuleContext) -> list[Finding]:
             ),
             speedup=Speedup(
                 factor=speedup_if_removed(share),
-                method=f"1 / (1 - {share:.2f}): the pauses removed",
+                basis=f"1 / (1 - {share:.2f}): the pauses removed",
             ),
             fix=Fix(
                 summary=(

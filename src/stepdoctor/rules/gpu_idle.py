@@ -80,7 +80,7 @@ def _rank(r: RankTrace) -> Finding | None:
         ),
         speedup=Speedup(
             factor=speedup_if_removed(share),
-            method="all idle time removed (an upper bound)",
+            basis="all idle time removed (an upper bound)",
         ),
         fix=Fix(summary=fix),
     )

@@ -54,7 +54,7 @@ def h2d_bound(ctx: RuleContext) -> list[Finding]:
                 ),
                 speedup=Speedup(
                     factor=speedup_if_removed(share),
-                    method="all copy time overlapped with compute (an upper bound)",
+                    basis="all copy time overlapped with compute (an upper bound)",
                 ),
                 fix=Fix(
                     summary="Use DataLoader(pin_memory=True) and x.to(device, non_blocking=True); "

@@ -91,15 +91,16 @@ def helper_processes(ctx: RuleContext) -> list[Finding]:
     wanted = float(min(ctx.cores, threads))
     effect = _step_effect(ctx, readings, pcts, gap_ns)
     if effect is not None:
-        factor, method = (
-            effect,
-            ("measured: median step time while the helpers were busy / while they were idle"),
+        speedup = Speedup.measured(
+            max(1.0, effect),
+            "median step time while the helpers were busy / while they were idle",
         )
     else:
         factor = min(wanted, main + helper_cores) / main if main > 0 else 1.0
-        method = (
-            "modelled: the cores the training's threads could use (min(cores, torch threads), "
-            "at most its CPU plus the helpers') / the CPU it got"
+        speedup = Speedup(
+            factor=max(1.0, factor),
+            basis="the cores the training's threads could use (min(cores, torch threads), "
+            "at most its CPU plus the helpers') / the CPU it got",
         )
     top = _ranked(helpers)
     names = ", ".join(f"{p.name or 'process'} (pid {p.pid}, {p.cpu_pct:.0f}%)" for p in top[:5])
@@ -146,7 +147,7 @@ def helper_processes(ctx: RuleContext) -> list[Finding]:
                 ),
                 Evidence(metric="torch intra-op threads", value=threads, source="torch"),
             ),
-            speedup=Speedup(factor=max(1.0, factor), method=method),
+            speedup=speedup,
             fix=Fix(
                 summary=(
                     "Stop the processes your script starts while it trains, or run their work "

@@ -52,7 +52,7 @@ def hot_kernel(ctx: RuleContext) -> list[Finding]:
                         threshold=HOT_SHARE,
                     ),
                 ),
-                speedup=Speedup(factor=1.0, method="not estimated: depends on the op's fix"),
+                speedup=Speedup.none("not estimated: depends on the op's fix"),
                 fix=Fix(
                     summary="Start with this op: try torch.backends.cudnn.benchmark, "
                     "channels_last memory format, mixed precision, or a fused implementation."

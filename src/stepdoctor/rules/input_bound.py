@@ -134,7 +134,7 @@ def input_bound(ctx: RuleContext) -> list[Finding]:
             evidence=tuple(evidence),
             speedup=Speedup(
                 factor=speedup_if_removed(share),
-                method=f"1 / (1 - {share:.2f}): "
+                basis=f"1 / (1 - {share:.2f}): "
                 + (
                     "the data wait gone (one indexing a batch)"
                     if cheap

@@ -61,9 +61,7 @@ def launch_bound(ctx: RuleContext) -> list[Finding]:
                     Evidence(metric="runtime outliers (> 50 µs)", value=stats.runtime_outliers),
                     Evidence(metric="launch-delay outliers (> 100 µs)", value=stats.delay_outliers),
                 ),
-                speedup=Speedup(
-                    factor=1.0, method="not estimated: depends on how many launches fuse away"
-                ),
+                speedup=Speedup.none("not estimated: depends on how many launches fuse away"),
                 fix=Fix(
                     summary="Give each kernel more work (larger batches), fuse kernels with "
                     "torch.compile, or capture the step in a CUDA graph.",

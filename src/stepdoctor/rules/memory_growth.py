@@ -347,9 +347,8 @@ def _check(
             "to per-step data."
         ),
         evidence=tuple(evidence),
-        speedup=Speedup(
-            factor=1.0,
-            method="no speed-up: fixing it prevents an out-of-memory "
+        speedup=Speedup.none(
+            "no speed-up: fixing it prevents an out-of-memory "
             "failure and swapping later in the run",
         ),
         fix=Fix(

@@ -40,9 +40,7 @@ SWAP_USED_BYTES = 256 * 2**20
 SHM_MIN_BYTES = 512 * 2**20
 
 _MIB = 2**20
-_NO_SPEEDUP = Speedup(
-    factor=1.0, method="no speed-up: fixing it prevents a crash or swapping, not a slowdown"
-)
+_NO_SPEEDUP = Speedup.none("no speed-up: fixing it prevents a crash or swapping, not a slowdown")
 
 
 @rule(
@@ -167,7 +165,7 @@ def _swapping(swap: int) -> Finding:
                 source="psutil.swap_memory()",
             ),
         ),
-        speedup=Speedup(factor=1.0, method="not estimated: depends on what is paged out"),
+        speedup=Speedup.none("not estimated: depends on what is paged out"),
         fix=Fix(summary="Free memory (smaller batches, fewer workers, stop other jobs)."),
     )
 

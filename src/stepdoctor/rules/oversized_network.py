@@ -246,8 +246,6 @@ def _finding(model: ModelInfo, found: list[_Excess], copies: int) -> Finding:
             "especially (DL4J's performance guide)." + same_models(copies)
         ),
         evidence=tuple(evidence),
-        speedup=Speedup(
-            factor=1.0, method="not estimated: depends on the smaller structure chosen"
-        ),
+        speedup=Speedup.none("not estimated: depends on the smaller structure chosen"),
         fix=Fix(summary=advice[0].upper() + advice[1:] + "."),
     )

@@ -6,7 +6,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from stepdoctor.model import Finding, SkippedRule
+from stepdoctor.model import Finding, Severity, SkippedRule, SpeedupKind
 from stepdoctor.rules._traces import group_ranks
 from stepdoctor.rules.context import RuleContext
 
@@ -115,7 +115,17 @@ def run_rules(
 
 
 def rank(findings: list[Finding]) -> list[Finding]:
-    """Order by severity (critical, warning, info), then by estimated speed-up (largest
-    first), then rule id: a critical finding (the job is badly bottlenecked or will fail) is
-    the one change most worth making even where its speed-up cannot be estimated."""
-    return sorted(findings, key=lambda f: (f.severity.rank, -f.speedup.factor, f.rule))
+    """Order by the wall time each fix saves: its speed-up, measured where something measured
+    it, else modelled, largest first, among the findings worth acting on (critical and
+    warning), then the same among the info ones; ties by severity, then rule id. Critical
+    findings with no figure (the job will fail: out of memory, the wrong device) come before
+    all: no speed-up weighs against a job that does not finish."""
+    return sorted(findings, key=_rank_key)
+
+
+def _rank_key(f: Finding) -> tuple[int, float, int, str]:
+    if f.severity is Severity.CRITICAL and f.speedup.kind is SpeedupKind.NONE:
+        group = 0
+    else:
+        group = 2 if f.severity is Severity.INFO else 1
+    return group, -f.speedup.factor, f.severity.rank, f.rule

@@ -89,7 +89,7 @@ def shared_model_threads(ctx: RuleContext) -> list[Finding]:
                 evidence=tuple(evidence),
                 speedup=Speedup(
                     factor=factor,
-                    method="concurrent slowdown beyond fair sharing: "
+                    basis="concurrent slowdown beyond fair sharing: "
                     "(concurrent / solo duration) / calls at once",
                 ),
                 fix=Fix(

@@ -75,7 +75,7 @@ def slow_callbacks(ctx: RuleContext) -> list[Finding]:
             ),
             speedup=Speedup(
                 factor=speedup_if_removed(share),
-                method=f"1 / (1 - {share:.2f}): the between-step work removed",
+                basis=f"1 / (1 - {share:.2f}): the between-step work removed",
             ),
             fix=Fix(
                 summary=(

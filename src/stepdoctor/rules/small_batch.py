@@ -105,7 +105,7 @@ def small_batch(ctx: RuleContext) -> list[Finding]:
             evidence=tuple(evidence),
             speedup=Speedup(
                 factor=factor,
-                method=f"batch {batch:g} -> {TARGET_BATCH}: per-step costs amortised, forward "
+                basis=f"batch {batch:g} -> {TARGET_BATCH}: per-step costs amortised, forward "
                 "and backward assumed to grow linearly with the batch (a lower bound)",
             ),
             fix=Fix(

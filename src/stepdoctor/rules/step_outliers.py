@@ -213,7 +213,7 @@ def step_outliers(ctx: RuleContext) -> list[Finding]:
             ),
             speedup=Speedup(
                 factor=speedup_if_removed(lost_share),
-                method="outlier steps brought down to the median step",
+                basis="outlier steps brought down to the median step",
             ),
             fix=Fix(summary=f"Look at what runs {when}: {_HINTS.get(cause, cause)}."),
         )

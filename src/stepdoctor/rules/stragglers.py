@@ -58,7 +58,7 @@ def stragglers(ctx: RuleContext) -> list[Finding]:
                     Evidence(metric="median idle share", value=median_idle, unit="%"),
                 ),
                 speedup=Speedup(
-                    factor=max(1.0, slower), method="every rank at the median rank's pace"
+                    factor=max(1.0, slower), basis="every rank at the median rank's pace"
                 ),
                 fix=Fix(
                     summary="Compare this rank's data shard, GPU (clocks, temperature, "

@@ -52,7 +52,7 @@ def sync_bound(ctx: RuleContext) -> list[Finding]:
                 ),
                 speedup=Speedup(
                     factor=speedup_if_removed(share),
-                    method="all synchronisation waits removed (an upper bound)",
+                    basis="all synchronisation waits removed (an upper bound)",
                 ),
                 fix=Fix(
                     summary="Accumulate metrics on the GPU and read them every N steps; drop "

@@ -67,7 +67,7 @@ def tensor_core_alignment(ctx: RuleContext) -> list[Finding]:
                     ),
                     Evidence(metric="examples", value=names),
                 ),
-                speedup=Speedup(factor=1.0, method="not estimated: measure padded sizes"),
+                speedup=Speedup.none("not estimated: measure padded sizes"),
                 fix=Fix(
                     summary=f"Pad feature, hidden, vocabulary and channel sizes up to "
                     f"multiples of {ALIGNMENT} (e.g. vocabulary 50257 -> 50264)."

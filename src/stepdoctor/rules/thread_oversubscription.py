@@ -17,16 +17,11 @@ from stepdoctor.rules._facts import fact_int
 from stepdoctor.rules.context import RuleContext
 from stepdoctor.rules.registry import rule
 
-__all__ = ["MEASURED_SLOWDOWN", "OVERSUBSCRIBED", "thread_oversubscription"]
+__all__ = ["OVERSUBSCRIBED", "thread_oversubscription"]
 
 #: Runnable compute threads per core from which the rule fires. DL4J's guide (step 13): native
 #: thread pools sized past the physical cores lose throughput to cache thrashing and spinning.
 OVERSUBSCRIBED = 2.0
-#: Measured on the 2-core reference machine (tests/scenarios/oversubscribed_threads.py): a
-#: 1.3M-parameter MLP with torch.set_num_threads(16) took ~54 ms a step against ~4 ms with the
-#: default 2 threads. The loss depends on the op mix, so we claim a conservative 2x; a thread
-#: sweep measures it for your job.
-MEASURED_SLOWDOWN = 2.0
 
 
 @rule(
@@ -118,13 +113,13 @@ def thread_oversubscription(ctx: RuleContext) -> list[Finding]:
             else f"OMP_NUM_THREADS unset with {ranks} ranks",
             explanation=explanation,
             evidence=tuple(evidence),
-            speedup=Speedup(
-                factor=MEASURED_SLOWDOWN,
-                method="conservative floor of the ~13x slowdown measured for a 1.3M-parameter "
-                "MLP with 16 threads on 2 cores; verify with a thread sweep",
+            speedup=Speedup.none(
+                "not estimated from one run: what oversubscription costs depends on the op mix "
+                "(on 2 cores, jobs ran 1.5x to 13x slower with 2 to 16 threads); `stepdoctor run --verify` "
+                "or `stepdoctor tune --only threads` measures it"
             )
             if over
-            else Speedup(factor=1.0, method="not estimated: no oversubscription measured"),
+            else Speedup.none("not estimated: no oversubscription measured"),
             fix=Fix(
                 summary=(
                     f"Use one intra-op thread per core the training process owns: "

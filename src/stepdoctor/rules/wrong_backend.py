@@ -16,9 +16,8 @@ from stepdoctor.rules.registry import rule
 
 __all__ = ["wrong_backend"]
 
-_NO_ESTIMATE = Speedup(
-    factor=1.0,
-    method="not estimated: how much faster the GPU trains depends on the model; DL4J's "
+_NO_ESTIMATE = Speedup.none(
+    "not estimated: how much faster the GPU trains depends on the model; DL4J's "
     "benchmark page shows GPUs ahead by an order of magnitude on large dense work",
 )
 
