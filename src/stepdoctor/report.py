@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
+import shlex
+from collections.abc import Sequence
 from pathlib import Path
 
 from stepdoctor.errors import TraceError
@@ -13,16 +16,20 @@ from stepdoctor.model import (
     Evidence,
     Finding,
     Fix,
+    FixTrial,
     Report,
     RunEnd,
     RunMeta,
     RunRecord,
     Severity,
     Speedup,
+    SpeedupKind,
     Summary,
     TraceSummary,
     TuneResult,
     TuneTrial,
+    from_jsonable,
+    to_jsonable,
 )
 from stepdoctor.rules import RULES, RuleContext, rank, run_rules, temper, thin_evidence
 from stepdoctor.traces import analyse_paths
@@ -30,12 +37,16 @@ from stepdoctor.traces import analyse_paths
 __all__ = [
     "attach_measurements",
     "attach_tune",
+    "attach_verify",
     "build_report",
     "fold_trace",
+    "measure_command",
     "merge_duplicates",
     "outcome",
     "trace_findings",
     "trace_of_run",
+    "verify_of_run",
+    "write_verify",
 ]
 
 #: Which tuning changes measure which finding.
@@ -80,6 +91,7 @@ def build_report(record: RunRecord, context: RuleContext | None = None) -> Repor
         error="" if record.end is None else record.end.error,
         error_at="" if record.end is None else _where(record.end.error_at, record.meta.cwd),
         evidence_note=thin,
+        measure_with=measure_command(record.meta.command, findings),
     )
 
 
@@ -292,7 +304,12 @@ def attach_tune(report: Report, result: TuneResult) -> Report:
         )
     if result.best is not None and not taken:
         out.append(_tuned(result, base))
-    return dataclasses.replace(report, findings=tuple(rank(out)))
+    findings = rank(out)
+    return dataclasses.replace(
+        report,
+        findings=tuple(findings),
+        measure_with=measure_command(report.meta.command, findings),
+    )
 
 
 def _curve(trials: list[TuneTrial]) -> str:
@@ -339,6 +356,119 @@ def _tuned(result: TuneResult, base: float) -> Finding:
     )
 
 
+#: A fix ``run --verify`` measured is recommended only when its median gain is at least this
+#: (fournex's 8% acceptance threshold, as ``tune``) and every round was faster.
+VERIFY_MIN_GAIN = 0.08
+
+
+def attach_verify(report: Report, trials: Sequence[FixTrial], notes: Sequence[str]) -> Report:
+    """Give each finding the best of the fixes ``run --verify`` measured for it.
+
+    A fix whose median gain is at least ``VERIFY_MIN_GAIN`` with every round faster replaces
+    the model with its measurement, and the fix names it. Otherwise the finding is demoted to
+    info with the measurement; when every trial of its fix was slower than the job as it is,
+    its fix is replaced: a change measured slower is never recommended.
+    """
+    by_rule: dict[str, list[FixTrial]] = {}
+    for t in trials:
+        if t.median is not None:
+            by_rule.setdefault(t.rule, []).append(t)
+    out = []
+    for finding in report.findings:
+        mine = by_rule.get(finding.rule)
+        if not mine:
+            out.append(finding)
+            continue
+        best = max(mine, key=lambda t: t.median or 0.0)
+        factor = best.median or 0.0
+        tried = "; ".join(f"{t.change}: {t.median:.2f}x" for t in mine)
+        speedup = Speedup.measured(
+            factor,
+            f"run --verify, {best.change}: {best.basis} (tried: {tried})",
+            (min(best.factors), max(best.factors)) if len(best.factors) > 1 else None,
+        )
+        if factor >= 1 + VERIFY_MIN_GAIN and min(best.factors) > 1:
+            loud = factor >= TUNED_WARNING and finding.severity is Severity.INFO
+            out.append(
+                finding.measured_as(
+                    speedup,
+                    severity=Severity.WARNING if loud else finding.severity,
+                    fix=Fix(
+                        summary=f"Measured: {best.change} makes the job {factor:.2f}x as fast. "
+                        + finding.fix.summary,
+                        snippet=finding.fix.snippet,
+                    ),
+                )
+            )
+        elif factor < 1:
+            out.append(
+                finding.measured_as(
+                    speedup,
+                    severity=Severity.INFO,
+                    explanation=finding.explanation
+                    + f" Measured after the job: every fix tried was slower ({tried}).",
+                    fix=Fix(
+                        summary="Keep the job as it is: run --verify measured "
+                        f"{tried} of the job's speed, so none of these changes is recommended."
+                    ),
+                )
+            )
+        else:
+            out.append(
+                finding.measured_as(
+                    speedup,
+                    severity=Severity.INFO,
+                    explanation=finding.explanation
+                    + f" Measured after the job: no gain beyond noise ({tried}).",
+                )
+            )
+    findings = rank(out)
+    return dataclasses.replace(
+        report,
+        findings=tuple(findings),
+        fix_trials=tuple(trials),
+        warnings=(*report.warnings, *(f"verify: {n}" for n in notes)),
+        measure_with=measure_command(report.meta.command, findings),
+    )
+
+
+#: What ``tune`` sweeps to measure each rule's fix (``tune --only``).
+_TUNE_DIMENSIONS = {
+    "input-bound": ("workers", "loader"),
+    "small-batch": ("batch",),
+    "thread-oversubscription": ("threads",),
+    "shared-model-threads": ("threads",),
+}
+
+
+def measure_command(command: Sequence[str], findings: Sequence[Finding]) -> str:
+    """The command that would measure the modelled figures of the findings worth acting on:
+    ``stepdoctor tune --only ...`` for the settings tune sweeps, else ``stepdoctor run
+    --verify``; empty when every such figure was measured (or the script is not known)."""
+    modelled = [
+        f
+        for f in findings
+        if f.severity is not Severity.INFO and f.speedup.kind is SpeedupKind.MODELLED
+    ]
+    if not modelled:
+        return ""
+    script = _script_of(command)
+    if not script:
+        return ""
+    dims = sorted({d for f in modelled for d in _TUNE_DIMENSIONS.get(f.rule, ())})
+    if dims and all(f.rule in _TUNE_DIMENSIONS for f in modelled):
+        return shlex.join(["stepdoctor", "tune", "--only", ",".join(dims), *script])
+    return shlex.join(["stepdoctor", "run", "--verify", *script])
+
+
+def _script_of(command: Sequence[str]) -> list[str]:
+    """The script and its arguments from a run's command line."""
+    parts = list(command)
+    if parts[:2] == ["stepdoctor", "run"]:
+        parts = parts[2:]
+    return parts if parts and parts[0].endswith(".py") else []
+
+
 def trace_findings(trace: TraceSummary, meta: RunMeta) -> list[Finding]:
     """The trace rules' findings on an analysis, ranked (``meta``: the run it belongs to)."""
     found, _ = run_rules(RuleContext(RunRecord(meta=meta), trace=trace), scopes=("trace",))
@@ -370,3 +500,30 @@ def trace_of_run(run_path: Path) -> tuple[TraceSummary | None, str | None]:
         return analyse_paths([folder]), None
     except TraceError as exc:
         return None, f"the run's profiler trace could not be read: {exc}"
+
+
+#: Where ``stepdoctor run --verify`` writes the fixes it tried, inside the run folder.
+VERIFY_FILE = "verify.json"
+
+
+def write_verify(run_dir: Path, trials: Sequence[FixTrial], notes: Sequence[str]) -> Path:
+    """Keep what ``run --verify`` measured beside the run record."""
+    path = run_dir / VERIFY_FILE
+    data = {"trials": [to_jsonable(t) for t in trials], "notes": list(notes)}
+    path.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+    return path
+
+
+def verify_of_run(run_path: Path) -> tuple[list[FixTrial], list[str]] | None:
+    """What ``run --verify`` measured for a run, if it did: ``(trials, notes)``; a file that
+    cannot be read gives no trials and a note saying so."""
+    path = (run_path if run_path.is_dir() else run_path.parent) / VERIFY_FILE
+    if not path.is_file():
+        return None
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        trials = [from_jsonable(FixTrial, t) for t in data["trials"]]
+        notes = [str(n) for n in data.get("notes", [])]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        return [], [f"{path.name} could not be read: {exc}"]
+    return trials, notes

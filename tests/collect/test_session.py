@@ -97,6 +97,39 @@ def test_torch_loop_is_split_into_phases_and_patches_are_removed(tmp_path: Path)
     assert share is not None and 0 < share < 1
 
 
+def test_flushing_and_copying_a_saved_file_is_checkpoint_time(tmp_path: Path) -> None:
+    """fsync after torch.save, and the copy to other storage, are the checkpoint's time: a
+    step that made them (with no torch.save) has a checkpoint phase, the others none."""
+    import os
+    import shutil
+
+    original_fsync, original_copyfile = os.fsync, shutil.copyfile
+    data = torch.utils.data.TensorDataset(torch.randn(96, 4), torch.randn(96, 1))
+    loader = torch.utils.data.DataLoader(data, batch_size=8)
+    model = torch.nn.Linear(4, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    saved = tmp_path / "weights.bin"
+    saved.write_bytes(b"w" * 4096)
+    with Session(tmp_path / "run", readers=[FixedReader()], instrument_torch=True) as doc:
+        assert os.fsync is not original_fsync  # patched while the session runs
+        for i, (x, y) in enumerate(loader):
+            opt.zero_grad()
+            torch.nn.functional.mse_loss(model(x), y).backward()
+            opt.step()
+            if i % 4 == 3:
+                with saved.open("ab") as f:
+                    f.write(b"x")
+                    f.flush()
+                    os.fsync(f.fileno())
+                shutil.copy(saved, tmp_path / "copy.bin")
+    assert os.fsync is original_fsync and shutil.copyfile is original_copyfile
+    rec = doc.record
+    assert rec is not None
+    # The save after step i is timed in step i + 1 (the step ends at the optimizer).
+    with_save = {s.index for s in rec.steps if s.phase("checkpoint")}
+    assert with_save == {i + 1 for i in range(3, len(rec.steps) - 1, 4)}
+
+
 def test_explicit_api_without_torch_and_a_failing_reader(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:

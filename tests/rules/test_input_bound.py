@@ -1,6 +1,10 @@
 from __future__ import annotations
 
-from stepdoctor.model import LoaderInfo, Severity
+import dataclasses
+
+import pytest
+
+from stepdoctor.model import LoaderInfo, Severity, StepTiming
 from stepdoctor.rules import RuleContext
 from stepdoctor.rules.input_bound import input_bound
 from tests.builders import env, record, samples, steps
@@ -24,8 +28,9 @@ def test_warning_band_and_caching_advice_when_workers_use_every_core() -> None:
     ctx = RuleContext(record(s, cores=4, loaders=[loader], system=samples(s, children_cpu=380.0)))
     (f,) = input_bound(ctx)
     assert f.severity is Severity.WARNING
-    assert "Pre-compute" in f.fix.summary
-    assert "already uses" in f.fix.summary
+    # Four workers 95% busy on 4 cores: preparing samples is the cost, and no core is spare.
+    assert "Do that work once" in f.fix.summary
+    assert "Workers would not help" in f.fix.summary
 
 
 def test_silent_below_five_percent() -> None:
@@ -59,3 +64,68 @@ def test_the_loaders_own_work_on_in_memory_data_is_info_below_ten_percent() -> N
     own = LoaderInfo(loader_id=1, num_workers=0, batch_size=64, dataset_type="DecodedDataset")
     (g,) = input_bound(RuleContext(record(s, loaders=[own], facts=env(cpu__affinity=2))))
     assert g.severity is Severity.WARNING and "num_workers" in g.fix.summary
+
+
+def _main_thread(s: tuple[StepTiming, ...], wait_share: float, busy: float) -> tuple:
+    """System samples whose main-thread CPU clock runs at 100% outside the data wait and at
+    ``busy`` inside it."""
+    start = s[0].start_ns
+    rate = (1 - wait_share) + wait_share * busy
+    return tuple(
+        dataclasses.replace(x, main_thread_cpu_s=(x.t_ns - start) / 1e9 * rate + 5.0)
+        for x in samples(s)
+    )
+
+
+def _decoder(workers: int = 0) -> LoaderInfo:
+    return LoaderInfo(
+        loader_id=1,
+        num_workers=workers,
+        batch_size=32,
+        dataset_type="Decoded",
+        getitem_at="/job/data.py:41",
+    )
+
+
+def test_cpu_work_per_sample_is_cured_by_preparing_once_and_names_the_code() -> None:
+    s = steps(100, phases_ms={"data_wait": 40, "forward": 30, "backward": 30})
+    rec = record(s, cores=2, loaders=[_decoder()], system=_main_thread(s, 0.4, busy=0.95),
+                 facts=env(cpu__affinity=2, torch__num_threads=2))  # fmt: skip
+    (f,) = input_bound(RuleContext(rec))
+    ev = {e.metric: e.value for e in f.evidence}
+    assert ev["loader on a CPU while the loop waited"] == pytest.approx(0.95, abs=0.01)
+    assert "Decoded.__getitem__ (/job/data.py:41)" in f.fix.summary
+    assert "once" in f.fix.summary and "Workers would not help" in f.fix.summary
+    assert "num_workers=" not in (f.fix.snippet or "")
+    # With a core no thread of the job uses, workers are offered on it.
+    spare = record(s, cores=4, loaders=[_decoder()], system=_main_thread(s, 0.4, busy=0.95),
+                   facts=env(cpu__affinity=4, torch__num_threads=2))  # fmt: skip
+    (g,) = input_bound(RuleContext(spare))
+    assert "num_workers=2" in g.fix.summary
+
+
+def test_an_idle_loader_is_waiting_on_storage_and_gets_prefetching_workers() -> None:
+    s = steps(100, phases_ms={"data_wait": 40, "forward": 30, "backward": 30})
+    rec = record(s, cores=2, loaders=[_decoder()], system=_main_thread(s, 0.4, busy=0.02),
+                 facts=env(cpu__affinity=2, torch__num_threads=2))  # fmt: skip
+    (f,) = input_bound(RuleContext(rec))
+    assert "storage or the network" in f.fix.summary
+    assert f.fix.snippet is not None and "prefetch_factor=4" in f.fix.snippet
+    # Workers that idle while the loop waits: the same cause.
+    w = record(s, cores=2, loaders=[_decoder(workers=2)],
+               system=samples(s, children_cpu=20.0), facts=env(cpu__affinity=2))  # fmt: skip
+    (g,) = input_bound(RuleContext(w))
+    assert "storage or the network" in g.fix.summary and "num_workers=4" in g.fix.summary
+    # Busy workers: the samples' preparation.
+    b = record(s, cores=2, loaders=[_decoder(workers=2)],
+               system=samples(s, children_cpu=190.0), facts=env(cpu__affinity=2))  # fmt: skip
+    (h,) = input_bound(RuleContext(b))
+    assert "Preparing each sample is the cost" in h.fix.summary
+
+
+def test_a_cause_not_measured_keeps_the_general_advice() -> None:
+    s = steps(100, phases_ms={"data_wait": 40, "forward": 30, "backward": 30})
+    rec = record(s, cores=2, loaders=[_decoder()], system=_main_thread(s, 0.4, busy=0.45),
+                 facts=env(cpu__affinity=2))  # fmt: skip
+    (f,) = input_bound(RuleContext(rec))
+    assert "Load batches in background processes" in f.fix.summary

@@ -11,7 +11,7 @@ from stepdoctor.cli._common import write_output
 from stepdoctor.model import Report, RunRecord, TraceSummary
 from stepdoctor.record import load_run
 from stepdoctor.render.formats import RENDERERS, RenderInput
-from stepdoctor.report import build_report, fold_trace, trace_of_run
+from stepdoctor.report import attach_verify, build_report, fold_trace, trace_of_run, verify_of_run
 
 __all__ = ["add_parser", "run"]
 
@@ -57,6 +57,9 @@ def _diagnose(record: RunRecord, run_path: Path) -> tuple[Report, TraceSummary |
     """The run's report, with the analysis of its profiler trace folded in (or a warning saying
     why the trace could not be read)."""
     report = build_report(record)
+    verified = verify_of_run(run_path)
+    if verified is not None:
+        report = attach_verify(report, *verified)
     trace, problem = trace_of_run(run_path)
     if trace is not None:
         report = fold_trace(report, trace)

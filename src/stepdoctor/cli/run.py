@@ -11,14 +11,21 @@ from pathlib import Path
 from stepdoctor.cli._common import error_line
 from stepdoctor.collect import Session, default_run_dir
 from stepdoctor.collect.hooks.profiling import TraceCapture
-from stepdoctor.collect.hooks.trigger import ExperimentTrigger
-from stepdoctor.collect.runner import check_script, import_torch_if_available, run_script
+from stepdoctor.collect.hooks.trigger import ExperimentTrigger, ObjectKeeper
+from stepdoctor.collect.runner import (
+    ScriptResult,
+    check_script,
+    import_torch_if_available,
+    run_script,
+)
+from stepdoctor.errors import UsageError
 from stepdoctor.experiments import DEFAULT_BUDGET_S, make_run_experiment
 from stepdoctor.experiments.overrides import Overrides, apply_overrides
-from stepdoctor.model import Report, TraceSummary
+from stepdoctor.experiments.verify import DEFAULT_SHARE, verify
+from stepdoctor.model import FixTrial, Report, TraceSummary
 from stepdoctor.render.formats import RENDERERS, RenderInput
 from stepdoctor.render.trace import render_trace
-from stepdoctor.report import build_report, fold_trace
+from stepdoctor.report import attach_verify, build_report, fold_trace, write_verify
 from stepdoctor.traces import analyse_paths
 from stepdoctor.watching import stderr_line
 
@@ -72,6 +79,20 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         help=f"longest pause for the experiments in seconds (default {DEFAULT_BUDGET_S:g})",
     )
     p.add_argument(
+        "--verify",
+        action="store_true",
+        help="after the job ends, try the top findings' fixes with its own model, loader and "
+        "batch (a larger batch, float32, thread counts, batched indexing, more workers), "
+        "interleaved and repeated, and report each measured speed-up instead of the model's",
+    )
+    p.add_argument(
+        "--verify-budget",
+        type=float,
+        metavar="S",
+        help=f"longest time for --verify in seconds (default: {DEFAULT_SHARE:.0%} of the "
+        "job's own time)",
+    )
+    p.add_argument(
         "--trace",
         action="store_true",
         help="capture a short torch.profiler trace of the job's steps after its warm-up "
@@ -87,11 +108,22 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 def run(args: argparse.Namespace) -> int:
     """Run the script; return its exit code (stepdoctor's own problems do not change it)."""
     check_script(args.script)
+    if args.verify and args.experiments:
+        raise UsageError(
+            "--verify measures after the job ends (data and compute included); drop "
+            "--experiments, which pauses the job to measure during it"
+        )
     import_torch_if_available()
     overrides = Overrides.from_env(os.environ)
     remove_overrides = apply_overrides(overrides) if overrides is not None else None
     out_dir = args.out or default_run_dir()
     capture = TraceCapture(out_dir / "trace") if args.trace else None
+    keeper = ObjectKeeper() if args.verify else None
+    trigger: ExperimentTrigger | None = keeper
+    if args.experiments:
+        trigger = ExperimentTrigger(
+            make_run_experiment(args.experiment_budget, progress=_experiment_line)
+        )
     session = Session(
         out_dir,
         command=("stepdoctor", "run", str(args.script), *args.args),
@@ -99,11 +131,7 @@ def run(args: argparse.Namespace) -> int:
         log_every_steps=args.log_every,
         progress_sink=stderr_line,
         instrument_torch=True,
-        experiment=ExperimentTrigger(
-            make_run_experiment(args.experiment_budget, progress=_experiment_line)
-        )
-        if args.experiments
-        else None,
+        experiment=trigger,
         max_steps=None if overrides is None else overrides.max_steps,
         trace=capture,
     )
@@ -123,6 +151,8 @@ def run(args: argparse.Namespace) -> int:
             remove_overrides()
     try:
         report = build_report(record)
+        if keeper is not None:
+            report = _verified(report, keeper, result, out_dir, args.verify_budget)
         trace = None
         if capture is not None:
             report, trace = _with_trace(report, capture, show=not args.no_report, width=args.width)
@@ -138,6 +168,37 @@ def run(args: argparse.Namespace) -> int:
         error_line(f"could not build the report: {exc!r} (the run record is kept)")
     stderr_line(f"run record: {session.record_path}")
     return result.exit_code
+
+
+def _verified(
+    report: Report,
+    keeper: ObjectKeeper,
+    result: ScriptResult | None,
+    out_dir: Path,
+    budget_s: float | None,
+) -> Report:
+    """``--verify``: the fixes of the report's findings tried with the job's objects, measured,
+    kept in the run folder and attached to the report."""
+    objects = keeper.objects()
+    trials: list[FixTrial] = []
+    ended_well = result is not None and (
+        result.status in ("ok", "stopped") or (result.status == "exit" and result.exit_code == 0)
+    )
+    if not ended_well:
+        notes = ["fixes not verified: the job did not end normally"]
+    elif objects is None:
+        notes = ["fixes not verified: no model and batch of the job were seen"]
+    else:
+        budget = budget_s if budget_s is not None else DEFAULT_SHARE * report.summary.wall_s
+        stderr_line(f"verify: trying the findings' fixes (<= {budget:.1f} s)")
+        trials, notes = verify(objects, report, budget_s=budget, progress=_verify_line)
+    keeper.release()
+    write_verify(out_dir, trials, notes)
+    return attach_verify(report, trials, notes)
+
+
+def _verify_line(text: str) -> None:
+    stderr_line(f"verify: {text}")
 
 
 def _experiment_line(text: str) -> None:

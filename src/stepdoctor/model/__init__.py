@@ -10,7 +10,13 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from stepdoctor.model.experiments import BoundVerdict, Throughput, TuneResult, TuneTrial
+    from stepdoctor.model.experiments import (
+        BoundVerdict,
+        FixTrial,
+        Throughput,
+        TuneResult,
+        TuneTrial,
+    )
     from stepdoctor.model.findings import (
         Check,
         Checkup,
@@ -81,6 +87,7 @@ __all__ = [
     "Evidence",
     "Finding",
     "Fix",
+    "FixTrial",
     "GpuProcess",
     "GpuSample",
     "KernelStat",
@@ -133,6 +140,7 @@ _HOMES = {
     "Evidence": "findings",
     "Finding": "findings",
     "Fix": "findings",
+    "FixTrial": "experiments",
     "GpuProcess": "run",
     "GpuSample": "run",
     "KernelStat": "traces",

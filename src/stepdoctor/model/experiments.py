@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["BoundVerdict", "Throughput", "TuneResult", "TuneTrial"]
+__all__ = ["BoundVerdict", "FixTrial", "Throughput", "TuneResult", "TuneTrial"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -108,3 +108,27 @@ class TuneResult:
     """best median / baseline median, measured."""
     reason: str
     """Why ``best`` was accepted or why none was."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FixTrial:
+    """One fix ``stepdoctor run --verify`` tried with the job's own objects after it ended."""
+
+    rule: str
+    """The finding whose fix it is."""
+    change: str
+    """What was changed, in the job's terms (``batch size x4 (128)``, ``float32 batches``)."""
+    factors: tuple[float, ...] = ()
+    """The whole job's speed-up in each round (as is / changed, interleaved)."""
+    basis: str = ""
+    """What was timed, and how a round's ratio became the job's speed-up."""
+    note: str = ""
+
+    @property
+    def median(self) -> float | None:
+        """The median speed-up over the rounds."""
+        runs = sorted(self.factors)
+        if not runs:
+            return None
+        mid = len(runs) // 2
+        return runs[mid] if len(runs) % 2 else (runs[mid - 1] + runs[mid]) / 2

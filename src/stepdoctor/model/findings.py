@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from stepdoctor.model.experiments import BoundVerdict
+from stepdoctor.model.experiments import BoundVerdict, FixTrial
 from stepdoctor.model.run import EnvFact, RunMeta
 
 __all__ = [
@@ -199,6 +199,10 @@ class Report:
     evidence_note: str = ""
     """When the job measured too few steps or seconds to grade anything critical: how thin the
     evidence is (empty otherwise)."""
+    fix_trials: tuple[FixTrial, ...] = ()
+    """The fixes ``run --verify`` tried after the job, and what each gave."""
+    measure_with: str = ""
+    """When a finding worth acting on has a modelled figure: the command that measures it."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -130,6 +130,9 @@ class SystemSample:
     """Bytes the job's own process holds allocated from glibc's malloc (``mallinfo2``: in
     use, not what the allocator keeps cached); None where unreadable (other libc, another
     malloc preloaded) or not read at this sample."""
+    main_thread_cpu_s: float | None = None
+    """CPU seconds the job's main thread (where the training loop runs) has used since it
+    started, read with the heap; None where unreadable or not read at this sample."""
     job_threads: int | None = None
     job_processes: int | None = None
     other_cpu_pct: float | None = None
@@ -180,6 +183,9 @@ class LoaderInfo:
     dataset_type: str = ""
     dataset_len: int | None = None
     multiprocessing_context: str | None = None
+    getitem_at: str = ""
+    """``path:line`` of the data set's ``__getitem__`` (its class's Python code; empty for a
+    built-in one): where each sample is prepared."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -88,6 +88,7 @@ def html_context(
             for x in report.experiments
         ],
         "warnings": list(report.warnings),
+        "measure_with": report.measure_with,
     }
 
 
@@ -310,6 +311,7 @@ def render_html(
         summary=_summary_items(ctx["summary"]),
         findings=[_card(f) for f in ctx["findings"]],
         warnings=ctx["warnings"],
+        measure_with=ctx["measure_with"],
         gpus=[int(g["index"]) for g in ctx["plots"].get("gpus", [])],
         tables=_run_tables(ctx) + _trace_tables(trace),
         plots=ctx["plots"],

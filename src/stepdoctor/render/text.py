@@ -46,6 +46,8 @@ def render_text(report: Report, *, width: int = 100, color: bool = False) -> str
     console.print(_findings(report))
     for warning in report.warnings:
         console.print(Text(f"note: {warning}", style="dim"))
+    if report.measure_with:
+        console.print(Text(f"Modelled speed-ups above: measure them with  {report.measure_with}"))
     return buffer.getvalue()
 
 

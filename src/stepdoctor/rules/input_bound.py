@@ -1,25 +1,32 @@
 """input-bound: the training loop waits for data.
 
 Detects: the share of step time blocked in the DataLoader's ``__next__`` (``data_wait``).
-Evidence: that share, the mean wait per step, the loader's settings, the cores, and the cost of
-preparing one sample.
-Fix: concrete DataLoader settings (workers vs cores, persistent workers, prefetch), or
-pre-computing / caching the decoded data set when each sample is expensive to prepare.
+Evidence: that share, the mean wait per step, the loader's settings, the cores, the cost of
+preparing one sample, and what the loader did while the loop waited: the loop's thread's CPU
+(loading in the main process) or the workers' CPU per worker.
+Fix, by cause (``CAUSES``): per-sample indexing of in-memory tensors -> index whole batches;
+CPU work per sample (decoding, parsing, augmenting) -> prepare once and cache, vectorise,
+workers only on spare cores; waiting on storage or the network (the loader idle) -> workers and
+prefetching (waiting needs no core), faster storage.
 """
 
 from __future__ import annotations
 
-from stepdoctor.model import Evidence, Finding, Fix, Phase, Speedup
+from stepdoctor.model import Evidence, Finding, Fix, LoaderInfo, Phase, Speedup
+from stepdoctor.rules._facts import fact_int
 from stepdoctor.rules._severity import grade
 from stepdoctor.rules.context import RuleContext, speedup_if_removed
 from stepdoctor.rules.registry import rule
 
 __all__ = [
+    "CAUSES",
     "CHEAP_SAMPLE_MS",
     "CHEAP_WARNING_SHARE",
+    "CPU_BOUND",
     "CRITICAL_SHARE",
     "HEAVY_SAMPLE_MS",
     "IN_MEMORY_DATASETS",
+    "IO_BOUND",
     "WARNING_SHARE",
     "input_bound",
 ]
@@ -47,6 +54,15 @@ CHEAP_WARNING_SHARE = 0.10
 #: Data sets whose samples are rows of tensors already in memory: fetched one by one in the
 #: main process, their wait is the loader's own per-sample work whatever the machine's speed.
 IN_MEMORY_DATASETS = frozenset({"TensorDataset"})
+#: What the loader did while the loop waited, from the CPU it used then (``_cause``): at or
+#: above ``CPU_BOUND`` of the wait on a CPU, the wait is the samples' preparation; under
+#: ``IO_BOUND`` the loader sat idle, waiting on storage or the network. A thread preparing
+#: samples runs at ~100% of a core; one blocked in a read or a sleep near 0%; between the two
+#: the causes mix (or other load took the core), and the fix is the general one.
+CPU_BOUND = 0.6
+IO_BOUND = 0.3
+#: The causes ``_cause`` tells apart.
+CAUSES = ("indexing", "cpu", "io", "unknown")
 
 
 @rule(id="input-bound", title="Training waits for data")
@@ -73,6 +89,7 @@ def input_bound(ctx: RuleContext) -> list[Finding]:
     )
     if rung is None:
         return []
+    cause, busy, busy_how = ("indexing", None, "") if cheap else _cause(ctx, workers)
     evidence = [
         Evidence(
             metric="data_wait share of step time",
@@ -119,7 +136,26 @@ def input_bound(ctx: RuleContext) -> list[Finding]:
                 source=how,
             )
         )
+    if busy is not None:
+        evidence.append(
+            Evidence(
+                metric="loader on a CPU while the loop waited",
+                value=round(busy, 3),
+                unit="share",
+                threshold=CPU_BOUND if cause == "cpu" else IO_BOUND,
+                source=busy_how,
+            )
+        )
+    if loader is not None and loader.getitem_at:
+        evidence.append(
+            Evidence(
+                metric="samples prepared in",
+                value=f"{loader.dataset_type}.__getitem__ ({loader.getitem_at})",
+                source="DataLoader",
+            )
+        )
     heavy = per_sample_ms is not None and per_sample_ms >= HEAVY_SAMPLE_MS
+    threads = fact_int(ctx.record, "torch.num_threads") or cores
     return [
         Finding(
             rule="input-bound",
@@ -141,10 +177,14 @@ def input_bound(ctx: RuleContext) -> list[Finding]:
                     else "the data wait fully overlapped with compute"
                 ),
             ),
-            fix=(
-                _batched_fix(per_sample_ms or 0.0, loader.batch_size if loader else None)
-                if cheap
-                else _fix(workers, cores, heavy, loader is not None and loader.persistent_workers)
+            fix=_cure(
+                cause,
+                busy,
+                per_sample_ms,
+                loader=loader,
+                cores=cores,
+                threads=threads,
+                heavy=heavy,
             ),
         )
     ]
@@ -162,6 +202,134 @@ def _per_sample_ms(ctx: RuleContext, workers: int | None) -> tuple[float | None,
         return None, ""
     cpu_s = sum(worker_pcts) / len(worker_pcts) / 100 * ctx.summary.measured_s
     return cpu_s * 1000 / samples, "DataLoader workers' CPU time / samples"
+
+
+def _cause(ctx: RuleContext, workers: int | None) -> tuple[str, float | None, str]:
+    """What the loader did while the loop waited: ``(cause, share of the wait on a CPU, how
+    it was measured)``; the cause is ``cpu``, ``io`` or ``unknown`` (``CAUSES``)."""
+    busy, how = _main_busy(ctx) if not workers else _workers_busy(ctx, workers)
+    if busy is None:
+        return "unknown", None, ""
+    cause = "cpu" if busy >= CPU_BOUND else "io" if busy < IO_BOUND else "unknown"
+    return cause, busy, how
+
+
+def _main_busy(ctx: RuleContext) -> tuple[float | None, str]:
+    """Loading in the main process: the share of the data wait the loop's thread ran on a
+    CPU. Its CPU time over the steps, less the rest of the steps' time (where it computes),
+    over the time it waited for batches."""
+    readings = [(s.t_ns, s.main_thread_cpu_s) for s in ctx.system if s.main_thread_cpu_s]
+    if len(readings) < 2:
+        return None, ""
+    (t0, c0), (t1, c1) = readings[0], readings[-1]
+    inside = [s for s in ctx.steps if s.start_ns >= t0 and s.end_ns <= t1]
+    wait_s = sum(s.phase(Phase.DATA_WAIT) for s in inside) / 1e9
+    wall_s = (t1 - t0) / 1e9
+    if not inside or wait_s <= 0 or wall_s <= wait_s:
+        return None, ""
+    busy = ((c1 or 0.0) - (c0 or 0.0) - (wall_s - wait_s)) / wait_s
+    return min(1.0, max(0.0, busy)), "CPU time of the loop's thread beyond its compute / data wait"
+
+
+def _workers_busy(ctx: RuleContext, workers: int) -> tuple[float | None, str]:
+    """Loading in workers: the workers' mean CPU, per worker, over the steps."""
+    pcts = [s.children_cpu_pct for s in ctx.system if s.children_cpu_pct is not None]
+    if not pcts:
+        return None, ""
+    busy = sum(pcts) / len(pcts) / 100 / workers
+    return min(1.0, busy), "DataLoader workers' CPU / workers"
+
+
+def _cure(
+    cause: str,
+    busy: float | None,
+    per_sample_ms: float | None,
+    *,
+    loader: LoaderInfo | None,
+    cores: int,
+    threads: int,
+    heavy: bool,
+) -> Fix:
+    """The fix for the cause found (``CAUSES``)."""
+    workers = loader.num_workers if loader is not None else None
+    where = (
+        f"{loader.dataset_type}.__getitem__ ({loader.getitem_at})"
+        if loader is not None and loader.getitem_at
+        else "the data set's __getitem__"
+    )
+    if cause == "indexing":
+        return _batched_fix(per_sample_ms or 0.0, loader.batch_size if loader else None)
+    if cause == "cpu":
+        return _cpu_fix(
+            busy or 0.0, per_sample_ms, where, workers=workers, cores=cores, threads=threads
+        )
+    if cause == "io":
+        return _io_fix(busy or 0.0, where, workers, cores)
+    return _fix(workers, cores, heavy, loader is not None and loader.persistent_workers)
+
+
+def _cpu_fix(
+    busy: float,
+    per_sample_ms: float | None,
+    where: str,
+    *,
+    workers: int | None,
+    cores: int,
+    threads: int,
+) -> Fix:
+    """The wait is CPU work per sample: make it once, or vectorise it; workers only where
+    cores are spare (a worker on a core torch's threads use slows the job)."""
+    cost = f" ({per_sample_ms:.2f} ms a sample)" if per_sample_ms else ""
+    doing = "the workers were" if workers else "the loop's thread was"
+    spare = cores - threads - (workers or 0)
+    if spare >= 1:
+        more = (
+            f"This machine has {spare} core(s) no thread of the job uses: "
+            f"DataLoader(..., num_workers={(workers or 0) + spare}, persistent_workers=True) "
+            "moves that work onto them."
+        )
+    else:
+        more = (
+            f"Workers would not help on their own: the {cores} cores already run torch's "
+            f"{threads} thread(s)" + (f" and {workers} worker(s)" if workers else "") + ", so "
+            "a worker takes a core from the computation (`stepdoctor tune --only workers` "
+            "measures it)."
+        )
+    return Fix(
+        summary=(
+            f"Preparing each sample is the cost{cost}: {doing} on a CPU {busy:.0%} of the time "
+            f"the loop waited, in {where}. Do that work once instead of every epoch: decode, "
+            "parse or tokenise the data set ahead of training and save the result (a tensor "
+            "file, a memory-mapped array), keeping only cheap random augmentation per sample; "
+            "or apply it to a whole batch at once (vectorised) rather than per sample. " + more
+        ),
+        snippet=(
+            "# once, before training:\n"
+            "prepared = torch.stack([prepare(raw) for raw in raw_samples])\n"
+            "torch.save(prepared, 'prepared.pt')\n"
+            "# in training:\n"
+            "dataset = TensorDataset(torch.load('prepared.pt'), labels)"
+        ),
+    )
+
+
+def _io_fix(busy: float, where: str, workers: int | None, cores: int) -> Fix:
+    """The wait is storage or the network: overlap it (waiting needs no core)."""
+    suggested = max(2, 2 * (workers or 0), min(8, 2 * cores))
+    return Fix(
+        summary=(
+            f"The loader was on a CPU only {busy:.0%} of the time the loop waited: samples wait "
+            f"on storage or the network in {where}, not on computation. Waiting needs no core, "
+            f"so overlap it: DataLoader(..., num_workers={suggested}, prefetch_factor=4, "
+            "persistent_workers=True) keeps reads in flight while the model trains, even on a "
+            "machine with few cores; or copy the data set to local or faster storage (or into "
+            "memory) before training."
+        ),
+        snippet=(
+            f"loader = DataLoader(dataset, batch_size=..., num_workers={suggested},\n"
+            "                    prefetch_factor=4, persistent_workers=True)"
+        ),
+    )
 
 
 def _fix(workers: int | None, cores: int, heavy: bool, persistent: bool) -> Fix:

@@ -115,8 +115,8 @@ def thread_oversubscription(ctx: RuleContext) -> list[Finding]:
             evidence=tuple(evidence),
             speedup=Speedup.none(
                 "not estimated from one run: what oversubscription costs depends on the op mix "
-                "(on 2 cores, jobs ran 1.5x to 13x slower with 2 to 16 threads); `stepdoctor run --verify` "
-                "or `stepdoctor tune --only threads` measures it"
+                "(on 2 cores, jobs ran 1.5x to 13x slower with 2 to 16 threads); "
+                "`stepdoctor tune --only threads` measures it"
             )
             if over
             else Speedup.none("not estimated: no oversubscription measured"),

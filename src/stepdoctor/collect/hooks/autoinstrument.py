@@ -8,7 +8,9 @@
   ``NARROW_AFTER_CALLS`` outermost calls only the classes seen outermost stay patched;
 - ``torch.autograd.backward`` (``Tensor.backward`` calls it): the ``backward`` phase;
 - every optimizer's ``step`` through torch's global step hooks: the ``optimizer`` phase;
-- ``torch.save``: the ``checkpoint`` phase.
+- ``torch.save``, and the calls that put a saved file on storage (``STORAGE_CALLS``:
+  ``os.fsync``, ``os.fdatasync``, ``shutil.copyfile`` under ``shutil.copy``/``move``): the
+  ``checkpoint`` phase.
 
 ``uninstall()`` puts every original back. Torch is imported here, never by the core.
 
@@ -18,6 +20,7 @@ the Python functions below, which stay the reference: both append the same event
 
 from __future__ import annotations
 
+import importlib
 import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
@@ -41,7 +44,7 @@ if TYPE_CHECKING:
     from stepdoctor.collect.hooks.profiling import TraceCapture
     from stepdoctor.collect.hooks.trigger import ExperimentTrigger, StepLimit
 
-__all__ = ["PURE_PYTHON_ENV", "TorchPatches", "TorchSink", "native_hooks"]
+__all__ = ["PURE_PYTHON_ENV", "STORAGE_CALLS", "TorchPatches", "TorchSink", "native_hooks"]
 
 
 _DATA_WAIT = Phase.DATA_WAIT.value
@@ -53,6 +56,11 @@ _H2D = Phase.H2D.value
 #: Tensor methods that copy a device tensor to the host and so wait for the device: inside a
 #: step each one is a synchronisation (the ``sync`` phase). Patched only on GPU/MPS machines.
 SYNC_METHODS = ("item", "tolist", "cpu")
+#: Calls that put a saved file on storage: flushing it to disk (``torch.save`` returns once
+#: the bytes are in the page cache; the fsync after it is where a slow disk makes the job
+#: wait) and copying it elsewhere. A training loop makes them to save its state, so their time
+#: is the ``checkpoint`` phase with ``torch.save``'s.
+STORAGE_CALLS = (("os", "fsync"), ("os", "fdatasync"), ("shutil", "copyfile"))
 #: The start of the warning torch's MPS backend gives for an op it runs on the CPU instead
 #: (with PYTORCH_ENABLE_MPS_FALLBACK=1), from aten/src/ATen/mps/MPSFallback.mm.
 MPS_FALLBACK_WARNING = "The operator '"
@@ -170,6 +178,12 @@ class TorchPatches:
             "save",
             _dressed(phase_wrapper(torch.save, _CHECKPOINT, append, clock), torch.save),
         )
+        for module_name, name in STORAGE_CALLS:
+            owner = importlib.import_module(module_name)
+            original = getattr(owner, name, None)
+            if original is not None:  # os.fdatasync: not on macOS
+                timed = phase_wrapper(original, _CHECKPOINT, append, clock)
+                self._patch(owner, name, _dressed(timed, original))
         if accelerator is None:
             mps = getattr(torch.backends, "mps", None)
             accelerator = bool(torch.cuda.is_available()) or bool(

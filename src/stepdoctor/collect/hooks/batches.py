@@ -53,7 +53,16 @@ def loader_info(loader: Any) -> LoaderInfo:
         dataset_type=type(dataset).__name__,
         dataset_len=length,
         multiprocessing_context=None if context is None else str(context.get_start_method()),
+        getitem_at=_code_at(getattr(type(dataset), "__getitem__", None)),
     )
+
+
+def _code_at(function: Any) -> str:
+    """``path:line`` of a Python function's definition; empty for anything else."""
+    code = getattr(function, "__code__", None)
+    if code is None:
+        return ""
+    return f"{code.co_filename}:{code.co_firstlineno}"
 
 
 def note_workers(iterator: Any, loader: Any, workers: list[tuple[int, int]]) -> None:

@@ -24,6 +24,7 @@ __all__ = [
     "ExperimentObjects",
     "ExperimentTrigger",
     "FirstOptimizerSteps",
+    "ObjectKeeper",
     "StepLimit",
     "StepLimitReached",
 ]
@@ -93,6 +94,8 @@ class ExperimentTrigger:
         self._models: list[weakref.ref[Any]] = []
         self.done = False
         """The experiment started (it runs once)."""
+        self.pauses = True
+        """It pauses the job to run (an ``ObjectKeeper`` does not)."""
         self.finished = False
         """It ended: ``results`` and ``notes`` are final (the monitor reads them then)."""
         self.results: list[Any] = []
@@ -164,6 +167,40 @@ class ExperimentTrigger:
             if params > best_params:
                 best, best_params = model, params
         return best if best_params > 0 else None
+
+
+class ObjectKeeper(ExperimentTrigger):
+    """Keeps the job's model, the loader of its last batch and that batch for after the job
+    ends (``stepdoctor run --verify``): it never pauses the job."""
+
+    def __init__(self) -> None:
+        super().__init__(lambda objects: ([], []))
+        self.pauses = False
+        self._kept: list[Any] = []
+
+    def due(self, optimizer: object) -> bool:
+        """Never: the trials run after the job."""
+        return False
+
+    def saw_model(self, model: Any) -> None:
+        """Keep a strong reference: the job's own may be gone when it ends."""
+        self._kept.append(model)
+        super().saw_model(model)
+
+    def objects(self) -> ExperimentObjects | None:
+        """The objects the job used last; None when it used no model or no batch."""
+        model = self._main_model()
+        if model is None or self._batch is None:
+            return None
+        return ExperimentObjects(
+            model=model, loader=self._loader, batch=self._batch, steps_before=0
+        )
+
+    def release(self) -> None:
+        """Drop every reference kept."""
+        self._kept.clear()
+        self._models.clear()
+        self._batch = self._loader = self._iterator_loader = None
 
 
 class StepLimitReached(BaseException):

@@ -318,7 +318,7 @@ class Monitor:
 
     def _collect_experiments(self, *, final: bool) -> None:
         trigger = self._sink.experiment_trigger
-        if trigger is None:
+        if trigger is None or not trigger.pauses:
             return
         if trigger.finished and not self._trigger_seen:
             self._trigger_seen = True

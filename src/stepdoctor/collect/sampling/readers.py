@@ -10,6 +10,7 @@ from __future__ import annotations
 import ctypes
 import dataclasses
 import os
+import threading
 import time
 from collections.abc import Callable, Mapping
 from typing import Protocol, TypeGuard
@@ -213,6 +214,8 @@ class PsutilReader:
         if heap is None and self._root == os.getpid():
             heap = HeapReader()
         self._heap = heap
+        # Likewise the main thread's CPU clock (where the training loop runs).
+        self._main_clock = _main_thread_clock() if self._root == os.getpid() else None
         self._counters = counters or default_counters()
         self._timer = timer
         self._io_every = io_every_ns
@@ -396,6 +399,9 @@ class PsutilReader:
         ):
             self._last_heap = t_ns
             heap = self._heap.read()
+            main_cpu = self._main_cpu()
+            if main_cpu is not None:
+                sample = dataclasses.replace(sample, main_thread_cpu_s=main_cpu)
         if self._last_io is not None and t_ns - self._last_io < self._io_every:
             if top or children or heap is not None:
                 return dataclasses.replace(
@@ -415,6 +421,15 @@ class PsutilReader:
             net_sent_bytes=None if net is None else net.bytes_sent,
             net_recv_bytes=None if net is None else net.bytes_recv,
         )
+
+    def _main_cpu(self) -> float | None:
+        if self._main_clock is None:
+            return None
+        try:
+            return time.clock_gettime(self._main_clock)
+        except OSError:  # the thread ended
+            self._main_clock = None
+            return None
 
     def _per_core(self, now: list[tuple[float, float]]) -> tuple[float, ...]:
         """Each core's busy share since the last reading, as ``psutil.cpu_percent``."""
@@ -522,3 +537,17 @@ class PsutilReader:
                     usage.append(ProcessUsage(pid=pid, name=name, cpu_pct=round(pct, 1)))
         usage.sort(key=lambda u: -u.cpu_pct)
         return tuple(usage[:TOP_OTHERS])
+
+
+def _main_thread_clock() -> int | None:
+    """The CPU-time clock of this process's main thread, where the platform has one."""
+    getter = getattr(time, "pthread_getcpuclockid", None)
+    ident = threading.main_thread().ident
+    if getter is None or ident is None:
+        return None
+    try:
+        clock = int(getter(ident))
+        time.clock_gettime(clock)
+    except (OSError, OverflowError):
+        return None
+    return clock
