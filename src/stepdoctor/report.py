@@ -445,10 +445,14 @@ def measure_command(command: Sequence[str], findings: Sequence[Finding]) -> str:
     """The command that would measure the modelled figures of the findings worth acting on:
     ``stepdoctor tune --only ...`` for the settings tune sweeps, else ``stepdoctor run
     --verify``; empty when every such figure was measured (or the script is not known)."""
+    from stepdoctor.experiments.verify import TRIALS
+
     modelled = [
         f
         for f in findings
-        if f.severity is not Severity.INFO and f.speedup.kind is SpeedupKind.MODELLED
+        if f.severity is not Severity.INFO
+        and f.speedup.kind is SpeedupKind.MODELLED
+        and (f.rule in _TUNE_DIMENSIONS or f.rule in TRIALS)
     ]
     if not modelled:
         return ""
