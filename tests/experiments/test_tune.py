@@ -119,7 +119,8 @@ def test_a_fix_measured_slower_never_reaches_the_report() -> None:
     )
     batch = TuneTrial(change="batch_size", value="x4 (256)", samples_per_sec=(160.0, 164.0))
     result = TuneResult(script="t.py", steps=50, repeats=2, unit="samples/s", baseline=base,
-                        trials=(*slower, batch), best=batch, speedup=1.62, reason="x4 won")  # fmt: skip
+                        trials=(*slower, batch), best=batch, speedup=1.62,
+                        reason="x4 won")  # fmt: skip
     findings = attach_tune(report, result).findings
     (after,) = [f for f in findings if f.rule == "input-bound"]
     assert after.severity is Severity.INFO

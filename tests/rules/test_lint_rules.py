@@ -7,7 +7,7 @@ import dataclasses
 
 import pytest
 
-from stepdoctor.model import ConcurrencyStat, LayerInfo, ModelInfo, Severity
+from stepdoctor.model import ConcurrencyStat, LayerInfo, ModelInfo, Severity, SpeedupKind
 from stepdoctor.rules import RuleContext
 from stepdoctor.rules.autograd_in_inference import autograd_in_inference
 from stepdoctor.rules.cpu_fallback_ops import cpu_fallback_ops
@@ -135,7 +135,8 @@ def test_autograd_in_inference_grad_and_train_mode() -> None:
 
 def test_float64_default_dtype_and_buffers_without_steps() -> None:
     (f,) = float64(_ctx(_model(), facts=env(torch__default_dtype="torch.float64")))
-    assert "default dtype" in f.explanation and f.speedup.factor == 2.0
+    # No steps: no time to scale, so no figure (a constant is never a speed-up).
+    assert "default dtype" in f.explanation and f.speedup.kind is SpeedupKind.NONE
     (g,) = float64(_ctx(_model(buffer_dtypes=("torch.float64",))))
     assert "buffers of Net" in g.explanation
 

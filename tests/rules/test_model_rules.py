@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from stepdoctor.model import ConcurrencyStat, ModelInfo
+from stepdoctor.model import ConcurrencyStat, ModelInfo, Severity, SpeedupKind
 from stepdoctor.rules import RuleContext
 from stepdoctor.rules.float64 import float64
 from stepdoctor.rules.shared_model_threads import shared_model_threads
@@ -25,7 +25,13 @@ def test_float64_parameters() -> None:
 def test_float64_batches_and_silence_for_float32() -> None:
     s = steps(20, phases_ms={"forward": 50})
     (f,) = float64(RuleContext(record(s, batch_dtypes=("torch.float64", "torch.int64"))))
-    assert "batches" in f.explanation
+    assert "batches" in f.explanation and f.severity is Severity.WARNING
+    # A float32 model fed float64 batches computes in float32 (the job casts them): only the
+    # cast is saved, so no compute speed-up is claimed and it is worth knowing, not pressing.
+    (g,) = float64(RuleContext(record(s, models=(_model("torch.float32"),),
+                                      batch_dtypes=("torch.float64",))))  # fmt: skip
+    assert g.severity is Severity.INFO and g.speedup.kind is SpeedupKind.NONE
+    assert "cast" in g.title
     assert (
         float64(
             RuleContext(

@@ -43,15 +43,26 @@ def float64(ctx: RuleContext) -> list[Finding]:
         where.append("batches from the data loader")
     if default_double:
         where.append("torch's default dtype (torch.set_default_dtype)")
-    if ctx.record.steps:
-        compute = ctx.share(Phase.FORWARD, Phase.BACKWARD, Phase.OPTIMIZER)
-        factor = speedup_if_removed(compute * (1 - 1 / DOUBLE_COST))
-        method = (
-            f"compute phases ({compute:.0%} of time) assumed {DOUBLE_COST:g}x faster in float32"
+    # Only the batches double, with the models seen all single precision: the model computes
+    # in float32 (the job casts each batch on the way in), so float32 data saves the cast.
+    data_only = bool(batches) and not models and not default_double and bool(ctx.record.models)
+    compute = ctx.share(Phase.FORWARD, Phase.BACKWARD, Phase.OPTIMIZER) if ctx.record.steps else 0.0
+    if data_only:
+        speedup = Speedup.none(
+            "not estimated: the model computes in float32, so float32 batches save only their "
+            "cast and half their memory, not compute"
+        )
+    elif ctx.record.steps:
+        speedup = Speedup(
+            factor=speedup_if_removed(compute * (1 - 1 / DOUBLE_COST)),
+            basis=f"compute phases ({compute:.0%} of time) assumed {DOUBLE_COST:g}x faster in "
+            "float32",
         )
     else:
-        compute, factor = 0.0, DOUBLE_COST
-        method = f"no steps measured: all work assumed compute, {DOUBLE_COST:g}x faster in float32"
+        speedup = Speedup.none(
+            "not estimated: no steps measured (float32 runs the same work about "
+            f"{DOUBLE_COST:g}x as fast)"
+        )
     evidence = [
         Evidence(
             metric="float64 parameters",
@@ -74,15 +85,17 @@ def float64(ctx: RuleContext) -> list[Finding]:
     return [
         Finding(
             rule="float64",
-            severity=Severity.WARNING,
-            title="Training runs in double precision (float64)",
+            severity=Severity.INFO if data_only else Severity.WARNING,
+            title="Batches in double precision (float64), cast for a float32 model"
+            if data_only
+            else "Training runs in double precision (float64)",
             explanation=(
                 f"Found float64 in {' and '.join(where)}. Double precision is at least twice "
                 "as slow as float32 for the same work (half the SIMD lanes, twice the memory "
                 "traffic; far worse on most GPUs) and deep learning does not need it."
             ),
             evidence=tuple(evidence),
-            speedup=Speedup(factor=factor, basis=method),
+            speedup=speedup,
             fix=Fix(
                 summary=(
                     "Convert the model with model.float() (or .to(torch.float32)) and make the "
