@@ -129,3 +129,18 @@ def test_a_cause_not_measured_keeps_the_general_advice() -> None:
                  facts=env(cpu__affinity=2))  # fmt: skip
     (f,) = input_bound(RuleContext(rec))
     assert "Load batches in background processes" in f.fix.summary
+
+
+def test_overlapping_the_wait_cannot_claim_cores_the_job_already_uses() -> None:
+    # Cause unknown (no reading of the loop's thread): the fix overlaps the wait with workers.
+    s = steps(100, phases_ms={"data_wait": 40, "forward": 30, "backward": 30})
+    busy = record(s, cores=2, loaders=[_decoder()], system=samples(s, job_cpu=190.0),
+                  facts=env(cpu__affinity=2))  # fmt: skip
+    (f,) = input_bound(RuleContext(busy))
+    # 1.9 of 2 cores busy: the step cannot drop below 95% of itself, whatever overlaps.
+    assert f.speedup.factor == pytest.approx(1 / 0.95)
+    assert "capped by the machine" in f.speedup.basis
+    idle = record(s, cores=4, loaders=[_decoder()], system=samples(s, job_cpu=100.0),
+                  facts=env(cpu__affinity=4))  # fmt: skip
+    (g,) = input_bound(RuleContext(idle))
+    assert g.speedup.factor == pytest.approx(1 / 0.6)  # three cores to spare
