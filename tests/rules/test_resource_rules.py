@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import pytest
+
 from stepdoctor.model import GpuProcess, GpuSample, LoaderInfo, ProcessUsage, Severity
 from stepdoctor.rules import RuleContext
 from stepdoctor.rules.competing_processes import competing_processes
@@ -20,6 +22,11 @@ def test_competing_processes_names_the_top_ones() -> None:
     assert f.severity is Severity.CRITICAL  # 200 of 400 %: half the machine
     assert "stress (pid 42" in str({e.metric: e.value for e in f.evidence}["top other processes"])
     assert f.speedup.factor == 3.0  # min(400, 100 + 200) / 100
+    # A job running one thread gains one core at most: min(400, 100, 100 + 200) / 60.
+    one = tuple(replace(x, top_others=hog) for x in samples(s, job_cpu=60.0, other_cpu=200.0))
+    rec = record(s, system=one, facts=env(torch__num_threads=1))
+    (g,) = competing_processes(RuleContext(rec))
+    assert g.speedup.factor == pytest.approx(100 / 60)
 
 
 def test_competing_processes_silent_on_a_quiet_machine() -> None:

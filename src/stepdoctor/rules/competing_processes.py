@@ -9,6 +9,7 @@ Fix: stop or move them, or pin the job and them to separate cores.
 from __future__ import annotations
 
 from stepdoctor.model import Evidence, Finding, Fix, ProcessUsage, Severity, Speedup
+from stepdoctor.rules._facts import fact_int
 from stepdoctor.rules._severity import grade
 from stepdoctor.rules.context import RuleContext
 from stepdoctor.rules.registry import rule
@@ -75,7 +76,12 @@ def _cpu(ctx: RuleContext) -> Finding | None:
         for s in ctx.system
         if s.other_cpu_pct is not None and s.other_cpu_pct / capacity >= WARNING_SHARE
     ]
-    usable = min(capacity, job + other)
+    # The job cannot use more cores than it runs threads for: torch's intra-op threads and
+    # its DataLoader workers (a one-thread job gains one core at most, whatever the others).
+    threads = fact_int(ctx.record, "torch.num_threads")
+    workers = max((lo.num_workers for lo in ctx.record.loaders), default=0)
+    wanted = capacity if threads is None else min(capacity, 100.0 * (threads + workers))
+    usable = min(capacity, wanted, job + other)
     factor = usable / job if job > 0 else 1.0
     return Finding(
         rule="competing-processes",
@@ -105,7 +111,8 @@ def _cpu(ctx: RuleContext) -> Finding | None:
         ),
         speedup=Speedup(
             factor=max(1.0, factor),
-            basis="the job could use the CPU the others take: min(CPUs, job + others) / job",
+            basis="the job could use the CPU the others take, up to a core per thread it runs: "
+            "min(CPUs, torch threads + loader workers, job + others) / job",
         ),
         fix=Fix(
             summary=(
