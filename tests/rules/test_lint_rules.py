@@ -46,6 +46,23 @@ def test_small_model_is_within_every_limit() -> None:
     assert oversized_network(_ctx(ok)) == []
 
 
+def test_an_mlp_too_wide_is_sized_at_the_guides_limits() -> None:
+    wide = _model(_dense("fc1", 256, 4096), _dense("fc2", 4096, 4096), _dense("out", 4096, 10))
+    s = steps(50, phases_ms={"forward": 30, "backward": 40, "optimizer": 10, "data_wait": 20})
+    (f,) = oversized_network(RuleContext(record(s, models=(wide,))))
+    # At 2,048 units: 256x2048 + 2048x2048 + 2048x10 of 256x4096 + 4096x4096 + 4096x10.
+    ratio = (256 * 2048 + 2048 * 2048 + 2048 * 10) / (256 * 4096 + 4096 * 4096 + 4096 * 10)
+    assert f.speedup.kind is SpeedupKind.MODELLED
+    assert f.speedup.factor == pytest.approx(1 / (1 - 0.8 * (1 - ratio)))
+    # A structure the limits do not size (a conv stem) gets no figure; nor a model not run.
+    conv = _model(LayerInfo(name="stem", kind="conv", params=1, in_features=3,
+                            out_features=2048), _dense("fc", 256, 4096))  # fmt: skip
+    (g,) = oversized_network(RuleContext(record(s, models=(conv,))))
+    assert g.speedup.kind is SpeedupKind.NONE
+    (h,) = oversized_network(_ctx(wide))
+    assert h.speedup.kind is SpeedupKind.NONE
+
+
 def test_oversized_dense_layer_classes_kernel_image_and_sequence() -> None:
     m = _model(
         LayerInfo(

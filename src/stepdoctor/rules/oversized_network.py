@@ -15,9 +15,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from stepdoctor.model import Evidence, Finding, Fix, LayerInfo, ModelInfo, Severity, Speedup
+from stepdoctor.model import (
+    Evidence,
+    Finding,
+    Fix,
+    LayerInfo,
+    ModelInfo,
+    Phase,
+    Severity,
+    Speedup,
+)
 from stepdoctor.rules._facts import distinct_models, same_models
-from stepdoctor.rules.context import RuleContext
+from stepdoctor.rules.context import RuleContext, speedup_if_removed
 from stepdoctor.rules.registry import rule
 
 __all__ = [
@@ -73,10 +82,47 @@ class _Excess:
 def oversized_network(ctx: RuleContext) -> list[Finding]:
     """Flag each model past one of the guide's size limits."""
     return [
-        _finding(m, ex, copies)
+        _finding(m, ex, copies, _speedup(ctx, m, ex))
         for m, copies in distinct_models(ctx.record.models)
         if (ex := excesses(m))
     ]
+
+
+#: The excesses whose fix ``_speedup`` can size: dense layers brought to the guide's limits.
+_DENSE_EXCESSES = frozenset({"dense units", "output classes"})
+
+
+def _speedup(ctx: RuleContext, model: ModelInfo, found: list[_Excess]) -> Speedup:
+    """A model of dense layers only, too wide or with too many classes: its compute with each
+    layer at the guide's limit (a dense layer's forward, backward and update cost grow with
+    its inputs x outputs), over the share of the step the compute takes."""
+    none = Speedup.none("not estimated: depends on the smaller structure chosen")
+    if not ctx.steps or any(e.what not in _DENSE_EXCESSES for e in found):
+        return none
+    dense = [x for x in model.layers if x.kind == "linear"]
+    if not dense or len(dense) != len(model.layers):
+        return none
+    output = _output(model)
+    before = after = 0
+    previous: tuple[int, int] | None = None  # (out, out at the limit) of the layer before
+    for layer in dense:
+        n_in, n_out = layer.in_features or 0, layer.out_features or 0
+        limit = MAX_CLASSES if layer is output else MAX_DENSE_UNITS
+        new_out = min(n_out, limit)
+        new_in = previous[1] if previous is not None and previous[0] == n_in else n_in
+        before += n_in * n_out
+        after += new_in * new_out
+        previous = (n_out, new_out)
+    if not before or after >= before:
+        return none
+    ratio = after / before
+    compute = ctx.share(Phase.FORWARD, Phase.BACKWARD, Phase.OPTIMIZER)
+    return Speedup(
+        factor=speedup_if_removed(compute * (1 - ratio)),
+        basis=f"the dense layers at the guide's limits ({MAX_DENSE_UNITS:,} units, "
+        f"{MAX_CLASSES:,} classes) do {ratio:.0%} of the multiply-adds; forward, backward "
+        f"and the update ({compute:.0%} of the step) shrink alike",
+    )
 
 
 def excesses(model: ModelInfo) -> list[_Excess]:
@@ -214,7 +260,7 @@ def _input_excesses(
     return found
 
 
-def _finding(model: ModelInfo, found: list[_Excess], copies: int) -> Finding:
+def _finding(model: ModelInfo, found: list[_Excess], copies: int, speedup: Speedup) -> Finding:
     evidence = [
         Evidence(
             metric=f"{e.what} ({e.where})",
@@ -246,6 +292,6 @@ def _finding(model: ModelInfo, found: list[_Excess], copies: int) -> Finding:
             "especially (DL4J's performance guide)." + same_models(copies)
         ),
         evidence=tuple(evidence),
-        speedup=Speedup.none("not estimated: depends on the smaller structure chosen"),
+        speedup=speedup,
         fix=Fix(summary=advice[0].upper() + advice[1:] + "."),
     )
