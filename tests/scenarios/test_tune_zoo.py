@@ -88,3 +88,35 @@ def test_batch_of_one_job_gets_the_batch_size_curve(tmp_path: Path) -> None:
     assert isinstance(trials, list)
     assert [t["value"] for t in trials] == ["x2 (2)", "x4 (4)"]  # no /2 of a batch of one
     assert {b for _, b in _settings(tmp_path / "runs")} == {1, 2, 4}
+
+
+@pytest.mark.scenario
+def test_a_loader_change_measured_slower_never_reaches_the_diagnosis(tmp_path: Path) -> None:
+    """make demo's job fetches in-memory rows one by one; on few cores, workers slow it (the
+    worker and torch's threads share the cores). Whatever this machine measures, a change of
+    the loader measured no faster is not what the diagnosis recommends."""
+    from stepdoctor.model import SpeedupKind, TuneResult, from_jsonable
+    from stepdoctor.report import attach_tune, build_report
+
+    demo = HERE.parents[1] / "examples" / "train_digits.py"
+    out = tmp_path / "tune.json"
+    proc = subprocess.run(
+        [sys.executable, "-m", "stepdoctor", "tune", "--only", "workers", "--steps", "40",
+         "--json", str(out), "--out", str(tmp_path / "runs"), str(demo), "--epochs", "3"],
+        capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    result = from_jsonable(TuneResult, json.loads(out.read_text()))
+    _verdict_follows_the_rates(json.loads(out.read_text()))
+    report = attach_tune(build_report(load_run(tmp_path / "runs" / BASELINE_RUN)), result)
+    for f in report.findings:
+        if f.rule == "input-bound" and f.speedup.kind is SpeedupKind.MEASURED:
+            if result.best is None:  # no worker count beat the job as written
+                assert f.severity.value == "info"
+                assert f.fix.summary.startswith("Keep the job's settings")
+                assert f.fix.snippet is None
+            else:
+                assert f.fix.summary.startswith(f"Measured best: num_workers={result.best.value}")
+    printed = proc.stdout.split("The baseline run's diagnosis")[-1]
+    if result.best is None:
+        assert "Load batches in background processes" not in printed
