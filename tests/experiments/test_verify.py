@@ -202,3 +202,28 @@ def test_verify_and_experiments_together_are_refused(tmp_path: Path) -> None:
     )  # fmt: skip
     assert proc.returncode != 0 and "drop --experiments" in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+def test_inference_trials_time_the_fix_and_leave_the_model_as_it_was() -> None:
+    from stepdoctor.experiments.verify import _inference_trial, _together_trial
+    from stepdoctor.model import Evidence, Finding, Fix, Speedup
+
+    model = nn.Sequential(nn.Linear(8, 32), nn.Dropout(0.5), nn.Linear(32, 2))  # train mode
+    batch = torch.randn(16, 8)
+    job = _JobStep(0.01, {"forward": 0.9}, batch=16)
+    objects = ExperimentObjects(model=model, loader=None, batch=batch, steps_before=0)
+
+    def finding(rule: str, *evidence: Evidence) -> Finding:
+        return Finding(rule=rule, severity=Severity.WARNING, title="t", explanation="e",
+                       evidence=evidence, speedup=Speedup(factor=1.1, basis="m"),
+                       fix=Fix(summary="f"))  # fmt: skip
+
+    rng = torch.get_rng_state()
+    (mode,), _ = _inference_trial(objects, finding("autograd-in-inference"), job, 0.3, 3)
+    assert mode.change == "model.eval() and torch.inference_mode()"
+    assert len(mode.factors) == 3 and all(f > 0 for f in mode.factors)
+    assert all(m.training for m in model.modules())  # still in the job's train mode
+    assert torch.equal(torch.get_rng_state(), rng)  # dropout's draws put back
+    at_once = Evidence(metric="most calls at once", value=4)
+    (joined,), _ = _together_trial(objects, finding("shared-model-threads", at_once), job, 0.3, 3)
+    assert joined.change == "4 requests in one call" and len(joined.factors) == 3

@@ -17,7 +17,11 @@ Trials (``TRIALS``: which finding each one verifies):
 - ``thread-oversubscription``: forward + backward at each thread count from 1 to the cores;
 - ``input-bound``: the loader alone against the same data set indexed a batch at a time (a
   ``BatchSampler`` as sampler) and, where the loader waits on storage or a core is spare,
-  against more workers.
+  against more workers;
+- ``autograd-in-inference``: the forward as the job ran it (autograd on, its train/eval mode)
+  against ``model.eval()`` under ``torch.inference_mode()``;
+- ``shared-model-threads``: as many calls of the batch as the threads made at once against
+  one call of those batches together.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ import copy
 import math
 import os
 import statistics
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -46,7 +51,14 @@ MAX_BATCH_SCALE = 64
 #: The batch small-batch's fix suggests (its snippet), tried with x2, x4, x8 when larger.
 TARGET_BATCH = 64
 #: Rules whose fixes a trial measures.
-TRIALS = ("input-bound", "small-batch", "float64", "thread-oversubscription")
+TRIALS = (
+    "input-bound",
+    "small-batch",
+    "float64",
+    "thread-oversubscription",
+    "autograd-in-inference",
+    "shared-model-threads",
+)
 
 
 def verify(
@@ -416,6 +428,95 @@ def _data_time(loader: Any) -> Callable[[float], float]:
     return timed
 
 
+def _forward_time(
+    model: Any, batch: Any, *, grad: bool, evaluate: bool
+) -> Callable[[float], float]:
+    """Seconds of one forward of ``batch`` (its inputs), autograd on or in inference mode,
+    in the job's train/eval mode or in eval mode (put back afterwards)."""
+    import torch
+
+    inputs = batch[0] if isinstance(batch, (list, tuple)) and len(batch) == 2 else batch
+
+    def once() -> None:
+        if isinstance(inputs, dict):
+            model(**inputs)
+        else:
+            model(inputs)
+
+    def timed(budget_s: float) -> float:
+        modes = {m: m.training for m in model.modules()}
+        rng = torch.get_rng_state()
+        if evaluate:
+            model.eval()
+        try:
+            context = torch.enable_grad() if grad else torch.inference_mode()
+            with context:
+                once()  # warm-up
+                count, start = 0, time.perf_counter()
+                while count < 50:
+                    once()
+                    count += 1
+                    if time.perf_counter() - start >= budget_s:
+                        break
+                return (time.perf_counter() - start) / count
+        finally:
+            for module, training in modes.items():
+                module.training = training
+            torch.set_rng_state(rng)
+
+    return timed
+
+
+def _inference_trial(
+    objects: ExperimentObjects, finding: Finding, job: _JobStep, budget_s: float, repeats: int
+) -> tuple[list[FixTrial], list[str]]:
+    model, batch = objects.model, objects.batch
+    ratios = _rounds(
+        _forward_time(model, batch, grad=True, evaluate=False),
+        _forward_time(model, batch, grad=False, evaluate=True),
+        repeats=repeats,
+        budget_s=budget_s,
+    )
+    if not ratios:
+        return [], []
+    return [
+        _trial(
+            "autograd-in-inference",
+            "model.eval() and torch.inference_mode()",
+            [job.with_compute(r) for r in ratios],
+            f"the forward in eval mode under inference_mode took {statistics.median(ratios):.2f}x "
+            "as long as with autograd on, in the job's mode",
+        )
+    ], []
+
+
+def _together_trial(
+    objects: ExperimentObjects, finding: Finding, job: _JobStep, budget_s: float, repeats: int
+) -> tuple[list[FixTrial], list[str]]:
+    at_once = next(
+        (int(e.value) for e in finding.evidence if e.metric == "most calls at once"
+         and isinstance(e.value, int)),
+        2,
+    )  # fmt: skip
+    model, batch = objects.model, objects.batch
+    single = _forward_time(model, batch, grad=False, evaluate=False)
+    joined = _forward_time(model, _repeat(batch, at_once), grad=False, evaluate=False)
+    ratios = _rounds(
+        lambda budget: single(budget) * at_once, joined, repeats=repeats, budget_s=budget_s
+    )
+    if not ratios:
+        return [], []
+    return [
+        _trial(
+            "shared-model-threads",
+            f"{at_once} requests in one call",
+            [job.with_compute(r) for r in ratios],
+            f"one call of {at_once} requests together took {statistics.median(ratios):.2f}x as "
+            f"long as {at_once} calls of one",
+        )
+    ], []
+
+
 _TRIAL: dict[
     str,
     Callable[[ExperimentObjects, Finding, _JobStep, float, int], tuple[list[FixTrial], list[str]]],
@@ -424,6 +525,8 @@ _TRIAL: dict[
     "float64": _float32_trial,
     "thread-oversubscription": _threads_trial,
     "input-bound": _loader_trial,
+    "autograd-in-inference": _inference_trial,
+    "shared-model-threads": _together_trial,
 }
 
 

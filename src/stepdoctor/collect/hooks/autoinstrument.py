@@ -406,7 +406,7 @@ class TorchPatches:
             models[key] = module
             inputs[key] = _input_of(args, kwargs)
             if trigger is not None:
-                trigger.saw_model(module)
+                trigger.saw_model(module, args, kwargs)
 
         def __call__(module: Any, *args: Any, **kwargs: Any) -> Any:
             tid = get_ident()

@@ -117,8 +117,10 @@ class ExperimentTrigger:
             self._loader = self._iterator_loader[1]
         self._samples += batch_size_of(batch) or 0
 
-    def saw_model(self, model: Any) -> None:
-        """An outermost model was called for the first time."""
+    def saw_model(
+        self, model: Any, args: tuple[Any, ...] = (), kwargs: dict[str, Any] | None = None
+    ) -> None:
+        """An outermost model was called for the first time (with ``args`` / ``kwargs``)."""
         self._models.append(weakref.ref(model))
 
     def due(self, optimizer: object) -> bool:
@@ -177,28 +179,38 @@ class ObjectKeeper(ExperimentTrigger):
         super().__init__(lambda objects: ([], []))
         self.pauses = False
         self._kept: list[Any] = []
+        self._inputs: dict[int, Any] = {}
 
     def due(self, optimizer: object) -> bool:
         """Never: the trials run after the job."""
         return False
 
-    def saw_model(self, model: Any) -> None:
-        """Keep a strong reference: the job's own may be gone when it ends."""
+    def saw_model(
+        self, model: Any, args: tuple[Any, ...] = (), kwargs: dict[str, Any] | None = None
+    ) -> None:
+        """Keep a strong reference (the job's own may be gone when it ends), and the input of
+        its first call: the batch of a job that feeds it without a DataLoader."""
         self._kept.append(model)
-        super().saw_model(model)
+        if kwargs:
+            self._inputs[id(model)] = dict(kwargs)
+        elif len(args) == 1:
+            self._inputs[id(model)] = args[0]
+        elif args:
+            self._inputs[id(model)] = tuple(args)
+        super().saw_model(model, args, kwargs)
 
     def objects(self) -> ExperimentObjects | None:
         """The objects the job used last; None when it used no model or no batch."""
         model = self._main_model()
-        if model is None or self._batch is None:
+        batch = self._batch if self._batch is not None else self._inputs.get(id(model))
+        if model is None or batch is None:
             return None
-        return ExperimentObjects(
-            model=model, loader=self._loader, batch=self._batch, steps_before=0
-        )
+        return ExperimentObjects(model=model, loader=self._loader, batch=batch, steps_before=0)
 
     def release(self) -> None:
         """Drop every reference kept."""
         self._kept.clear()
+        self._inputs.clear()
         self._models.clear()
         self._batch = self._loader = self._iterator_loader = None
 
