@@ -43,6 +43,21 @@ def test_data_only_stops_at_the_budget_and_refuses_a_generator() -> None:
         data_only(iter(DataLoader(_data(), batch_size=8)))
 
 
+def test_data_only_leaves_a_persistent_loaders_own_workers_running() -> None:
+    # A loader with persistent workers keeps one iterator: the job's. Timing the loader must
+    # not reset it nor end its workers (the job's next batches would fail).
+    loader = DataLoader(TensorDataset(torch.arange(64.0)), batch_size=8, num_workers=1,
+                        persistent_workers=True)  # fmt: skip
+    own = iter(loader)
+    first = next(own)
+    for _ in range(2):
+        assert data_only(loader, batches=3, warmup=1).batches == 3
+    rest = list(own)
+    assert len(rest) == 7 and not any(torch.equal(first[0], b[0]) for b in rest)
+    assert len(list(loader)) == 8  # the next epoch, on the same workers
+    loader._iterator._shutdown_workers()
+
+
 def test_compute_only_restores_weights_buffers_grads_mode_and_rng() -> None:
     torch.manual_seed(1)
     model = _model()

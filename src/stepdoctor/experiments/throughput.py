@@ -44,7 +44,7 @@ def data_only(
     if isinstance(loader, Iterator):
         raise UsageError("data_only needs a re-iterable loader; this iterator cannot restart")
     rng = _save_rng()  # a shuffling sampler draws its seed from the global RNG
-    it = iter(loader)
+    it = _fresh_iterator(loader)
     try:
         seen = 0
         for _ in range(warmup):
@@ -291,6 +291,15 @@ def _synchronizer(torch: Any, device: Any) -> Callable[[], None]:
     if device is not None and device.type == "cuda":
         return lambda: torch.cuda.synchronize(device)
     return lambda: None
+
+
+def _fresh_iterator(loader: Any) -> Any:
+    """A new iterator over ``loader``. A DataLoader with persistent workers hands out its one
+    kept iterator (reset) from ``iter``: the job's own, whose workers closing it would end. It
+    gets an iterator of its own instead, with workers of its own."""
+    if getattr(loader, "persistent_workers", False) and hasattr(loader, "_get_iterator"):
+        return loader._get_iterator()
+    return iter(loader)
 
 
 def _close(it: Any) -> None:

@@ -260,7 +260,6 @@ def _with_batch(loader: Any, size: int) -> Any:
         sampler=loader.sampler,
         collate_fn=loader.collate_fn,
         num_workers=loader.num_workers,
-        persistent_workers=loader.persistent_workers and loader.num_workers > 0,
         drop_last=loader.drop_last,
     )
 
@@ -394,17 +393,17 @@ def _loader_variants(loader: Any, finding: Finding) -> list[tuple[str, Any, bool
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     waits_on_io = "storage or the network" in fix
     spare = "core(s) no thread of the job uses" in fix
-    if waits_on_io or spare:
+    if (waits_on_io or spare) and size is not None:
         n = max(2, 2 * workers, min(8, 2 * (cores or 1))) if waits_on_io else workers + 1
+        # Not persistent: each timed pass starts its workers (its warm-up batch waits for
+        # them) and ends them, so none outlives the trial.
         more = DataLoader(
             dataset,
             batch_size=size,
-            sampler=loader.sampler if size is not None else None,
-            batch_sampler=None if size is not None else loader.batch_sampler,
+            sampler=loader.sampler,
             collate_fn=loader.collate_fn,
             num_workers=n,
             prefetch_factor=4,
-            persistent_workers=True,
             drop_last=loader.drop_last,
         )
         out.append(
