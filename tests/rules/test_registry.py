@@ -78,6 +78,11 @@ def test_rank_by_time_saved_among_what_is_worth_acting_on() -> None:
     # A job that will fail first; then the largest saving among critical and warning findings
     # (severity breaks ties); then info findings by their saving.
     assert [x.rule for x in rank([d, c, f, e, a, b])] == ["e", "b", "a", "c", "f", "d"]
+    # Savings within a job's noise (under 1.1x) come after larger ones, a finding with no
+    # figure first among them (unknown, not known to be small).
+    g = _finding("g", 1.07, Severity.WARNING)
+    h = dataclasses.replace(_finding("h", 1.0, Severity.WARNING), speedup=Speedup.none("?"))
+    assert [x.rule for x in rank([g, h, c])] == ["c", "h", "g"]
     # A measured figure counts as the finding's saving.
     m = _finding("m", 1.1, Severity.WARNING).measured_as(Speedup.measured(2.5, "timed"))
     assert [x.rule for x in rank([b, m])] == ["m", "b"]
