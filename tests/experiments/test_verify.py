@@ -41,7 +41,7 @@ for epoch in range(2):
 
 
 def test_a_timed_part_becomes_the_jobs_speed_up() -> None:
-    job = _JobStep(0.010, {"forward": 0.3, "backward": 0.3, "data_wait": 0.2}, batch=4)
+    job = _JobStep(0.010, {"forward": 0.3, "backward": 0.3, "data_wait": 0.2})
     # forward + backward (6 ms of 10) twice as fast: 10 / 7.
     assert job.with_compute(0.5) == pytest.approx(10 / 7)
     # The data wait (2 ms) 4x as long, in line: 10 / 16; overlapped with the 8 ms of the rest:
@@ -210,7 +210,7 @@ def test_inference_trials_time_the_fix_and_leave_the_model_as_it_was() -> None:
 
     model = nn.Sequential(nn.Linear(8, 32), nn.Dropout(0.5), nn.Linear(32, 2))  # train mode
     batch = torch.randn(16, 8)
-    job = _JobStep(0.01, {"forward": 0.9}, batch=16)
+    job = _JobStep(0.01, {"forward": 0.9})
     objects = ExperimentObjects(model=model, loader=None, batch=batch, steps_before=0)
 
     def finding(rule: str, *evidence: Evidence) -> Finding:

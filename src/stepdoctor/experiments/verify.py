@@ -103,21 +103,17 @@ def verify(
 class _JobStep:
     """The job's own step, in seconds, from its report: what a trial's ratio scales."""
 
-    def __init__(self, step_s: float, shares: dict[str, float], batch: int | None) -> None:
+    def __init__(self, step_s: float, shares: dict[str, float]) -> None:
         self.step_s = step_s
         self.compute_s = step_s * (shares.get(Phase.FORWARD, 0.0) + shares.get(Phase.BACKWARD, 0.0))
         self.data_s = step_s * shares.get(Phase.DATA_WAIT, 0.0)
-        self.batch = batch
 
     @classmethod
     def of(cls, report: Report) -> _JobStep | None:
         s = report.summary
         if not s.mean_step_ms or not s.phase_share:
             return None
-        batch = None
-        if s.samples and s.steps > s.warmup_steps:
-            batch = round(s.samples / (s.steps - s.warmup_steps)) or None
-        return cls(s.mean_step_ms / 1000, dict(s.phase_share), batch)
+        return cls(s.mean_step_ms / 1000, dict(s.phase_share))
 
     def with_compute(self, ratio: float) -> float:
         """The job's speed-up with forward + backward ``ratio`` times as long."""
