@@ -182,7 +182,7 @@ def test_a_first_call_hook_that_raises_leaves_no_thread_inside(native: bool) -> 
     sink = make_sink()
 
     class Trigger:
-        def saw_model(self, model: object) -> None:
+        def saw_model(self, model: object, *args: object) -> None:
             raise RuntimeError("trigger failed")
 
     sink.experiment_trigger = Trigger()  # type: ignore[assignment]

@@ -167,8 +167,8 @@ def test_run_verify_measures_the_fixes_and_the_report_keeps_them(tmp_path: Path)
     script.write_text(SCRIPT)
     out = tmp_path / "report.json"
     proc = subprocess.run(
-        [sys.executable, "-m", "stepdoctor", "run", "--verify", "--no-report", "--json",
-         str(out), "--out", str(tmp_path / "run"), str(script)],
+        [sys.executable, "-m", "stepdoctor", "run", "--verify", "--verify-budget", "3",
+         "--no-report", "--json", str(out), "--out", str(tmp_path / "run"), str(script)],
         capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-2000:]
