@@ -116,10 +116,20 @@ def test_clean_exit_is_no_failure(tmp_path: Path) -> None:
     assert not any(line.startswith("The job ") for line in proc.stderr.splitlines())
 
 
+#: ``python -m stepdoctor ARGS`` taking Ctrl-C as a terminal's job does. A shell starts a
+#: background command with SIGINT ignored and its children inherit that: Python then installs
+#: no KeyboardInterrupt handler and SIGINT never reaches the job (a suite run as ``make test &``
+#: hung here). A shell cannot undo it (``trap`` leaves a signal ignored on entry as it is).
+_INTERRUPTIBLE = (
+    "import runpy, signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler); "
+    "sys.argv[0] = 'stepdoctor'; runpy.run_module('stepdoctor', run_name='__main__')"
+)
+
+
 def _started(tmp_path: Path, tail: str) -> subprocess.Popen[str]:
     """A job started under ``stepdoctor run``, once it trained and its record holds steps."""
     proc = subprocess.Popen(
-        _command(tmp_path, tail),
+        [sys.executable, "-c", _INTERRUPTIBLE, *_command(tmp_path, tail)[3:]],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path, env=_ENV,
     )  # fmt: skip
     assert proc.stdout is not None
@@ -146,7 +156,12 @@ def _has_steps(record: Path) -> bool:
 def test_ctrl_c_is_said_first_and_gives_130(tmp_path: Path) -> None:
     proc = _started(tmp_path, "while True:\n    time.sleep(0.01)")
     proc.send_signal(signal.SIGINT)
-    _, stderr = proc.communicate(timeout=PATIENCE_S)
+    try:
+        _, stderr = proc.communicate(timeout=PATIENCE_S)
+    finally:  # a job left running would be a stray child of the tests after this one
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
     assert proc.returncode == 130
     first = _report_lines(stderr)[0]
     assert first.startswith("The job was interrupted (exit code 130): KeyboardInterrupt")
