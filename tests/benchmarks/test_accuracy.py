@@ -2,27 +2,17 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
 from types import ModuleType
 
 import pytest
 
-_PATH = Path(__file__).parents[2] / "benchmarks" / "accuracy.py"
+from tests.benchmarks._load import benchmark
 
 
 @pytest.fixture
 def accuracy() -> ModuleType:
-    """benchmarks/accuracy.py, imported once (it is not a package's module)."""
-    name = "accuracy_benchmark"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, _PATH)
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[name]
+    """benchmarks/accuracy.py."""
+    return benchmark("accuracy")
 
 
 def _machine(accuracy: ModuleType) -> object:

@@ -3,27 +3,17 @@ true gains built here (the benchmark itself runs the zoo's jobs, for minutes).""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
 from types import ModuleType
 
 import pytest
 
-_PATH = Path(__file__).parents[2] / "benchmarks" / "calibration.py"
+from tests.benchmarks._load import benchmark
 
 
 @pytest.fixture
 def calibration() -> ModuleType:
-    """benchmarks/calibration.py, imported once (it is not a package's module)."""
-    name = "calibration_benchmark"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, _PATH)
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[name]
+    """benchmarks/calibration.py."""
+    return benchmark("calibration")
 
 
 def test_a_claim_holds_within_its_bound_either_way(calibration: ModuleType) -> None:

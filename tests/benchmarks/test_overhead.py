@@ -4,29 +4,20 @@ from __future__ import annotations
 
 import gc
 import hashlib
-import importlib.util
 import os
 import random
-import sys
 import threading
 from pathlib import Path
 from types import ModuleType
 
 import pytest
 
-_PATH = Path(__file__).parents[2] / "benchmarks" / "overhead.py"
+from tests.benchmarks._load import benchmark
 
 
 def overhead_module() -> ModuleType:
-    """benchmarks/overhead.py, imported once (it is not a package's module)."""
-    name = "overhead_benchmark"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, _PATH)
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[name]
+    """benchmarks/overhead.py."""
+    return benchmark("overhead")
 
 
 @pytest.fixture

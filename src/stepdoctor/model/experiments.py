@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import statistics
 from dataclasses import dataclass
 
 __all__ = ["BoundVerdict", "FixTrial", "Throughput", "TuneResult", "TuneTrial"]
@@ -85,11 +86,7 @@ class TuneTrial:
     @property
     def median(self) -> float | None:
         """The median throughput over the repeats."""
-        runs = sorted(self.samples_per_sec)
-        if not runs:
-            return None
-        mid = len(runs) // 2
-        return runs[mid] if len(runs) % 2 else (runs[mid - 1] + runs[mid]) / 2
+        return _median(self.samples_per_sec)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -127,8 +124,9 @@ class FixTrial:
     @property
     def median(self) -> float | None:
         """The median speed-up over the rounds."""
-        runs = sorted(self.factors)
-        if not runs:
-            return None
-        mid = len(runs) // 2
-        return runs[mid] if len(runs) % 2 else (runs[mid - 1] + runs[mid]) / 2
+        return _median(self.factors)
+
+
+def _median(values: tuple[float, ...]) -> float | None:
+    """The median of ``values``; None when there are none."""
+    return statistics.median(values) if values else None
