@@ -430,7 +430,12 @@ def _forward_time(
     in the job's train/eval mode or in eval mode (put back afterwards)."""
     import torch
 
+    from stepdoctor.experiments.throughput import _device_of, _synchronizer, _to
+
     inputs = batch[0] if isinstance(batch, (list, tuple)) and len(batch) == 2 else batch
+    device = _device_of(model)
+    inputs = _to(inputs, device)  # a loader's batch is on the host until the job moves it
+    sync = _synchronizer(torch, device)
 
     def once() -> None:
         if isinstance(inputs, dict):
@@ -447,12 +452,14 @@ def _forward_time(
             context = torch.enable_grad() if grad else torch.inference_mode()
             with context:
                 once()  # warm-up
+                sync()
                 count, start = 0, time.perf_counter()
                 while count < 50:
                     once()
                     count += 1
                     if time.perf_counter() - start >= budget_s:
                         break
+                sync()
                 return (time.perf_counter() - start) / count
         finally:
             for module, training in modes.items():
