@@ -17,7 +17,8 @@ from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
 from stepdoctor.collect.hooks.trigger import ExperimentObjects, ObjectKeeper
-from stepdoctor.experiments.verify import TRIALS, _JobStep, verify
+from stepdoctor.experiments._trials import JobStep
+from stepdoctor.experiments.verify import TRIALS, verify
 from stepdoctor.model import EnvFact, FixTrial, LoaderInfo, Severity, SpeedupKind
 from stepdoctor.report import attach_verify, build_report, verify_of_run, write_verify
 from tests.builders import env, record, steps
@@ -41,7 +42,7 @@ for epoch in range(2):
 
 
 def test_a_timed_part_becomes_the_jobs_speed_up() -> None:
-    job = _JobStep(0.010, {"forward": 0.3, "backward": 0.3, "data_wait": 0.2})
+    job = JobStep(0.010, {"forward": 0.3, "backward": 0.3, "data_wait": 0.2})
     # forward + backward (6 ms of 10) twice as fast: 10 / 7.
     assert job.with_compute(0.5) == pytest.approx(10 / 7)
     # The data wait (2 ms) 4x as long, in line: 10 / 16; overlapped with the 8 ms of the rest:
@@ -205,12 +206,12 @@ def test_verify_and_experiments_together_are_refused(tmp_path: Path) -> None:
 
 
 def test_inference_trials_time_the_fix_and_leave_the_model_as_it_was() -> None:
-    from stepdoctor.experiments.verify import _inference_trial, _together_trial
+    from stepdoctor.experiments._trials import _inference_trial, _together_trial
     from stepdoctor.model import Evidence, Finding, Fix, Speedup
 
     model = nn.Sequential(nn.Linear(8, 32), nn.Dropout(0.5), nn.Linear(32, 2))  # train mode
     batch = torch.randn(16, 8)
-    job = _JobStep(0.01, {"forward": 0.9})
+    job = JobStep(0.01, {"forward": 0.9})
     objects = ExperimentObjects(model=model, loader=None, batch=batch, steps_before=0)
 
     def finding(rule: str, *evidence: Evidence) -> Finding:
