@@ -16,14 +16,22 @@ from pathlib import Path
 
 from stepdoctor.collect.hooks import session as hooks
 from stepdoctor.collect.hooks.profiling import TraceCapture
-from stepdoctor.collect.hooks.session import BaseSession, end_status, raised_at
+from stepdoctor.collect.hooks.session import BaseSession, end_status, library_roots, raised_at
 from stepdoctor.collect.hooks.trigger import ExperimentTrigger
-from stepdoctor.collect.reduce.monitor import MONITOR_NICE, Monitor
+from stepdoctor.collect.reduce.monitor import MONITOR_NICE, Collected, Monitor
 from stepdoctor.collect.reduce.progress import Progress
 from stepdoctor.collect.reduce.reducer import new_reducer
+from stepdoctor.collect.reduce.samples import SamplePairer
 from stepdoctor.collect.sampling.nvml import NvmlReader
 from stepdoctor.collect.sampling.procfs import ProcFs
 from stepdoctor.collect.sampling.readers import PsutilReader, Reader
+from stepdoctor.collect.sampling.stacks import (
+    SAMPLE_INTERVAL_S,
+    FrameTable,
+    StackSampler,
+    WorkerStacks,
+    read_worker_stacks,
+)
 from stepdoctor.model import RunEnd, RunMeta, RunRecord
 from stepdoctor.probes.run_meta import new_run_meta
 from stepdoctor.record import RecordWriter
@@ -70,6 +78,8 @@ class Session(BaseSession):
         max_steps: end the job after this many optimizer steps (``stepdoctor tune``).
         trace: capture a short torch.profiler trace of the job's steps (``run --trace``).
         monitor_nice: the monitor thread's nice value (Linux; ``None``: the job's own).
+        stack_interval_s: how often the loop thread's Python stack is sampled (and each
+            DataLoader worker's, when the run has a folder); ``None``: never.
 
     Raises:
         UsageError: (at ``start``) another session is already active in this process.
@@ -94,6 +104,7 @@ class Session(BaseSession):
         max_steps: int | None = None,
         trace: TraceCapture | None = None,
         monitor_nice: int | None = MONITOR_NICE,
+        stack_interval_s: float | None = SAMPLE_INTERVAL_S,
     ) -> None:
         super().__init__(
             instrument_torch=instrument_torch,
@@ -115,6 +126,8 @@ class Session(BaseSession):
         self._writer: RecordWriter | None = None
         self._nvml: NvmlReader | None = None
         self._meta: RunMeta | None = None
+        self._stack_interval_s = stack_interval_s
+        self._stacks: StackSampler | None = None
 
     @property
     def record_path(self) -> Path | None:
@@ -147,9 +160,18 @@ class Session(BaseSession):
             self._nvml = NvmlReader.open()
             if self._nvml is not None:
                 readers.append(self._nvml)
+        owner = threading.get_ident()
+        if self._stack_interval_s is not None:
+            self._stacks = StackSampler(
+                thread_id=owner,
+                table=FrameTable(library_roots()),
+                events=self.events,
+                clock=self.clock,
+                interval_s=self._stack_interval_s,
+            )
         self._monitor = Monitor(
             events=self.events,
-            reducer=new_reducer(threading.get_ident(), keep_steps=False),
+            reducer=new_reducer(owner, keep_steps=False),
             writer=self._writer,
             readers=readers,
             clock=self.clock,
@@ -160,16 +182,33 @@ class Session(BaseSession):
             progress=self._progress,
             progress_sink=self._progress_sink,
             nice=self._monitor_nice,
+            stacks=None if self._stacks is None else SamplePairer(self._stacks),
         )
 
     def _run_collectors(self) -> None:
         assert self._monitor is not None, "_run_collectors() before _open()"
         self._monitor.start()
+        if self._stacks is not None:
+            self._stacks.start()
+
+    def _after_fork_in_child(self) -> None:
+        super()._after_fork_in_child()
+        # A DataLoader worker samples itself into a file of its own (any other forked child
+        # too: the parent keeps only its DataLoader workers' files).
+        if self._stack_interval_s is not None and self.out_dir is not None:
+            table = FrameTable(library_roots())
+            WorkerStacks(self.out_dir, table, self._stack_interval_s).start()
 
     def _close(self, status: str, exit_code: int, error: str, error_at: str) -> RunRecord:
         assert self._monitor is not None, "stop() before start()"
         assert self._meta is not None, "stop() before start()"
+        if self._stacks is not None:
+            self._stacks.stop()
+            if self._stacks.failed:
+                self._monitor.notice("warning", f"stack sampling stopped: {self._stacks.failed}")
         self._monitor.stop()
+        got = self._monitor.collected
+        self._add_worker_stacks(got)
         end = RunEnd(
             t_ns=self.clock(),
             status=status,
@@ -187,7 +226,6 @@ class Session(BaseSession):
                 warnings.append(f"the run record {self._writer.path} is incomplete: {exc}")
         if self._nvml is not None:
             self._nvml.close()
-        got = self._monitor.collected
         try:
             steps = got.steps()
         except ValueError as exc:  # our own bug: the rest of the run is still reported
@@ -207,9 +245,34 @@ class Session(BaseSession):
             notices=tuple(got.notices),
             experiments=tuple(got.experiments),
             profiled=tuple(got.profiled),
+            frames=tuple(got.frames),
+            stacks=tuple(got.stacks),
+            samples=tuple(got.samples),
             end=end,
             warnings=tuple(warnings),
         )
+
+    def _add_worker_stacks(self, got: Collected) -> None:
+        """Take in the DataLoader workers' samples (their files, in the run folder)."""
+        if self.out_dir is None or self._stack_interval_s is None or not self.out_dir.is_dir():
+            return
+        workers = {w.pid for w in got.loader_workers}
+        frames, stacks, samples, bad = read_worker_stacks(
+            self.out_dir, len(got.frames), len(got.stacks), keep=workers
+        )
+        if bad:
+            self._notice(f"{bad} lines of DataLoader workers' stack samples could not be read")
+        if not samples:
+            return
+        got.frames.extend(frames)
+        got.stacks.extend(stacks)
+        got.samples.extend(samples)
+        if self._writer is not None and not self._writer.closed:
+            try:
+                for line_type, items in (("frame", frames), ("stack", stacks), ("sample", samples)):
+                    self._writer.write_items(line_type, items)
+            except (OSError, ValueError) as exc:
+                self._notice(f"cannot write the workers' stack samples: {exc}")
 
     def _notice(self, message: str) -> None:
         if self._monitor is not None:

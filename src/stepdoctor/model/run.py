@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 from stepdoctor.model.experiments import BoundVerdict
 from stepdoctor.model.phases import Phase
+from stepdoctor.model.stacks import AllocationSite, CodeFrame, CodeStack, StackSample
 
 __all__ = [
     "WARMUP_SAMPLES",
@@ -334,6 +335,14 @@ class RunRecord:
     profiled: tuple[ProfiledSpan, ...] = ()
     """Where stepdoctor's own profiler capture ran (``--trace``): the summary and the rules
     leave those steps out (``model.measured.profiled_steps``)."""
+    frames: tuple[CodeFrame, ...] = ()
+    """The functions seen in sampled stacks."""
+    stacks: tuple[CodeStack, ...] = ()
+    samples: tuple[StackSample, ...] = ()
+    """Sampled stacks of the job's loop thread (and of its DataLoader workers), each with
+    the phase it fell in."""
+    allocations: tuple[AllocationSite, ...] = ()
+    """Lines whose allocations outlived a traced window (GC pressure, memory growth)."""
     end: RunEnd | None = None
     warnings: tuple[str, ...] = ()
     """Problems met while loading the record (truncated tail, say)."""

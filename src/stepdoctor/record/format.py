@@ -20,7 +20,10 @@ from __future__ import annotations
 from typing import Final
 
 from stepdoctor.model import (
+    AllocationSite,
     BoundVerdict,
+    CodeFrame,
+    CodeStack,
     ConcurrencyStat,
     EnvFact,
     GpuSample,
@@ -29,6 +32,7 @@ from stepdoctor.model import (
     ModelInfo,
     Notice,
     ProfiledSpan,
+    StackSample,
     StepTiming,
     SystemSample,
 )
@@ -51,10 +55,14 @@ ITEM_TYPES: Final[dict[str, tuple[str, type]]] = {
     "notice": ("notices", Notice),
     "experiment": ("experiments", BoundVerdict),
     "profiled": ("profiled", ProfiledSpan),
+    "frame": ("frames", CodeFrame),
+    "stack": ("stacks", CodeStack),
+    "sample": ("samples", StackSample),
+    "allocation": ("allocations", AllocationSite),
 }
 
 #: line types whose latest line replaces the earlier ones rather than adding to them
 REPLACING_TYPES: Final = frozenset({"concurrency"})
 
 #: line types written as ``fields`` + ``rows`` (one row per item) rather than ``items``
-ROW_TYPES: Final = frozenset({"steps", "system", "gpu"})
+ROW_TYPES: Final = frozenset({"steps", "system", "gpu", "sample"})

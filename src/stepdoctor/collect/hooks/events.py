@@ -18,6 +18,8 @@ GC_START       the generation being collected
 GC_STOP        the generation collected
 RESET          ``None``: time since the last boundary is not the job's (an experiment ran
                in its thread); the open step starts again now
+SAMPLE         the id of a stack sample taken now (``collect/sampling/stacks.py``): the
+               reducer notes the owner thread's phase for it, and charges no time
 =============  ============================================================
 """
 
@@ -37,6 +39,7 @@ __all__ = [
     "GC_STOP",
     "OPT_END",
     "RESET",
+    "SAMPLE",
     "STEP",
     "Event",
     "EventBuffer",
@@ -58,6 +61,7 @@ FWD_EXIT: Final = 5
 GC_START: Final = 6
 GC_STOP: Final = 7
 RESET: Final = 8
+SAMPLE: Final = 9
 
 
 def fwd_arg(model_id: int, grad: bool, training: bool) -> int:

@@ -39,7 +39,7 @@ from stepdoctor.collect.hooks.trigger import ExperimentTrigger, StepLimit, StepL
 from stepdoctor.errors import UsageError
 from stepdoctor.model import LoaderInfo, Phase, RunRecord
 
-__all__ = ["BaseSession", "current_session", "end_status", "raised_at"]
+__all__ = ["BaseSession", "current_session", "end_status", "library_roots", "raised_at"]
 
 T = TypeVar("T")
 
@@ -270,7 +270,7 @@ def raised_at(exc: BaseException | None) -> str:
     traceback without the job's code."""
     if exc is None or end_status(exc)[:2] in (("exit", 0), ("stopped", 0)):
         return ""
-    libraries = _library_roots()
+    libraries = library_roots()
     own, anywhere = "", ""
     tb = exc.__traceback__
     while tb is not None:
@@ -283,7 +283,7 @@ def raised_at(exc: BaseException | None) -> str:
     return own or anywhere  # a job installed as a package: its innermost frame not ours
 
 
-def _library_roots() -> tuple[str, ...]:
+def library_roots() -> tuple[str, ...]:
     """Folders whose code is not the job's: stepdoctor itself (first), the standard library
     and installed packages (user site-packages included)."""
     ours = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

@@ -42,7 +42,7 @@
 
 /* The same values as stepdoctor/collect/hooks/events.py (checked at import in reducer.py). */
 enum { ENTER = 0, EXIT = 1, STEP = 2, OPT_END = 3, FWD_ENTER = 4, FWD_EXIT = 5, GC_START = 6,
-       GC_STOP = 7 };
+       GC_STOP = 7, SAMPLE = 9 };
 
 #define N_STEP_FIELDS 13
 /* A step's progress mark: progress.MARK_FIELDS, int64 each; NO_BATCH for no batch size. */
@@ -109,6 +109,7 @@ typedef struct {
     PyObject *mode;        /* NULL (None) or one of the mode strings below */
     PyObject *boundary_optimizer; /* NULL (None) or the first optimizer's id */
     PyObject *stack;       /* list of phase names */
+    PyObject *sample_phases; /* list of (sample id, phase) since take_sample_phases() */
     PyObject *done;        /* list of StepTiming */
     PyObject *model_index; /* dict: model id -> index into models */
     int has_open;
@@ -130,7 +131,7 @@ typedef struct {
     Py_ssize_t n_models, cap_models;
 } Reducer;
 
-static PyObject *str_other, *str_forward, *str_explicit, *str_optimizer, *str_model;
+static PyObject *str_other, *str_forward, *str_explicit, *str_optimizer, *str_model, *str_setup;
 static PyObject *str_unknown_class, *str_data_wait, *str_backward, *str_evaluation;
 /* _hotpath's event buffer, read directly by drain(); NULL where _hotpath is not built. */
 static TdEventsApi *events_api;
@@ -1018,6 +1019,44 @@ model_call(Reducer *self, long long t, int code, PyObject *arg, PyObject *tid)
 
 /* -- the loop ------------------------------------------------------------------------------ */
 
+/* A SAMPLE event: note the phase the owner's time would be charged to now (charge()'s
+ * choice, without charging), or "setup" before its first event. */
+static int
+sample_phase(Reducer *self, PyObject *arg)
+{
+    PyObject *phase = str_setup;
+    if (self->has_open) {
+        phase = top_phase(self);
+        int other = same_str(phase, str_other);
+        if (other < 0) {
+            return -1;
+        }
+        if (self->eval) {
+            int waiting = same_str(phase, str_data_wait);
+            if (waiting < 0) {
+                return -1;
+            }
+            if (other || waiting) {
+                phase = str_evaluation;
+            }
+        }
+        else if (other && self->after_backward
+                 && (self->mode == NULL || self->mode == str_backward)) {
+            phase = str_optimizer;
+        }
+        else if (other && self->foreign_forwards > 0) {
+            phase = str_forward;
+        }
+    }
+    PyObject *pair = PyTuple_Pack(2, arg, phase);
+    if (pair == NULL) {
+        return -1;
+    }
+    int rc = PyList_Append(self->sample_phases, pair);
+    Py_DECREF(pair);
+    return rc;
+}
+
 /* One event; ``owner``: whether ``tid`` is the owner thread's. */
 static int
 feed_event(Reducer *self, long long t, long code, PyObject *arg, PyObject *tid, int owner)
@@ -1031,6 +1070,9 @@ feed_event(Reducer *self, long long t, long code, PyObject *arg, PyObject *tid, 
             }
             if (code == GC_STOP) {
                 return gc_stop(self, t, owner);
+            }
+            if (code == SAMPLE) {
+                return sample_phase(self, arg);
             }
             if (self->has_open) { /* RESET: drop what the open step holds */
                 self->last_t = t;
@@ -1195,7 +1237,7 @@ feed_struct(Reducer *self, const TdEvent *event)
     if (event->kind == TD_ARG_OBJ) {
         arg = Py_NewRef(event->arg.obj);
     }
-    else if (event->kind == TD_ARG_INT && event->code < GC_START) {
+    else if (event->kind == TD_ARG_INT && (event->code < GC_START || event->code == SAMPLE)) {
         arg = PyLong_FromLongLong(event->arg.i);
     }
     else { /* None, or a GC event's generation, which nothing reads */
@@ -1305,6 +1347,21 @@ reducer_take_marks(Reducer *self, PyObject *Py_UNUSED(ignored))
 }
 
 static PyObject *
+reducer_take_sample_phases(Reducer *self, PyObject *Py_UNUSED(ignored))
+{
+    if (!initialised(self)) {
+        return NULL;
+    }
+    PyObject *fresh = PyList_New(0);
+    if (fresh == NULL) {
+        return NULL;
+    }
+    PyObject *taken = self->sample_phases;
+    self->sample_phases = fresh;
+    return taken;
+}
+
+static PyObject *
 reducer_finish(Reducer *self, PyObject *Py_UNUSED(ignored))
 {
     if (!initialised(self)) {
@@ -1410,11 +1467,13 @@ reducer_init(Reducer *self, PyObject *args, PyObject *kwargs)
         return -1;
     }
     self->stack = PyList_New(0);
+    self->sample_phases = PyList_New(0);
     self->done = PyList_New(0);
     self->model_index = PyDict_New();
     self->encoded = PyDict_New();
     self->trained_models = PySet_New(NULL);
-    if (self->stack == NULL || self->done == NULL || self->model_index == NULL
+    if (self->stack == NULL || self->sample_phases == NULL || self->done == NULL
+        || self->model_index == NULL
         || self->encoded == NULL || self->trained_models == NULL) {
         return -1;
     }
@@ -1447,6 +1506,7 @@ reducer_traverse(Reducer *self, visitproc visit, void *arg)
     }
     Py_VISIT(self->boundary_optimizer);
     Py_VISIT(self->stack);
+    Py_VISIT(self->sample_phases);
     Py_VISIT(self->done);
     Py_VISIT(self->model_index);
     Py_VISIT(self->trained_models);
@@ -1487,6 +1547,7 @@ reducer_clear(Reducer *self)
     Py_CLEAR(self->mode);
     Py_CLEAR(self->boundary_optimizer);
     Py_CLEAR(self->stack);
+    Py_CLEAR(self->sample_phases);
     Py_CLEAR(self->done);
     Py_CLEAR(self->model_index);
     Py_CLEAR(self->trained_models);
@@ -1560,6 +1621,8 @@ static PyMethodDef reducer_methods[] = {
     {"take_marks", (PyCFunction)reducer_take_marks, METH_NOARGS,
      "Return the progress marks (int64s, progress.MARK_FIELDS) of the steps made since the "
      "last call."},
+    {"take_sample_phases", (PyCFunction)reducer_take_sample_phases, METH_NOARGS,
+     "Return (sample id, phase) of the SAMPLE events fed since the last call."},
     {"finish", (PyCFunction)reducer_finish, METH_NOARGS,
      "Settle tentative model steps and return the steps left."},
     {"model_calls", (PyCFunction)reducer_model_calls, METH_NOARGS,
@@ -1599,9 +1662,11 @@ reduce_exec(PyObject *module)
     str_data_wait = PyUnicode_InternFromString("data_wait");
     str_backward = PyUnicode_InternFromString("backward");
     str_evaluation = PyUnicode_InternFromString("evaluation");
+    str_setup = PyUnicode_InternFromString("setup");
     if (str_other == NULL || str_forward == NULL || str_explicit == NULL
         || str_optimizer == NULL || str_model == NULL || str_unknown_class == NULL
-        || str_data_wait == NULL || str_backward == NULL || str_evaluation == NULL) {
+        || str_data_wait == NULL || str_backward == NULL || str_evaluation == NULL
+        || str_setup == NULL) {
         return -1;
     }
     if (events_api == NULL) { /* the C event buffer, where _hotpath was built */
@@ -1622,7 +1687,7 @@ reduce_exec(PyObject *module)
     static const struct { const char *name; int value; } codes[] = {
         {"ENTER", ENTER},         {"EXIT", EXIT},         {"STEP", STEP},
         {"OPT_END", OPT_END},     {"FWD_ENTER", FWD_ENTER}, {"FWD_EXIT", FWD_EXIT},
-        {"GC_START", GC_START},   {"GC_STOP", GC_STOP},
+        {"GC_START", GC_START},   {"GC_STOP", GC_STOP},     {"SAMPLE", SAMPLE},
     };
     for (size_t i = 0; i < sizeof(codes) / sizeof(codes[0]); i++) {
         if (PyModule_AddIntConstant(module, codes[i].name, codes[i].value) < 0) {

@@ -21,10 +21,13 @@ from stepdoctor.collect.hooks.trigger import (
 )
 from stepdoctor.collect.reduce.progress import MARK_SIZE, Progress
 from stepdoctor.collect.reduce.reducer import Reducer, concurrency_stats
+from stepdoctor.collect.reduce.samples import SamplePairer
 from stepdoctor.collect.sampling.readers import Reader, samples_itself
 from stepdoctor.collect.sampling.sampler import lower_thread_priority
 from stepdoctor.model import (
     BoundVerdict,
+    CodeFrame,
+    CodeStack,
     ConcurrencyStat,
     EnvFact,
     GpuSample,
@@ -33,6 +36,7 @@ from stepdoctor.model import (
     ModelInfo,
     Notice,
     ProfiledSpan,
+    StackSample,
     StepTiming,
     SystemSample,
 )
@@ -74,6 +78,9 @@ class Collected:
         self.notices: list[Notice] = []
         self.experiments: list[BoundVerdict] = []
         self.profiled: list[ProfiledSpan] = []
+        self.frames: list[CodeFrame] = []
+        self.stacks: list[CodeStack] = []
+        self.samples: list[StackSample] = []
 
     def steps(self) -> list[StepTiming]:
         """The steps, made from their rows.
@@ -96,6 +103,7 @@ class Monitor:
             experiment trigger): the Session; read here.
         progress: where periodic log lines go (``None``: no lines).
         nice: the monitor thread's nice value (``None``: left as the job's).
+        stacks: the stack sampler's samples, paired with their phases at each flush.
     """
 
     def __init__(
@@ -113,8 +121,10 @@ class Monitor:
         progress: Progress | None,
         progress_sink: Callable[[str], None] | None,
         nice: int | None = MONITOR_NICE,
+        stacks: SamplePairer | None = None,
     ) -> None:
         self.collected = Collected()
+        self._stacks = stacks
         self._nice = nice
         self._events = events
         self._reducer = reducer
@@ -199,6 +209,7 @@ class Monitor:
         except Exception as exc:  # never break the job over our own bug
             self.notice("error", f"step reduction failed: {exc!r}", key="reduce")
             rows, marks = b"", b""
+        self._collect_stacks(final=final)
         if rows:
             self.collected.step_rows.append(rows)
             self.collected.step_count += len(marks) // MARK_SIZE
@@ -335,6 +346,25 @@ class Monitor:
                 "samples)",
                 key="experiments",
             )
+
+    def _collect_stacks(self, *, final: bool) -> None:
+        if self._stacks is None:
+            return
+        try:
+            phases = self._reducer.take_sample_phases()
+            frames, stacks, samples = self._stacks.collect(phases, final=final)
+        except Exception as exc:  # never break the job over our own bug
+            self.notice("error", f"stack samples could not be kept: {exc!r}", key="stacks")
+            return
+        got = self.collected
+        for line_type, items, kept in (
+            ("frame", frames, got.frames),
+            ("stack", stacks, got.stacks),
+            ("sample", samples, got.samples),
+        ):
+            if items:
+                kept.extend(items)
+                self._queue(line_type, items)
 
     def _collect_profiled(self) -> None:
         capture = self._sink.trace_capture

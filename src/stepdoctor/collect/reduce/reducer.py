@@ -47,12 +47,13 @@ from stepdoctor.collect.hooks.events import (
     GC_START,
     GC_STOP,
     OPT_END,
+    SAMPLE,
     STEP,
     Event,
     EventBuffer,
 )
 from stepdoctor.collect.reduce.progress import marks_of
-from stepdoctor.model import ConcurrencyStat, Phase, StepTiming
+from stepdoctor.model import SETUP_PHASE, ConcurrencyStat, Phase, StepTiming
 from stepdoctor.native import c_part, wanted
 from stepdoctor.record.rows import encode_json, step_rows_json
 
@@ -189,6 +190,8 @@ class StepReducer:
         """Inside an evaluation stretch."""
         self._eval_tail_ns = 0
         """Data-wait time charged to ``evaluation`` since the stretch's last model call."""
+        self._sample_phases: list[tuple[object, str]] = []
+        """(sample id, phase) of the SAMPLE events since the last ``take_sample_phases``."""
 
     def feed(self, events: Iterable[Event]) -> None:
         """Process events (in the order they were appended).
@@ -211,6 +214,8 @@ class StepReducer:
                             self._gc_start = t
                         elif code == GC_STOP:
                             self._gc_stop(t, tid == owner)
+                        elif code == SAMPLE:
+                            self._sample_phases.append((arg, self._phase_now()))
                         elif step is not None:  # RESET: drop what the open step holds
                             step = _Open(start_ns=t)
                             last_t = t
@@ -302,6 +307,13 @@ class StepReducer:
         steps, self._unmarked = self._unmarked, []
         return marks_of(steps)
 
+    def take_sample_phases(self) -> list[tuple[object, str]]:
+        """Return ``(sample id, phase)`` of the SAMPLE events fed since the last call: the
+        phase the owner thread's time was being charged to when each sample was taken
+        (``SETUP_PHASE`` before its first event)."""
+        taken, self._sample_phases = self._sample_phases, []
+        return taken
+
     def finish(self) -> list[StepTiming]:
         """Settle tentative model steps (the job is inference-only) and return what is left.
 
@@ -330,6 +342,19 @@ class StepReducer:
         ]  # fmt: skip
 
     # -- internals ---------------------------------------------------------------------
+
+    def _phase_now(self) -> str:
+        """The phase time of the owner would be charged to now (``_charge``'s choice)."""
+        if self._open is None:
+            return SETUP_PHASE
+        phase = self._stack[-1] if self._stack else _OTHER
+        if self._eval and phase in (_OTHER, _DATA_WAIT):
+            return _EVALUATION
+        if phase == _OTHER and self._after_backward and self.mode in _BY_HAND:
+            return _OPTIMIZER
+        if phase == _OTHER and self._foreign_forwards > 0:
+            return _FORWARD
+        return phase
 
     def _charge(self, t: int) -> _Open:
         step = self._open
@@ -561,6 +586,7 @@ class Reducer(Protocol):
     def take_steps(self) -> list[StepTiming]: ...
     def take_rows(self) -> bytes: ...
     def take_marks(self) -> bytes: ...
+    def take_sample_phases(self) -> list[tuple[object, str]]: ...
     def finish(self) -> list[StepTiming]: ...
     def model_calls(self) -> list[ModelCallsRow]: ...
 
@@ -592,7 +618,8 @@ def concurrency_stats(rows: list[ModelCallsRow], names: dict[int, str]) -> list[
 def native_reducer() -> Any:
     """The ``_reduce`` C module, or None (``native.c_part``: not built, switched off, or built
     from other event codes than ``events``')."""
-    names = ("ENTER", "EXIT", "STEP", "OPT_END", "FWD_ENTER", "FWD_EXIT", "GC_START", "GC_STOP")
+    names = ("ENTER", "EXIT", "STEP", "OPT_END", "FWD_ENTER", "FWD_EXIT", "GC_START", "GC_STOP",
+             "SAMPLE")  # fmt: skip
     return c_part(
         "stepdoctor.collect.reduce._reduce", {name: getattr(codes, name) for name in names}
     )

@@ -549,11 +549,42 @@ static PyModuleDef_Slot sample_slots[] = {
     {0, NULL},
 };
 
+/* sleep_until(deadline_ns) -> (woke_ns, gil_ns): sleep without the GIL until CLOCK_MONOTONIC
+ * reaches deadline_ns, then take the GIL back. woke_ns is when the sleep ended, gil_ns when
+ * the GIL was held again: the stack sampler (stacks.py) tells a wait for the GIL from the
+ * system's wake-up latency with them, which Python code cannot (it runs only once it holds
+ * the GIL). */
+static PyObject *
+sleep_until(PyObject *Py_UNUSED(module), PyObject *arg)
+{
+    long long deadline = PyLong_AsLongLong(arg);
+    if (deadline == -1 && PyErr_Occurred()) {
+        return NULL;
+    }
+    struct timespec ts = {.tv_sec = deadline / 1000000000LL, .tv_nsec = deadline % 1000000000LL};
+    long long woke;
+    Py_BEGIN_ALLOW_THREADS
+    while (deadline > 0 && clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR) {
+    }
+    woke = monotonic_ns();
+    Py_END_ALLOW_THREADS
+    return Py_BuildValue("LL", woke, monotonic_ns());
+}
+
+static PyMethodDef sample_functions[] = {
+    {"sleep_until", sleep_until, METH_O,
+     "sleep_until(deadline_ns) -> (woke_ns, gil_ns): sleep without the GIL until "
+     "time.monotonic_ns() reaches deadline_ns; when the sleep ended and when the GIL was "
+     "held again."},
+    {NULL},
+};
+
 static struct PyModuleDef sample_module = {
     PyModuleDef_HEAD_INIT,
     .m_name = "stepdoctor.collect.sampling._sample",
     .m_doc = "A native thread reading small files at an interval (see the top of _sample.c).",
     .m_size = 0,
+    .m_methods = sample_functions,
     .m_slots = sample_slots,
 };
 

@@ -1,0 +1,356 @@
+"""A thread that samples the Python stack of the job's loop thread, for "where in the code".
+
+Each sample appends a ``SAMPLE`` event to the hot path's event buffer at the moment the stack
+is read, so the reducer, which replays the events in order, tags it with the phase the loop was
+in then (``collect/reduce/reducer.py``): no phase is guessed from timestamps. The event is
+appended with the GIL held, right after ``sys._current_frames()``: the loop thread cannot
+append an event of its own in between.
+
+Cost (docs/stacks.md, ``benchmarks/stacks.py``): a sample takes the GIL from the job's thread
+once and walks its frames, a few tens of microseconds. An in-process sampler sees a thread only
+when it can take the GIL: time in C code that holds the GIL (rare in torch, which releases it
+in its kernels) is charged to the Python line that called it, as every in-process sampler does
+(pyinstrument, cProfile). ``py-spy`` reads the stacks from outside without that limit; it is
+the fallback (``collect/sampling/pyspy.py``).
+
+A DataLoader worker (a forked child) samples itself the same way, with no phase to tag
+(``WORKER_PHASE``), and appends its samples to a file of its own in the run folder
+(``worker_file``), which the parent reads when the run ends.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from types import CodeType, FrameType
+from typing import Any
+
+from stepdoctor.collect.hooks.events import SAMPLE, EventBuffer
+from stepdoctor.collect.sampling.sampler import native_sampler
+from stepdoctor.model import WORKER_PHASE, CodeFrame, CodeStack, StackSample
+
+__all__ = [
+    "MAX_DEPTH",
+    "SAMPLE_INTERVAL_S",
+    "FrameTable",
+    "StackSampler",
+    "WorkerStacks",
+    "read_worker_stacks",
+    "worker_file",
+]
+
+logger = logging.getLogger(__name__)
+
+#: Default sampling period: 100 Hz, py-spy's and pyinstrument's default rate (py-spy
+#: ``--rate 100``; pyinstrument's 1 ms interval is for short scripts). Its cost on the job is
+#: in docs/stacks.md (benchmarks/stacks.py); a 1% phase of a minute-long job gets ~60 samples.
+SAMPLE_INTERVAL_S = 0.01
+#: A sample whose thread waited this long for the GIL is not taken, unless the wait ran to the
+#: interpreter's switch interval. The job's thread was running Python code and then gave the
+#: GIL up on its own, in a call that releases it (a torch op, I/O): the stack would show that
+#: call rather than the Python code that ran when the sample was due, and calls that release
+#: the GIL would collect the samples of the Python code before them. A wait that ends at the
+#: switch interval (``sys.getswitchinterval()``, 5 ms by default) is a forced switch, at a
+#: point of the Python code that was running: kept. The wait is measured by the C
+#: ``_sample.sleep_until`` (the system's own wake-up latency, ~0.1 ms here, is not counted);
+#: a thread that gets the GIL at once waits ~1-2 µs. Measured on a loop whose data loading is
+#: pure Python and whose model call releases the GIL (docs/stacks.md): 21% of the samples
+#: landed in the model's forward, which took 0.5% of the time, without this rule.
+GIL_WAIT_NS = 10_000
+#: Frames kept of one stack, innermost first (deeper recursion is cut at its outer end).
+MAX_DEPTH = 200
+#: How often a DataLoader worker appends its samples to its file.
+WORKER_FLUSH_S = 0.5
+_WORKER_GLOB = "stacks-worker-*.jsonl"
+
+
+class FrameTable:
+    """Interns functions (``CodeFrame``) and stacks (``CodeStack``); hands out the new ones.
+
+    Args:
+        library_roots: folders whose code is not the job's (``os.path.join(root, "")`` each);
+            the first is stepdoctor's own, whose frames are left out of stacks.
+    """
+
+    def __init__(self, library_roots: tuple[str, ...]) -> None:
+        self._ours = library_roots[0] if library_roots else None
+        self._library = library_roots
+        self._codes: dict[int, tuple[CodeType, int | None]] = {}
+        """id(code) -> (the code, kept so that its id is not reused; its frame id or None:
+        stepdoctor's own)."""
+        self._stacks: dict[tuple[int, ...], int] = {}
+        self.new_frames: list[CodeFrame] = []
+        self.new_stacks: list[CodeStack] = []
+        self._frame_count = 0
+
+    def stack_id(self, frame: FrameType | None) -> int | None:
+        """Return the id of the stack ending in ``frame`` (None: no frame of the job's)."""
+        key: list[int] = []
+        while frame is not None and len(key) < MAX_DEPTH:
+            code = frame.f_code
+            known = self._codes.get(id(code))
+            if known is None:
+                known = self._codes[id(code)] = (code, self._frame_id(code))
+            if known[1] is not None:
+                key.append(known[1])
+            frame = frame.f_back
+        if not key:
+            return None
+        key.reverse()
+        stack = tuple(key)
+        found = self._stacks.get(stack)
+        if found is None:
+            found = self._stacks[stack] = len(self._stacks)
+            self.new_stacks.append(CodeStack(id=found, frames=stack))
+        return found
+
+    def take(self) -> tuple[list[CodeFrame], list[CodeStack]]:
+        """Return the frames and stacks interned since the last call."""
+        frames, self.new_frames = self.new_frames, []
+        stacks, self.new_stacks = self.new_stacks, []
+        return frames, stacks
+
+    def _frame_id(self, code: CodeType) -> int | None:
+        file = code.co_filename
+        if self._ours is not None and file.startswith(self._ours):
+            return None
+        frame_id = self._frame_count
+        self._frame_count += 1
+        user = not file.startswith(self._library) and not file.startswith("<frozen ")
+        self.new_frames.append(
+            CodeFrame(
+                id=frame_id,
+                function=code.co_qualname,
+                file=file,
+                line=code.co_firstlineno,
+                user=user,
+            )
+        )
+        return frame_id
+
+
+class StackSampler:
+    """Sample one thread's stack on a daemon thread of its own.
+
+    Args:
+        thread_id: the thread to sample (``threading.get_ident()`` of the job's loop).
+        table: interns what is sampled.
+        events: where each sample's ``SAMPLE`` event goes (None: no phase is tagged).
+        clock: the event buffer's clock.
+        interval_s: the sampling period.
+        current_frames: ``sys._current_frames`` (a seam for tests).
+    """
+
+    def __init__(
+        self,
+        *,
+        thread_id: int,
+        table: FrameTable,
+        events: EventBuffer | None,
+        clock: Callable[[], int] = time.perf_counter_ns,
+        interval_s: float = SAMPLE_INTERVAL_S,
+        current_frames: Callable[[], dict[int, FrameType]] = sys._current_frames,
+    ) -> None:
+        if interval_s <= 0:
+            raise ValueError("interval_s must be positive")
+        self.table = table
+        self._thread_id = thread_id
+        self._events = events
+        self._clock = clock
+        self._interval_s = interval_s
+        self._current_frames = current_frames
+        self._samples: list[tuple[int, int, int]] = []
+        """(sample id, t_ns, stack id), since the last take."""
+        self._next_id = 0
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.cpu_ns = 0
+        """The sampling thread's CPU time, once stopped."""
+        self.skipped = 0
+        """Samples not taken: the GIL came late, at a point the job released it (see
+        ``GIL_WAIT_NS``)."""
+        native = native_sampler()
+        self._sleep_until: Callable[[int], tuple[int, int]] = (
+            _sleep_until if native is None else native.sleep_until
+        )
+        self._forced_ns = int(sys.getswitchinterval() * 1e9)
+        self.failed: str | None = None
+        """Why sampling stopped early (an exception of ours), or None."""
+
+    def start(self) -> None:
+        """Start sampling (again: nothing)."""
+        if self._thread is None:
+            self._thread = threading.Thread(
+                target=self._run, name="stepdoctor-stacks", daemon=True
+            )
+            self._thread.start()
+
+    def stop(self) -> None:
+        """Stop sampling and wait for the thread (again: nothing)."""
+        self._stop.set()
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join()
+
+    def sample(self) -> None:
+        """Take one sample now (the thread calls this; tests may too)."""
+        frame = self._current_frames().get(self._thread_id)
+        if frame is None:
+            return
+        t_ns = self._clock()
+        sample_id = self._next_id
+        self._next_id += 1
+        if self._events is not None:
+            self._events.append((t_ns, SAMPLE, sample_id, self._thread_id))
+        stack = self.table.stack_id(frame)
+        del frame
+        self._samples.append((sample_id, t_ns, -1 if stack is None else stack))
+
+    @property
+    def next_id(self) -> int:
+        """The id the next sample will have (every sample before ``next_id - 1`` has been
+        handed to ``take``'s list)."""
+        return self._next_id
+
+    def take(self) -> list[tuple[int, int, int]]:
+        """Return ``(sample id, t_ns, stack id)`` of the samples since the last call (stack
+        -1: no frame of the job's, e.g. only stepdoctor's)."""
+        samples, self._samples = self._samples, []
+        return samples
+
+    def _run(self) -> None:
+        interval_ns = int(self._interval_s * 1e9)
+        try:
+            due = time.monotonic_ns() + interval_ns
+            while not self._stop.is_set():
+                woke, got = self._sleep_until(due)
+                if self._stop.is_set():
+                    break
+                due += interval_ns * (1 + max(0, got - due) // interval_ns)
+                if got - woke < GIL_WAIT_NS or got - woke >= self._forced_ns:
+                    self.sample()
+                else:
+                    self.skipped += 1
+        except Exception as exc:  # never break the job over our own bug
+            self.failed = repr(exc)
+            logger.warning("stepdoctor: stack sampling stopped: %r", exc)
+        finally:
+            self.cpu_ns = time.thread_time_ns()
+
+
+def _sleep_until(deadline_ns: int) -> tuple[int, int]:
+    """``_sample.sleep_until``'s twin: it cannot tell the wait for the GIL from the sleep (so
+    no sample is skipped for it)."""
+    time.sleep(max(0, deadline_ns - time.monotonic_ns()) / 1e9)
+    now = time.monotonic_ns()
+    return now, now
+
+
+def worker_file(run_dir: Path, pid: int) -> Path:
+    """The file a DataLoader worker's samples go to."""
+    return run_dir / f"stacks-worker-{pid}.jsonl"
+
+
+class WorkerStacks:
+    """A DataLoader worker's own sampler: its main thread, written to ``worker_file``.
+
+    Started in the forked child (``Session._after_fork_in_child``); a worker ends with
+    ``os._exit``, so its thread writes what it has every ``WORKER_FLUSH_S``, each line a
+    complete JSON object (a line cut short by the worker's end is skipped by the reader).
+    """
+
+    def __init__(self, run_dir: Path, table: FrameTable, interval_s: float) -> None:
+        self.pid = os.getpid()
+        self._path = worker_file(run_dir, self.pid)
+        self._sampler = StackSampler(
+            thread_id=threading.main_thread().ident or 0,
+            table=table,
+            events=None,
+            clock=time.monotonic_ns,
+            interval_s=interval_s,
+        )
+        self._thread = threading.Thread(
+            target=self._run, name="stepdoctor-worker-stacks", daemon=True
+        )
+
+    def start(self) -> None:
+        """Start sampling and writing."""
+        self._sampler.start()
+        self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            with open(self._path, "a", encoding="utf-8") as out:
+                while True:
+                    time.sleep(WORKER_FLUSH_S)
+                    self._write(out)
+        except Exception as exc:  # a worker's sampling is best effort
+            logger.debug("stepdoctor: worker stack sampling stopped: %r", exc)
+
+    def _write(self, out: Any) -> None:
+        frames, stacks = self._sampler.table.take()
+        samples = self._sampler.take()
+        line = {
+            "frames": [[f.id, f.function, f.file, f.line, f.user] for f in frames],
+            "stacks": [[s.id, list(s.frames)] for s in stacks],
+            "samples": [[t, stack] for _, t, stack in samples if stack >= 0],
+        }
+        out.write(json.dumps(line, separators=(",", ":")) + "\n")
+        out.flush()
+
+
+def read_worker_stacks(
+    run_dir: Path, first_frame: int, first_stack: int, *, keep: set[int]
+) -> tuple[list[CodeFrame], list[CodeStack], list[StackSample], int]:
+    """Read the DataLoader workers' sample files of a run and delete them.
+
+    Each worker numbered its frames and stacks from 0; they are renumbered from
+    ``first_frame`` and ``first_stack`` (the parent's next ids). Files of processes not in
+    ``keep`` (forked children that were not DataLoader workers) are deleted unread.
+
+    Returns:
+        (frames, stacks, samples, lines that could not be read).
+    """
+    frames: list[CodeFrame] = []
+    stacks: list[CodeStack] = []
+    samples: list[StackSample] = []
+    bad = 0
+    for path in sorted(run_dir.glob(_WORKER_GLOB)):
+        try:
+            pid = int(path.stem.rsplit("-", 1)[1])
+        except ValueError:
+            continue
+        if pid not in keep:
+            path.unlink(missing_ok=True)
+            continue
+        frame_map: dict[int, int] = {}
+        stack_map: dict[int, int] = {}
+        try:
+            lines = path.read_text(encoding="utf-8").splitlines()
+        except (OSError, UnicodeDecodeError):
+            bad += 1
+            continue
+        for text in lines:
+            try:
+                line = json.loads(text)
+                for fid, function, file, fline, user in line["frames"]:
+                    frame_map[fid] = new = first_frame + len(frames)
+                    frames.append(
+                        CodeFrame(id=new, function=function, file=file, line=fline, user=user)
+                    )
+                for sid, ids in line["stacks"]:
+                    stack_map[sid] = new = first_stack + len(stacks)
+                    stacks.append(CodeStack(id=new, frames=tuple(frame_map[i] for i in ids)))
+                samples.extend(
+                    StackSample(t_ns=t, stack=stack_map[s], phase=WORKER_PHASE, process=pid)
+                    for t, s in line["samples"]
+                )
+            except (ValueError, KeyError, TypeError):
+                bad += 1
+        path.unlink(missing_ok=True)
+    return frames, stacks, samples, bad
