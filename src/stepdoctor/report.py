@@ -32,6 +32,7 @@ from stepdoctor.model import (
     to_jsonable,
 )
 from stepdoctor.rules import RULES, RuleContext, rank, run_rules, temper, thin_evidence
+from stepdoctor.rules.where import stack_counts
 from stepdoctor.traces import analyse_paths
 
 __all__ = [
@@ -76,6 +77,7 @@ def build_report(record: RunRecord, context: RuleContext | None = None) -> Repor
         warnings.append(
             "no steps were recorded: no optimizer step, model call or doc.step() was seen"
         )
+    frames, stacks, counts = stack_counts(record)
     return Report(
         schema_version=SCHEMA_VERSION,
         meta=record.meta,
@@ -92,6 +94,9 @@ def build_report(record: RunRecord, context: RuleContext | None = None) -> Repor
         error_at="" if record.end is None else _where(record.end.error_at, record.meta.cwd),
         evidence_note=thin,
         measure_with=measure_command(record.meta.command, findings),
+        frames=frames,
+        stacks=stacks,
+        stack_counts=counts,
     )
 
 

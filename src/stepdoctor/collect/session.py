@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from stepdoctor.collect.hooks import session as hooks
+from stepdoctor.collect.hooks.events import SAMPLE
 from stepdoctor.collect.hooks.profiling import TraceCapture
 from stepdoctor.collect.hooks.session import BaseSession, end_status, library_roots, raised_at
 from stepdoctor.collect.hooks.trigger import ExperimentTrigger
@@ -162,10 +163,15 @@ class Session(BaseSession):
                 readers.append(self._nvml)
         owner = threading.get_ident()
         if self._stack_interval_s is not None:
+            append = self.events.append
+
+            def mark(t_ns: int, sample_id: int) -> None:
+                append((t_ns, SAMPLE, sample_id, owner))
+
             self._stacks = StackSampler(
                 thread_id=owner,
                 table=FrameTable(library_roots()),
-                events=self.events,
+                mark=mark,
                 clock=self.clock,
                 interval_s=self._stack_interval_s,
             )

@@ -73,6 +73,7 @@ if TYPE_CHECKING:
         CodeFrame,
         CodeSite,
         CodeStack,
+        StackCount,
         StackSample,
     )
     from stepdoctor.model.traces import (
@@ -126,6 +127,7 @@ __all__ = [
     "SkippedRule",
     "Speedup",
     "SpeedupKind",
+    "StackCount",
     "StackSample",
     "StepTiming",
     "StreamIdle",
@@ -187,6 +189,7 @@ _HOMES = {
     "SkippedRule": "findings",
     "Speedup": "findings",
     "SpeedupKind": "findings",
+    "StackCount": "stacks",
     "StackSample": "stacks",
     "StepTiming": "run",
     "StreamIdle": "traces",

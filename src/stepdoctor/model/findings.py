@@ -10,6 +10,7 @@ from typing import Any
 
 from stepdoctor.model.experiments import BoundVerdict, FixTrial
 from stepdoctor.model.run import EnvFact, RunMeta
+from stepdoctor.model.stacks import AllocationSite, CodeFrame, CodeSite, CodeStack, StackCount
 
 __all__ = [
     "Check",
@@ -115,6 +116,10 @@ class Finding:
     span_ns: tuple[int, int] | None = None
     """The part of the run the finding is about (record clock), where it is narrower than the
     whole run: marked on the report's timelines."""
+    where: tuple[CodeSite, ...] = ()
+    """Where in the code the time the finding is about goes (sampled stacks of its phases)."""
+    allocated_at: tuple[AllocationSite, ...] = ()
+    """The lines whose objects the finding is about (GC pressure, memory growth)."""
 
     def measured_as(self, speedup: Speedup, **changes: Any) -> Finding:
         """This finding with ``speedup`` (a measurement) as its figure, the rule's model kept in
@@ -203,6 +208,11 @@ class Report:
     """The fixes ``run --verify`` tried after the job, and what each gave."""
     measure_with: str = ""
     """When a finding worth acting on has a modelled figure: the command that measures it."""
+    frames: tuple[CodeFrame, ...] = ()
+    """The functions of ``stack_counts``' stacks."""
+    stacks: tuple[CodeStack, ...] = ()
+    stack_counts: tuple[StackCount, ...] = ()
+    """Sampled stacks per phase, the whole run (the flame graphs)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

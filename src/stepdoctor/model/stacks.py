@@ -18,6 +18,7 @@ __all__ = [
     "CodeFrame",
     "CodeSite",
     "CodeStack",
+    "StackCount",
     "StackSample",
 ]
 
@@ -55,7 +56,7 @@ class StackSample:
     """One sample of a thread's stack."""
 
     t_ns: int
-    """When it was taken (the record's clock; a worker's samples: its own monotonic clock)."""
+    """When it was taken (the record's clock)."""
     stack: int
     """The ``CodeStack`` id."""
     phase: str
@@ -106,3 +107,12 @@ class CodeSite:
     calls: str = ""
     """The library function this site's samples were mostly in, as the job's code called it
     (``torch.save``, ``json.loads``): the outermost library frame below the site."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StackCount:
+    """How many samples of a phase had one stack (a flame graph's data)."""
+
+    phase: str
+    stack: int
+    samples: int

@@ -11,7 +11,13 @@ from rich.table import Table
 from rich.text import Text
 
 from stepdoctor.model import BoundVerdict, Checkup, Finding, Report, Severity
-from stepdoctor.render.names import SEVERITY_LABELS, phase_label, speedup_words
+from stepdoctor.render.names import (
+    SEVERITY_LABELS,
+    allocation_words,
+    phase_label,
+    site_words,
+    speedup_words,
+)
 
 __all__ = ["render_checkup_text", "render_findings", "render_text"]
 
@@ -123,14 +129,16 @@ def _findings(report: Report) -> Group | Text:
                 "so this is no all-clear."
             )
         return _finding_group(
-            report.findings, "Findings about the part of the job that ran, most important first:"
+            report.findings,
+            "Findings about the part of the job that ran, most important first:",
+            cwd=report.meta.cwd,
         )
     if report.evidence_note and not report.findings:
         return Text(
             f"Nothing above the rules' thresholds in the {report.summary.steps} step(s) "
             "recorded: too few to call the job healthy."
         )
-    return _finding_group(report.findings)
+    return _finding_group(report.findings, cwd=report.meta.cwd)
 
 
 def _sentence(text: str) -> str:
@@ -140,13 +148,13 @@ def _sentence(text: str) -> str:
 
 
 def _finding_group(
-    findings: Sequence[Finding], heading: str = "Findings, most important first:"
+    findings: Sequence[Finding], heading: str = "Findings, most important first:", cwd: str = ""
 ) -> Group | Text:
     if not findings:
         return Text("No problems found: nothing above the rules' thresholds.")
     parts: list[Text | Panel] = [Text(heading)]
     for rank, finding in enumerate(findings, start=1):
-        parts.append(_finding(rank, finding))
+        parts.append(_finding(rank, finding, cwd))
     return Group(*parts)
 
 
@@ -157,7 +165,7 @@ def render_findings(findings: Sequence[Finding], *, width: int = 100, color: boo
     return buffer.getvalue()
 
 
-def _finding(rank: int, f: Finding) -> Panel:
+def _finding(rank: int, f: Finding, cwd: str = "") -> Panel:
     body = Text()
     body.append(f.explanation + "\n")
     for e in f.evidence:
@@ -176,6 +184,12 @@ def _finding(rank: int, f: Finding) -> Panel:
                 else (f" (threshold {e.threshold}{unit})")
             )
         body.append(f"  • {e.metric}: {value}{limit}\n", style="dim")
+    if f.where or f.allocated_at:
+        body.append("Where:\n")
+        for site in f.where:
+            body.append(f"  • {site_words(site, cwd)}\n")
+        for alloc in f.allocated_at:
+            body.append(f"  • {allocation_words(alloc, cwd)}\n")
     body.append(f"Speed-up: {speedup_words(f.speedup, f.modelled)}\n")
     body.append(f"Fix: {f.fix.summary}")
     if f.fix.snippet:

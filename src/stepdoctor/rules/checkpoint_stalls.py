@@ -24,7 +24,7 @@ WARNING_SHARE = 0.05
 CRITICAL_SHARE = 0.20
 
 
-@rule(id="checkpoint-stalls", title="Checkpointing stalls training")
+@rule(id="checkpoint-stalls", title="Checkpointing stalls training", where=("checkpoint",))
 def checkpoint_stalls(ctx: RuleContext) -> list[Finding]:
     """Flag a checkpoint share at or above 5% of step time."""
     share = ctx.share(Phase.CHECKPOINT)

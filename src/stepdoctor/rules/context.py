@@ -7,6 +7,7 @@ from functools import cached_property
 
 from stepdoctor.model import Phase, RunRecord, StepTiming, Summary, SystemSample, TraceSummary
 from stepdoctor.rules.summary import measured_steps, profiled_steps, summarize
+from stepdoctor.rules.where import StackIndex
 
 __all__ = ["RuleContext", "speedup_if_removed"]
 
@@ -47,6 +48,16 @@ class RuleContext:
         start, end = self.steps[0].start_ns, self.steps[-1].end_ns
         inside = tuple(s for s in self.record.system if start <= s.t_ns <= end)
         return inside or self.record.system
+
+    @cached_property
+    def span_ns(self) -> tuple[int, int] | None:
+        """From the first measured step's start to the last one's end (None: no steps)."""
+        return (self.steps[0].start_ns, self.steps[-1].end_ns) if self.steps else None
+
+    @cached_property
+    def stack_index(self) -> StackIndex:
+        """The record's sampled frames and stacks by id."""
+        return StackIndex.of(self.record)
 
     def share(self, *phases: Phase | str) -> float:
         """Return the share (0-1) of measured step time spent in ``phases``."""

@@ -12,7 +12,7 @@ prefetching (waiting needs no core), faster storage.
 
 from __future__ import annotations
 
-from stepdoctor.model import Evidence, Finding, Fix, LoaderInfo, Phase, Speedup
+from stepdoctor.model import WORKER_PHASE, Evidence, Finding, Fix, LoaderInfo, Phase, Speedup
 from stepdoctor.rules._facts import fact_int
 from stepdoctor.rules._severity import grade
 from stepdoctor.rules.context import RuleContext, speedup_if_removed
@@ -65,7 +65,7 @@ IO_BOUND = 0.3
 CAUSES = ("indexing", "cpu", "io", "unknown")
 
 
-@rule(id="input-bound", title="Training waits for data")
+@rule(id="input-bound", title="Training waits for data", where=("data_wait", WORKER_PHASE))
 def input_bound(ctx: RuleContext) -> list[Finding]:
     """Flag a data-wait share at or above XProf's 5% band."""
     share = ctx.share(Phase.DATA_WAIT)

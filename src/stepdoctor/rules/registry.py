@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -9,6 +10,7 @@ from dataclasses import dataclass
 from stepdoctor.model import Finding, Severity, SkippedRule, SpeedupKind
 from stepdoctor.rules._traces import group_ranks
 from stepdoctor.rules.context import RuleContext
+from stepdoctor.rules.where import phase_sites
 
 __all__ = ["RULES", "SCOPES", "Rule", "rule", "run_rules"]
 
@@ -37,6 +39,8 @@ class Rule:
     doc: str
     func: RuleFunc
     scope: str = "run"
+    where: tuple[str, ...] = ()
+    """The phases whose sampled stacks say where its findings' time goes."""
 
     @property
     def timed(self) -> bool:
@@ -69,8 +73,12 @@ def rule(
     requires: tuple[str, ...] = ("steps",),
     scope: str = "run",
     doc: str = "",
+    where: tuple[str, ...] = (),
 ) -> Callable[[RuleFunc], RuleFunc]:
-    """Register a rule function under ``id``; its doc is the rule module's docstring."""
+    """Register a rule function under ``id``; its doc is the rule module's docstring.
+
+    ``where``: the phases whose sampled stacks are the code its findings are about (each
+    finding then shows their top functions, ``rules.where``)."""
     unknown = set(requires) - set(_REQUIREMENTS)
     if unknown:
         raise ValueError(f"rule {id}: unknown requirements {sorted(unknown)}")
@@ -89,6 +97,7 @@ def rule(
             doc=doc or module_doc or func.__doc__ or "",
             func=func,
             scope=scope,
+            where=where,
         )
         return func
 
@@ -110,6 +119,9 @@ def run_rules(
             skipped.append(SkippedRule(rule=r.id, reason=reason))
             continue
         found = r.func(ctx)
+        if r.where and found and not any(f.where for f in found):
+            sites = phase_sites(ctx.record, r.where, span_ns=ctx.span_ns, index=ctx.stack_index)
+            found = [dataclasses.replace(f, where=sites) for f in found]
         findings.extend(group_ranks(found) if r.scope == "trace" else found)
     return rank(findings), skipped
 

@@ -27,7 +27,7 @@ WARNING_SHARE = 0.20
 CRITICAL_SHARE = 0.40
 
 
-@rule(id="slow-callbacks", title="Work between steps slows training")
+@rule(id="slow-callbacks", title="Work between steps slows training", where=("other", "callbacks"))
 def slow_callbacks(ctx: RuleContext) -> list[Finding]:
     """Flag a large share of step time outside data loading and the model."""
     names = (Phase.OTHER.value, Phase.CALLBACKS.value)

@@ -15,7 +15,9 @@ the fallback (``collect/sampling/pyspy.py``).
 
 A DataLoader worker (a forked child) samples itself the same way, with no phase to tag
 (``WORKER_PHASE``), and appends its samples to a file of its own in the run folder
-(``worker_file``), which the parent reads when the run ends.
+(``worker_file``), which the parent reads when the run ends. Its times are
+``time.perf_counter_ns()``, the record's clock (CLOCK_MONOTONIC on Linux, one clock for every
+process of the machine).
 """
 
 from __future__ import annotations
@@ -31,7 +33,6 @@ from pathlib import Path
 from types import CodeType, FrameType
 from typing import Any
 
-from stepdoctor.collect.hooks.events import SAMPLE, EventBuffer
 from stepdoctor.collect.sampling.sampler import native_sampler
 from stepdoctor.model import WORKER_PHASE, CodeFrame, CodeStack, StackSample
 
@@ -141,7 +142,8 @@ class StackSampler:
     Args:
         thread_id: the thread to sample (``threading.get_ident()`` of the job's loop).
         table: interns what is sampled.
-        events: where each sample's ``SAMPLE`` event goes (None: no phase is tagged).
+        mark: called with ``(t_ns, sample id)`` as each sample is taken, with the GIL held
+            (the session appends the ``SAMPLE`` event; None: no phase is tagged).
         clock: the event buffer's clock.
         interval_s: the sampling period.
         current_frames: ``sys._current_frames`` (a seam for tests).
@@ -152,7 +154,7 @@ class StackSampler:
         *,
         thread_id: int,
         table: FrameTable,
-        events: EventBuffer | None,
+        mark: Callable[[int, int], None] | None,
         clock: Callable[[], int] = time.perf_counter_ns,
         interval_s: float = SAMPLE_INTERVAL_S,
         current_frames: Callable[[], dict[int, FrameType]] = sys._current_frames,
@@ -161,7 +163,7 @@ class StackSampler:
             raise ValueError("interval_s must be positive")
         self.table = table
         self._thread_id = thread_id
-        self._events = events
+        self._mark = mark
         self._clock = clock
         self._interval_s = interval_s
         self._current_frames = current_frames
@@ -186,9 +188,7 @@ class StackSampler:
     def start(self) -> None:
         """Start sampling (again: nothing)."""
         if self._thread is None:
-            self._thread = threading.Thread(
-                target=self._run, name="stepdoctor-stacks", daemon=True
-            )
+            self._thread = threading.Thread(target=self._run, name="stepdoctor-stacks", daemon=True)
             self._thread.start()
 
     def stop(self) -> None:
@@ -205,8 +205,8 @@ class StackSampler:
         t_ns = self._clock()
         sample_id = self._next_id
         self._next_id += 1
-        if self._events is not None:
-            self._events.append((t_ns, SAMPLE, sample_id, self._thread_id))
+        if self._mark is not None:
+            self._mark(t_ns, sample_id)
         stack = self.table.stack_id(frame)
         del frame
         self._samples.append((sample_id, t_ns, -1 if stack is None else stack))
@@ -270,8 +270,8 @@ class WorkerStacks:
         self._sampler = StackSampler(
             thread_id=threading.main_thread().ident or 0,
             table=table,
-            events=None,
-            clock=time.monotonic_ns,
+            mark=None,
+            clock=time.perf_counter_ns,
             interval_s=interval_s,
         )
         self._thread = threading.Thread(
