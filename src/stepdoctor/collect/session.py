@@ -43,6 +43,8 @@ logger = logging.getLogger(__name__)
 
 #: Sampling period of the monitor thread: 10 Hz; the cost is in docs/overhead.md.
 DEFAULT_INTERVAL_S = 0.1
+#: Where a forked worker's own stack starts (multiprocessing's child entry).
+WORKER_ROOTS = ("BaseProcess._bootstrap",)
 #: The record is flushed at least this often (a killed job loses at most this much).
 FLUSH_EVERY_S = 0.5
 
@@ -202,7 +204,7 @@ class Session(BaseSession):
         # A DataLoader worker samples itself into a file of its own (any other forked child
         # too: the parent keeps only its DataLoader workers' files).
         if self._stack_interval_s is not None and self.out_dir is not None:
-            table = FrameTable(library_roots())
+            table = FrameTable(library_roots(), cut_at=WORKER_ROOTS)
             WorkerStacks(self.out_dir, table, self._stack_interval_s).start()
 
     def _close(self, status: str, exit_code: int, error: str, error_at: str) -> RunRecord:
@@ -264,7 +266,7 @@ class Session(BaseSession):
             return
         workers = {w.pid for w in got.loader_workers}
         frames, stacks, samples, bad = read_worker_stacks(
-            self.out_dir, len(got.frames), len(got.stacks), keep=workers
+            self.out_dir, got.frames, got.stacks, keep=workers
         )
         if bad:
             self._notice(f"{bad} lines of DataLoader workers' stack samples could not be read")

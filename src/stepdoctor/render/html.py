@@ -16,14 +16,23 @@ can close the script element; the charts draw text on a canvas, never as markup.
 from __future__ import annotations
 
 import functools
+from collections import Counter
 from importlib import resources
 from typing import Any
 
 import jinja2
 from markupsafe import Markup
 
-from stepdoctor.model import Report, RunRecord, Severity, TraceSummary, to_jsonable
-from stepdoctor.render.names import SEVERITY_LABELS, phase_label, speedup_words
+from stepdoctor.model import SETUP_PHASE, Report, RunRecord, Severity, TraceSummary, to_jsonable
+from stepdoctor.render.names import (
+    PHASE_LABELS,
+    SEVERITY_LABELS,
+    allocation_words,
+    phase_label,
+    short_path,
+    site_words,
+    speedup_words,
+)
 from stepdoctor.timeline import MAX_POINTS, Timelines, timelines
 
 __all__ = ["html_context", "render_html"]
@@ -69,8 +78,8 @@ def html_context(
         "outcome": report.outcome,
         "evidence_note": report.evidence_note,
         "summary": to_jsonable(s),
-        "findings": [_finding(f) for f in report.findings],
-        "plots": {**_plots(lines), "marks": marks},
+        "findings": [_finding(f, record.meta.cwd) for f in report.findings],
+        "plots": {**_plots(lines), "marks": marks, "flame": _flame(report)},
         "facts": [
             {"key": f.key, "value": f.value, "source": f.source}
             for f in {f.key: f for f in record.env}.values()  # probed twice: the last stands
@@ -92,7 +101,7 @@ def html_context(
     }
 
 
-def _finding(f: Any) -> dict[str, Any]:
+def _finding(f: Any, cwd: str) -> dict[str, Any]:
     return {
         "rule": f.rule,
         "severity": f.severity.value,
@@ -102,6 +111,30 @@ def _finding(f: Any) -> dict[str, Any]:
         "evidence": [to_jsonable(e) for e in f.evidence],
         "fix": f.fix.summary,
         "snippet": f.fix.snippet,
+        "where": [site_words(w, cwd) for w in f.where]
+        + [allocation_words(a, cwd) for a in f.allocated_at],
+    }
+
+
+def _flame(report: Report) -> dict[str, Any] | None:
+    """The sampled stacks as the flame graphs read them (``flame.js``)."""
+    if not report.stack_counts:
+        return None
+    cwd = report.meta.cwd
+    phases = list(dict.fromkeys(c.phase for c in report.stack_counts))
+    biggest = Counter[str]()
+    for c in report.stack_counts:
+        biggest[c.phase] += c.samples
+    timed = [p for p in biggest if p != SETUP_PHASE]
+    return {
+        "frames": {
+            f.id: [f.function, short_path(f.file, cwd), f.line, f.user] for f in report.frames
+        },
+        "stacks": [[s.id, list(s.frames)] for s in report.stacks],
+        "counts": [[c.phase, c.stack, c.samples] for c in report.stack_counts],
+        "labels": {p: phase_label(p) for p in phases},
+        "order": [*PHASE_LABELS, *phases],
+        "first": max(timed, key=biggest.__getitem__) if timed else phases[0],
     }
 
 

@@ -77,14 +77,18 @@ class FrameTable:
     Args:
         library_roots: folders whose code is not the job's (``os.path.join(root, "")`` each);
             the first is stepdoctor's own, whose frames are left out of stacks.
+        cut_at: qualified names of functions where a stack starts: they and the frames
+            outside them are left out (a forked worker's stack holds its parent's frames at
+            the fork above ``BaseProcess._bootstrap``).
     """
 
-    def __init__(self, library_roots: tuple[str, ...]) -> None:
+    def __init__(self, library_roots: tuple[str, ...], cut_at: tuple[str, ...] = ()) -> None:
         self._ours = library_roots[0] if library_roots else None
+        self._cut_at = cut_at
         self._library = library_roots
         self._codes: dict[int, tuple[CodeType, int | None]] = {}
-        """id(code) -> (the code, kept so that its id is not reused; its frame id or None:
-        stepdoctor's own)."""
+        """id(code) -> (the code, kept so that its id is not reused; its frame id: see
+        ``_frame_id``)."""
         self._stacks: dict[tuple[int, ...], int] = {}
         self.new_frames: list[CodeFrame] = []
         self.new_stacks: list[CodeStack] = []
@@ -99,6 +103,8 @@ class FrameTable:
             if known is None:
                 known = self._codes[id(code)] = (code, self._frame_id(code))
             if known[1] is not None:
+                if known[1] < 0:
+                    break
                 key.append(known[1])
             frame = frame.f_back
         if not key:
@@ -118,9 +124,12 @@ class FrameTable:
         return frames, stacks
 
     def _frame_id(self, code: CodeType) -> int | None:
+        """A new frame's id; None: stepdoctor's own (left out); -1: a frame to cut at."""
         file = code.co_filename
         if self._ours is not None and file.startswith(self._ours):
             return None
+        if code.co_qualname in self._cut_at:
+            return -1
         frame_id = self._frame_count
         self._frame_count += 1
         user = not file.startswith(self._library) and not file.startswith("<frozen ")
@@ -268,7 +277,7 @@ class WorkerStacks:
         self.pid = os.getpid()
         self._path = worker_file(run_dir, self.pid)
         self._sampler = StackSampler(
-            thread_id=threading.main_thread().ident or 0,
+            thread_id=threading.get_ident(),
             table=table,
             mark=None,
             clock=time.perf_counter_ns,
@@ -305,19 +314,28 @@ class WorkerStacks:
 
 
 def read_worker_stacks(
-    run_dir: Path, first_frame: int, first_stack: int, *, keep: set[int]
+    run_dir: Path,
+    frames: list[CodeFrame],
+    stacks: list[CodeStack],
+    *,
+    keep: set[int],
 ) -> tuple[list[CodeFrame], list[CodeStack], list[StackSample], int]:
     """Read the DataLoader workers' sample files of a run and delete them.
 
-    Each worker numbered its frames and stacks from 0; they are renumbered from
-    ``first_frame`` and ``first_stack`` (the parent's next ids). Files of processes not in
-    ``keep`` (forked children that were not DataLoader workers) are deleted unread.
+    Each worker numbered its frames and stacks from 0: they become the ids of the same
+    function or stack in ``frames`` and ``stacks`` (the parent's), or new ids after them.
+    Files of processes not in ``keep`` (forked children that were not DataLoader workers) are
+    deleted unread.
 
     Returns:
-        (frames, stacks, samples, lines that could not be read).
+        (new frames, new stacks, samples, lines that could not be read).
     """
-    frames: list[CodeFrame] = []
-    stacks: list[CodeStack] = []
+    frame_ids = {(f.function, f.file, f.line): f.id for f in frames}
+    stack_ids = {s.frames: s.id for s in stacks}
+    next_frame = max(frame_ids.values(), default=-1) + 1
+    next_stack = max(stack_ids.values(), default=-1) + 1
+    new_frames: list[CodeFrame] = []
+    new_stacks: list[CodeStack] = []
     samples: list[StackSample] = []
     bad = 0
     for path in sorted(run_dir.glob(_WORKER_GLOB)):
@@ -339,13 +357,22 @@ def read_worker_stacks(
             try:
                 line = json.loads(text)
                 for fid, function, file, fline, user in line["frames"]:
-                    frame_map[fid] = new = first_frame + len(frames)
-                    frames.append(
-                        CodeFrame(id=new, function=function, file=file, line=fline, user=user)
-                    )
+                    key = (function, file, fline)
+                    if key not in frame_ids:
+                        frame_ids[key] = next_frame
+                        new_frames.append(
+                            CodeFrame(id=next_frame, function=function, file=file, line=fline,
+                                      user=bool(user))
+                        )  # fmt: skip
+                        next_frame += 1
+                    frame_map[fid] = frame_ids[key]
                 for sid, ids in line["stacks"]:
-                    stack_map[sid] = new = first_stack + len(stacks)
-                    stacks.append(CodeStack(id=new, frames=tuple(frame_map[i] for i in ids)))
+                    stack = tuple(frame_map[i] for i in ids)
+                    if stack not in stack_ids:
+                        stack_ids[stack] = next_stack
+                        new_stacks.append(CodeStack(id=next_stack, frames=stack))
+                        next_stack += 1
+                    stack_map[sid] = stack_ids[stack]
                 samples.extend(
                     StackSample(t_ns=t, stack=stack_map[s], phase=WORKER_PHASE, process=pid)
                     for t, s in line["samples"]
@@ -353,4 +380,4 @@ def read_worker_stacks(
             except (ValueError, KeyError, TypeError):
                 bad += 1
         path.unlink(missing_ok=True)
-    return frames, stacks, samples, bad
+    return new_frames, new_stacks, samples, bad
