@@ -7,8 +7,11 @@ API (``step``, ``phase``, ``loader``) and the hooks' lifetime are ``BaseSession`
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import logging
 import os
+import sys
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -23,6 +26,7 @@ from stepdoctor.collect.reduce.monitor import MONITOR_NICE, Collected, Monitor
 from stepdoctor.collect.reduce.progress import Progress
 from stepdoctor.collect.reduce.reducer import new_reducer
 from stepdoctor.collect.reduce.samples import SamplePairer
+from stepdoctor.collect.sampling.allocations import AllocationWindow
 from stepdoctor.collect.sampling.nvml import NvmlReader
 from stepdoctor.collect.sampling.procfs import ProcFs
 from stepdoctor.collect.sampling.readers import PsutilReader, Reader
@@ -33,7 +37,7 @@ from stepdoctor.collect.sampling.stacks import (
     WorkerStacks,
     read_worker_stacks,
 )
-from stepdoctor.model import RunEnd, RunMeta, RunRecord
+from stepdoctor.model import GC_PHASE, RunEnd, RunMeta, RunRecord
 from stepdoctor.probes.run_meta import new_run_meta
 from stepdoctor.record import RecordWriter
 
@@ -82,7 +86,8 @@ class Session(BaseSession):
         trace: capture a short torch.profiler trace of the job's steps (``run --trace``).
         monitor_nice: the monitor thread's nice value (Linux; ``None``: the job's own).
         stack_interval_s: how often the loop thread's Python stack is sampled (and each
-            DataLoader worker's, when the run has a folder); ``None``: never.
+            DataLoader worker's, when the run has a folder); ``None``: never, and no
+            allocation window either (``collect/sampling/allocations.py``).
 
     Raises:
         UsageError: (at ``start``) another session is already active in this process.
@@ -131,6 +136,7 @@ class Session(BaseSession):
         self._meta: RunMeta | None = None
         self._stack_interval_s = stack_interval_s
         self._stacks: StackSampler | None = None
+        self._owner = 0
 
     @property
     def record_path(self) -> Path | None:
@@ -163,7 +169,7 @@ class Session(BaseSession):
             self._nvml = NvmlReader.open()
             if self._nvml is not None:
                 readers.append(self._nvml)
-        owner = threading.get_ident()
+        owner = self._owner = threading.get_ident()
         if self._stack_interval_s is not None:
             append = self.events.append
 
@@ -191,6 +197,11 @@ class Session(BaseSession):
             progress_sink=self._progress_sink,
             nice=self._monitor_nice,
             stacks=None if self._stacks is None else SamplePairer(self._stacks),
+            allocations=(
+                None
+                if self._stack_interval_s is None
+                else AllocationWindow(library_roots(), clock=self.clock)
+            ),
         )
 
     def _run_collectors(self) -> None:
@@ -198,9 +209,22 @@ class Session(BaseSession):
         self._monitor.start()
         if self._stacks is not None:
             self._stacks.start()
+            gc.callbacks.append(self._on_gc)
+
+    def _on_gc(self, phase: str, info: dict[str, int]) -> None:
+        """A full collection started in the job's thread: where (its caller's stack)."""
+        if (
+            phase == "start"
+            and info.get("generation") == 2
+            and self._stacks is not None
+            and threading.get_ident() == self._owner
+        ):
+            self._stacks.record(sys._getframe(1), GC_PHASE)
 
     def _after_fork_in_child(self) -> None:
         super()._after_fork_in_child()
+        with contextlib.suppress(ValueError):
+            gc.callbacks.remove(self._on_gc)
         # A DataLoader worker samples itself into a file of its own (any other forked child
         # too: the parent keeps only its DataLoader workers' files).
         if self._stack_interval_s is not None and self.out_dir is not None:
@@ -211,6 +235,8 @@ class Session(BaseSession):
         assert self._monitor is not None, "stop() before start()"
         assert self._meta is not None, "stop() before start()"
         if self._stacks is not None:
+            with contextlib.suppress(ValueError):
+                gc.callbacks.remove(self._on_gc)
             self._stacks.stop()
             if self._stacks.failed:
                 self._monitor.notice("warning", f"stack sampling stopped: {self._stacks.failed}")
@@ -256,6 +282,7 @@ class Session(BaseSession):
             frames=tuple(got.frames),
             stacks=tuple(got.stacks),
             samples=tuple(got.samples),
+            allocations=tuple(got.allocations),
             end=end,
             warnings=tuple(warnings),
         )

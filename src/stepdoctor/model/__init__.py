@@ -67,6 +67,7 @@ if TYPE_CHECKING:
         to_jsonable,
     )
     from stepdoctor.model.stacks import (
+        GC_PHASE,
         SETUP_PHASE,
         WORKER_PHASE,
         AllocationSite,
@@ -86,6 +87,7 @@ if TYPE_CHECKING:
     )
 
 __all__ = [
+    "GC_PHASE",
     "OUTLIER_SIGMAS",
     "SCHEMA_VERSION",
     "SETUP_PHASE",
@@ -183,6 +185,7 @@ _HOMES = {
     "RunMeta": "run",
     "RunRecord": "run",
     "SCHEMA_VERSION": "schema",
+    "GC_PHASE": "stacks",
     "SETUP_PHASE": "stacks",
     "SchemaError": "schema",
     "Severity": "findings",

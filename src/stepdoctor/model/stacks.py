@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 __all__ = [
+    "GC_PHASE",
     "SETUP_PHASE",
     "WORKER_PHASE",
     "AllocationSite",
@@ -25,6 +26,9 @@ __all__ = [
 #: The phase of a sample taken before the job's first step began (imports, data and model
 #: set-up) or after its last one ended.
 SETUP_PHASE = "setup"
+#: The phase of a sample taken as a full (generation-2) collection started in the job's loop
+#: thread: one sample per collection, where the code was that set it off.
+GC_PHASE = "gc"
 #: The phase of a DataLoader worker process's samples: all of its time makes batches.
 WORKER_PHASE = "loader_worker"
 

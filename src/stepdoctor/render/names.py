@@ -6,6 +6,7 @@ import os
 from typing import Final
 
 from stepdoctor.model import (
+    GC_PHASE,
     SETUP_PHASE,
     WORKER_PHASE,
     AllocationSite,
@@ -38,6 +39,7 @@ PHASE_LABELS: Final[dict[str, str]] = {
     Phase.OTHER.value: "other (between phases)",
     Phase.EVALUATION.value: "evaluation",
     SETUP_PHASE: "set-up (outside steps)",
+    GC_PHASE: "full GC collections",
     WORKER_PHASE: "DataLoader workers",
 }
 

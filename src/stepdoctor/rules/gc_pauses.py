@@ -8,10 +8,11 @@ Fix: ``gc.freeze()`` after start-up, fewer long-lived Python objects, or ``gc.di
 
 from __future__ import annotations
 
-from stepdoctor.model import Evidence, Finding, Fix, Speedup
+from stepdoctor.model import GC_PHASE, Evidence, Finding, Fix, Speedup
 from stepdoctor.rules._severity import grade
 from stepdoctor.rules.context import RuleContext, speedup_if_removed
 from stepdoctor.rules.registry import rule
+from stepdoctor.rules.where import allocation_sites
 
 __all__ = ["CRITICAL_SHARE", "WARNING_SHARE", "gc_pauses"]
 
@@ -22,7 +23,7 @@ WARNING_SHARE = 0.05
 CRITICAL_SHARE = 0.20
 
 
-@rule(id="gc-pauses", title="Garbage-collection pauses")
+@rule(id="gc-pauses", title="Garbage-collection pauses", where=(GC_PHASE,))
 def gc_pauses(ctx: RuleContext) -> list[Finding]:
     """Flag collector pauses taking 5% of step time or more."""
     share = ctx.summary.gc_share
@@ -35,6 +36,7 @@ def gc_pauses(ctx: RuleContext) -> list[Finding]:
     return [
         Finding(
             rule="gc-pauses",
+            allocated_at=allocation_sites(ctx.record, "gc"),
             severity=rung.severity,
             title=f"Garbage collection pauses take {share:.0%} of the time",
             explanation=(

@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from stepdoctor.model import Evidence, Finding, Fix, Severity, Speedup
 from stepdoctor.rules.context import RuleContext
 from stepdoctor.rules.registry import rule
+from stepdoctor.rules.where import allocation_sites
 
 __all__ = ["MIN_RISE_BYTES", "MIN_RISE_SHARE", "MIN_SAMPLES", "RISING_WINDOWS", "memory_growth"]
 
@@ -88,7 +89,8 @@ def memory_growth(ctx: RuleContext) -> list[Finding]:
     total = ctx.record.meta.total_memory_bytes or None
     rss_finding = _rss_finding(ctx, total)
     if rss_finding is not None:
-        findings.append(rss_finding)
+        growth = allocation_sites(ctx.record, "growth")
+        findings.append(dataclasses.replace(rss_finding, allocated_at=growth))
     by_gpu: dict[int, list[tuple[int, int]]] = {}
     gpu_total: dict[int, int] = {}
     for g in ctx.record.gpu:

@@ -15,13 +15,24 @@ from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from stepdoctor.model import CodeFrame, CodeSite, CodeStack, RunRecord, StackCount, StackSample
+from stepdoctor.model import (
+    GC_PHASE,
+    AllocationSite,
+    CodeFrame,
+    CodeSite,
+    CodeStack,
+    RunRecord,
+    StackCount,
+    StackSample,
+)
 
 __all__ = [
+    "EVENT_PHASES",
     "MIN_PHASE_SAMPLES",
     "MIN_SITE_SHARE",
     "TOP_SITES",
     "StackIndex",
+    "allocation_sites",
     "display_name",
     "phase_sites",
     "stack_counts",
@@ -32,6 +43,9 @@ TOP_SITES = 3
 #: A phase with fewer samples than this gets no sites: at 100 Hz that is 0.1 s of it, and one
 #: site's share is then known to ±15 points at best (binomial, n=10).
 MIN_PHASE_SAMPLES = 10
+#: Phases whose samples are events rather than timed samples (one per full collection):
+#: counted exactly, so any number of them says where.
+EVENT_PHASES = frozenset({GC_PHASE})
 #: A site under this share of its phase's samples is left out: at the ~100 samples of a short
 #: phase, 5% is five samples, below which a function's rank is chance.
 MIN_SITE_SHARE = 0.05
@@ -128,7 +142,7 @@ def _sites(phase: str, samples: list[StackSample], index: StackIndex, top: int) 
         total_count.update({f.id for f in frames})
         if at + 1 < len(frames):
             calls.setdefault(site, Counter())[frames[at + 1].id] += 1
-    if counted < MIN_PHASE_SAMPLES:
+    if counted < (1 if phase in EVENT_PHASES else MIN_PHASE_SAMPLES):
         return []
     out: list[CodeSite] = []
     for frame_id, n in site_count.most_common(top):
@@ -155,6 +169,14 @@ def _sites(phase: str, samples: list[StackSample], index: StackIndex, top: int) 
             )
         )
     return out
+
+
+def allocation_sites(
+    record: RunRecord, kind: str, *, top: int = TOP_SITES
+) -> tuple[AllocationSite, ...]:
+    """The record's allocation sites of ``kind`` (``gc`` or ``growth``) worth showing."""
+    sites = [a for a in record.allocations if a.kind == kind and a.share >= MIN_SITE_SHARE]
+    return tuple(sorted(sites, key=lambda a: -a.share)[:top])
 
 
 def display_name(frame: CodeFrame) -> str:

@@ -22,9 +22,11 @@ from stepdoctor.collect.hooks.trigger import (
 from stepdoctor.collect.reduce.progress import MARK_SIZE, Progress
 from stepdoctor.collect.reduce.reducer import Reducer, concurrency_stats
 from stepdoctor.collect.reduce.samples import SamplePairer
+from stepdoctor.collect.sampling.allocations import AllocationWindow
 from stepdoctor.collect.sampling.readers import Reader, samples_itself
 from stepdoctor.collect.sampling.sampler import lower_thread_priority
 from stepdoctor.model import (
+    AllocationSite,
     BoundVerdict,
     CodeFrame,
     CodeStack,
@@ -81,6 +83,7 @@ class Collected:
         self.frames: list[CodeFrame] = []
         self.stacks: list[CodeStack] = []
         self.samples: list[StackSample] = []
+        self.allocations: list[AllocationSite] = []
 
     def steps(self) -> list[StepTiming]:
         """The steps, made from their rows.
@@ -104,6 +107,7 @@ class Monitor:
         progress: where periodic log lines go (``None``: no lines).
         nice: the monitor thread's nice value (``None``: left as the job's).
         stacks: the stack sampler's samples, paired with their phases at each flush.
+        allocations: traces allocations for a while when GC pressure or memory growth shows.
     """
 
     def __init__(
@@ -122,9 +126,11 @@ class Monitor:
         progress_sink: Callable[[str], None] | None,
         nice: int | None = MONITOR_NICE,
         stacks: SamplePairer | None = None,
+        allocations: AllocationWindow | None = None,
     ) -> None:
         self.collected = Collected()
         self._stacks = stacks
+        self._allocations = allocations
         self._nice = nice
         self._events = events
         self._reducer = reducer
@@ -285,6 +291,7 @@ class Monitor:
             self._queue("model", [model_info])
         self._collect_experiments(final=final)
         self._collect_profiled()
+        self._collect_allocations(final=final)
         seen = len(self.collected.batch_dtypes)
         new = list(self._sink.batch_dtypes[seen:])
         if new:
@@ -357,18 +364,37 @@ class Monitor:
             self.notice("error", f"stack samples could not be kept: {exc!r}", key="stacks")
             return
         got = self.collected
-        for line_type, items, kept in (
-            ("frame", frames, got.frames),
-            ("stack", stacks, got.stacks),
-            ("sample", samples, got.samples),
-        ):
+        got.frames.extend(frames)
+        got.stacks.extend(stacks)
+        got.samples.extend(samples)
+        for line_type, items in (("frame", frames), ("stack", stacks), ("sample", samples)):
             if items:
-                kept.extend(items)
                 self._queue(line_type, items)
+
+    def _collect_allocations(self, *, final: bool) -> None:
+        window = self._allocations
+        if window is None:
+            return
+        got = self.collected
+        rss = next((s.main_rss_bytes for s in reversed(got.system) if s.main_rss_bytes), None)
+        if got.step_count >= EXPERIMENT_AFTER_STEPS:
+            window.warmed_up(rss)
+        ended = window.stop() if final else window.tick(rss)
+        if window.skipped:
+            self.notice("info", window.skipped, key="allocations")
+            self._allocations = None
+        if not ended or window.started_ns is None or window.ended_ns is None:
+            return
+        self._allocations = None
+        span = ProfiledSpan(start_ns=window.started_ns, end_ns=window.ended_ns, what="tracemalloc")
+        got.profiled.append(span)
+        self._queue("profiled", [span])
+        got.allocations.extend(window.sites)
+        self._queue("allocation", window.sites)
 
     def _collect_profiled(self) -> None:
         capture = self._sink.trace_capture
-        if capture is None or self.collected.profiled:
+        if capture is None or any(p.what == "torch.profiler" for p in self.collected.profiled):
             return
         span = capture.span
         if span is not None:

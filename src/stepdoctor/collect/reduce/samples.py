@@ -36,9 +36,9 @@ class SamplePairer:
         for sample_id, t_ns, stack in self.sampler.take():
             if stack >= 0:
                 self._waiting_samples[sample_id] = (t_ns, stack)
-        for sample_id, phase in phases:
-            if isinstance(sample_id, int):
-                self._waiting_phases[sample_id] = phase
+        for key, phase in phases:
+            if isinstance(key, int):
+                self._waiting_phases[key] = phase
         samples: list[StackSample] = []
         for sample_id in sorted(self._waiting_samples.keys() & self._waiting_phases.keys()):
             t_ns, stack = self._waiting_samples.pop(sample_id)
@@ -53,5 +53,6 @@ class SamplePairer:
         # a phase whose sample had no frame of the job's (stack -1) never pairs
         for sample_id in [i for i in self._waiting_phases if final or i < complete_below]:
             del self._waiting_phases[sample_id]
-        frames, stacks = self.sampler.table.take()
+        samples.extend(self.sampler.take_events())
+        frames, stacks = self.sampler.take_table()
         return frames, stacks, samples

@@ -179,6 +179,8 @@ class StackSampler:
         self._samples: list[tuple[int, int, int]] = []
         """(sample id, t_ns, stack id), since the last take."""
         self._next_id = 0
+        self._table_lock = threading.Lock()
+        self._events_kept: list[StackSample] = []
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.cpu_ns = 0
@@ -211,14 +213,39 @@ class StackSampler:
         frame = self._current_frames().get(self._thread_id)
         if frame is None:
             return
-        t_ns = self._clock()
-        sample_id = self._next_id
-        self._next_id += 1
-        if self._mark is not None:
-            self._mark(t_ns, sample_id)
-        stack = self.table.stack_id(frame)
-        del frame
-        self._samples.append((sample_id, t_ns, -1 if stack is None else stack))
+        with self._table_lock:
+            t_ns = self._clock()
+            sample_id = self._next_id
+            self._next_id += 1
+            if self._mark is not None:
+                self._mark(t_ns, sample_id)
+            stack = self.table.stack_id(frame)
+            del frame
+            self._samples.append((sample_id, t_ns, -1 if stack is None else stack))
+
+    def record(self, frame: FrameType, phase: str) -> None:
+        """Keep ``frame``'s stack as a sample of ``phase`` now: an event of the job's (a full
+        collection starting) rather than a timed sample. Called from the job's thread (a
+        ``gc.callbacks`` entry): skipped when the sampling thread holds the frame table."""
+        if not self._table_lock.acquire(blocking=False):
+            return
+        try:
+            stack = self.table.stack_id(frame)
+            if stack is not None:
+                self._events_kept.append(StackSample(t_ns=self._clock(), stack=stack, phase=phase))
+        finally:
+            self._table_lock.release()
+
+    def take_table(self) -> tuple[list[CodeFrame], list[CodeStack]]:
+        """Return the frames and stacks interned since the last call (``FrameTable.take``,
+        with the table held: a sample may be interning on another thread)."""
+        with self._table_lock:
+            return self.table.take()
+
+    def take_events(self) -> list[StackSample]:
+        """Return the samples ``record`` kept since the last call."""
+        kept, self._events_kept = self._events_kept, []
+        return kept
 
     @property
     def next_id(self) -> int:
@@ -302,7 +329,7 @@ class WorkerStacks:
             logger.debug("stepdoctor: worker stack sampling stopped: %r", exc)
 
     def _write(self, out: Any) -> None:
-        frames, stacks = self._sampler.table.take()
+        frames, stacks = self._sampler.take_table()
         samples = self._sampler.take()
         line = {
             "frames": [[f.id, f.function, f.file, f.line, f.user] for f in frames],
