@@ -75,20 +75,23 @@ class AllocationSite:
     """A line whose allocations were still alive at the end of a traced window."""
 
     kind: str
-    """``gc`` (Python objects the collector tracks, surviving the window) or ``growth``
-    (memory that a later window holds more of than an earlier one)."""
+    """``gc`` (Python objects the collector tracks, allocated in the window and alive at its
+    end), ``growth`` (bytes allocated in the window and still held at its end) or ``tensors``
+    (tensors made in the window and alive at its end: ``function`` says their dtype, shape and
+    ``grad_fn``, ``caller`` what holds them; torch's tensor objects have no traced line)."""
     file: str
     line: int
     function: str
     user: bool
     count: int
-    """Blocks alive (``gc``) or more blocks than in the earlier window (``growth``)."""
+    """Objects (``gc``, ``tensors``) or memory blocks (``growth``)."""
     size_bytes: int
-    """Their size (``growth``: how much more)."""
+    """Their size (tensors: their storage)."""
     share: float
-    """Their share (0-1) of the window's ``count`` (``gc``) or growth in bytes (``growth``)."""
+    """Their share (0-1) of the kind's objects (``gc``) or bytes (``growth``, ``tensors``)."""
     caller: str = ""
-    """Where the job's own code called it (``file:line``), when the line is a library's."""
+    """The library line below it (``file:line``) when the line is the job's calling into a
+    library; for ``tensors``, what holds them."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -42,12 +42,18 @@ class RuleContext:
 
     @cached_property
     def system(self) -> tuple[SystemSample, ...]:
-        """System samples taken during the steps after warm-up (all of them if no steps)."""
+        """System samples taken during the steps after warm-up (all of them if no steps), less
+        those taken while stepdoctor's own torch.profiler capture ran."""
+        # torch.profiler's capture changes the job's CPU and memory use; the allocation
+        # window's tracemalloc holds a few MiB at most while it runs, and leaving its samples
+        # out would leave a short job's memory series too thin to judge
+        own = [(p.start_ns, p.end_ns) for p in self.record.profiled if p.what != "tracemalloc"]
+        kept = tuple(s for s in self.record.system if not any(a <= s.t_ns <= b for a, b in own))
         if not self.steps:
-            return self.record.system
+            return kept or self.record.system
         start, end = self.steps[0].start_ns, self.steps[-1].end_ns
-        inside = tuple(s for s in self.record.system if start <= s.t_ns <= end)
-        return inside or self.record.system
+        inside = tuple(s for s in kept if start <= s.t_ns <= end)
+        return inside or kept or self.record.system
 
     @cached_property
     def span_ns(self) -> tuple[int, int] | None:

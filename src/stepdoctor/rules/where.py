@@ -175,8 +175,11 @@ def allocation_sites(
     record: RunRecord, kind: str, *, top: int = TOP_SITES
 ) -> tuple[AllocationSite, ...]:
     """The record's allocation sites of ``kind`` (``gc`` or ``growth``) worth showing."""
-    sites = [a for a in record.allocations if a.kind == kind and a.share >= MIN_SITE_SHARE]
-    return tuple(sorted(sites, key=lambda a: -a.share)[:top])
+    sites = [a for a in record.allocations if a.kind == kind]
+    objects = sum(a.count for a in sites) or 1
+    # by bytes or by count: a few large tensors, or many small ones holding a graph
+    kept = [a for a in sites if max(a.share, a.count / objects) >= MIN_SITE_SHARE]
+    return tuple(sorted(kept, key=lambda a: -a.share)[:top])
 
 
 def display_name(frame: CodeFrame) -> str:

@@ -284,11 +284,13 @@ def raised_at(exc: BaseException | None) -> str:
 
 
 def library_roots() -> tuple[str, ...]:
-    """Folders whose code is not the job's: stepdoctor itself (first), the standard library
-    and installed packages (user site-packages included)."""
+    """Folders whose code is not the job's: stepdoctor itself (first), the standard library,
+    installed packages (user site-packages included) and their command launchers."""
     ours = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     paths = sysconfig.get_paths()
-    roots = {paths[key] for key in ("stdlib", "platstdlib", "purelib", "platlib") if key in paths}
+    # "scripts": console-script launchers (the ``stepdoctor`` command itself)
+    keys = ("stdlib", "platstdlib", "purelib", "platlib", "scripts")
+    roots = {paths[key] for key in keys if key in paths}
     with contextlib.suppress(KeyError):  # no user scheme on this platform
         roots.add(sysconfig.get_path("purelib", f"{os.name}_user"))
     return tuple(os.path.join(root, "") for root in (ours, *sorted(roots)) if root)

@@ -131,6 +131,7 @@ class Monitor:
         self.collected = Collected()
         self._stacks = stacks
         self._allocations = allocations
+        self._steps_at_window = 0
         self._nice = nice
         self._events = events
         self._reducer = reducer
@@ -379,13 +380,19 @@ class Monitor:
         rss = next((s.main_rss_bytes for s in reversed(got.system) if s.main_rss_bytes), None)
         if got.step_count >= EXPERIMENT_AFTER_STEPS:
             window.warmed_up(rss)
+        was_open = window.started_ns is not None
         ended = window.stop() if final else window.tick(rss)
+        if not was_open and window.started_ns is not None:
+            self._steps_at_window = got.step_count
         if window.skipped:
             self.notice("info", window.skipped, key="allocations")
             self._allocations = None
         if not ended or window.started_ns is None or window.ended_ns is None:
             return
         self._allocations = None
+        if got.step_count - self._steps_at_window < 2:  # it saw the job's end, not its steps
+            self.notice("info", "the allocation window saw no steps: no allocation sites")
+            return
         span = ProfiledSpan(start_ns=window.started_ns, end_ns=window.ended_ns, what="tracemalloc")
         got.profiled.append(span)
         self._queue("profiled", [span])

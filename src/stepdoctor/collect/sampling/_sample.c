@@ -28,6 +28,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
@@ -87,7 +88,7 @@ close_fds(int *fds, Py_ssize_t n)
             close(fds[i]);
         }
     }
-    PyMem_RawFree(fds);
+    free(fds);
 }
 
 /* pread the whole file (up to READ_MAX) into scratch; its length, or -1. Mutex held. */
@@ -108,7 +109,7 @@ read_file(Sampler *self, int fd)
         if ((size_t)got < self->scratch_size || self->scratch_size >= READ_MAX) {
             return got;
         }
-        char *grown = PyMem_RawRealloc(self->scratch, self->scratch_size * 2);
+        char *grown = realloc(self->scratch, self->scratch_size * 2);
         if (grown == NULL) {
             return got; /* keep what fitted */
         }
@@ -123,7 +124,7 @@ take_snapshot(Sampler *self)
 {
     long long t = monotonic_ns();
     Py_ssize_t n = self->n_fds;
-    Py_ssize_t *lengths = PyMem_RawMalloc((n > 0 ? n : 1) * sizeof(Py_ssize_t));
+    Py_ssize_t *lengths = malloc((n > 0 ? n : 1) * sizeof(Py_ssize_t));
     char *data = NULL;
     size_t used = 0;
     if (lengths == NULL) {
@@ -135,7 +136,7 @@ take_snapshot(Sampler *self)
         if (got <= 0) {
             continue;
         }
-        char *grown = PyMem_RawRealloc(data, used + (size_t)got);
+        char *grown = realloc(data, used + (size_t)got);
         if (grown == NULL) {
             lengths[i] = -1;
             continue;
@@ -144,10 +145,10 @@ take_snapshot(Sampler *self)
         memcpy(data + used, self->scratch, (size_t)got);
         used += (size_t)got;
     }
-    Snapshot *snap = PyMem_RawMalloc(sizeof(Snapshot));
+    Snapshot *snap = malloc(sizeof(Snapshot));
     if (snap == NULL) {
-        PyMem_RawFree(lengths);
-        PyMem_RawFree(data);
+        free(lengths);
+        free(data);
         return;
     }
     snap->t_ns = t;
@@ -157,9 +158,9 @@ take_snapshot(Sampler *self)
     snap->data = data;
     if (self->count == self->capacity) { /* drop the oldest */
         Snapshot *old = self->ring[self->head];
-        PyMem_RawFree(old->lengths);
-        PyMem_RawFree(old->data);
-        PyMem_RawFree(old);
+        free(old->lengths);
+        free(old->data);
+        free(old);
         self->head = (self->head + 1) % self->capacity;
         self->count--;
         self->dropped++;
@@ -255,13 +256,13 @@ sampler_init(Sampler *self, PyObject *args, PyObject *kwargs)
         self->nice = (int)value;
         self->set_nice = 1;
     }
-    self->ring = PyMem_RawCalloc((size_t)capacity, sizeof(Snapshot *));
-    self->scratch = PyMem_RawMalloc(READ_FIRST);
-    self->fds = PyMem_RawMalloc(sizeof(int));
+    self->ring = calloc((size_t)capacity, sizeof(Snapshot *));
+    self->scratch = malloc(READ_FIRST);
+    self->fds = malloc(sizeof(int));
     if (self->ring == NULL || self->scratch == NULL || self->fds == NULL) {
-        PyMem_RawFree(self->ring);
-        PyMem_RawFree(self->scratch);
-        PyMem_RawFree(self->fds);
+        free(self->ring);
+        free(self->scratch);
+        free(self->fds);
         self->ring = NULL;
         self->scratch = NULL;
         self->fds = NULL;
@@ -298,7 +299,7 @@ sampler_set_files(Sampler *self, PyObject *paths)
     }
     Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
     PyObject **encoded = PyMem_Calloc(n > 0 ? n : 1, sizeof(PyObject *));
-    int *fds = PyMem_RawMalloc((n > 0 ? n : 1) * sizeof(int));
+    int *fds = malloc((n > 0 ? n : 1) * sizeof(int));
     PyObject *result = NULL;
     if (encoded == NULL || fds == NULL) {
         PyErr_NoMemory();
@@ -331,7 +332,7 @@ done:
         }
         PyMem_Free(encoded);
     }
-    PyMem_RawFree(fds);
+    free(fds);
     Py_DECREF(seq);
     return result;
 }
@@ -393,9 +394,9 @@ sampler_stop(Sampler *self, PyObject *Py_UNUSED(ignored))
 static void
 free_snapshot(Snapshot *snap)
 {
-    PyMem_RawFree(snap->lengths);
-    PyMem_RawFree(snap->data);
-    PyMem_RawFree(snap);
+    free(snap->lengths);
+    free(snap->data);
+    free(snap);
 }
 
 static PyObject *
@@ -435,7 +436,7 @@ sampler_take(Sampler *self, PyObject *Py_UNUSED(ignored))
     }
     lock(self);
     Py_ssize_t count = self->count;
-    Snapshot **taken = PyMem_RawMalloc((count > 0 ? count : 1) * sizeof(Snapshot *));
+    Snapshot **taken = malloc((count > 0 ? count : 1) * sizeof(Snapshot *));
     if (taken == NULL) {
         pthread_mutex_unlock(&self->mutex);
         return PyErr_NoMemory();
@@ -459,7 +460,7 @@ sampler_take(Sampler *self, PyObject *Py_UNUSED(ignored))
         }
         free_snapshot(taken[i]);
     }
-    PyMem_RawFree(taken);
+    free(taken);
     return result;
 }
 
@@ -474,8 +475,8 @@ sampler_dealloc(Sampler *self)
             for (Py_ssize_t i = 0; i < self->count; i++) {
                 free_snapshot(self->ring[(self->head + i) % self->capacity]);
             }
-            PyMem_RawFree(self->ring);
-            PyMem_RawFree(self->scratch);
+            free(self->ring);
+            free(self->scratch);
             close_fds(self->fds, self->n_fds);
             pthread_mutex_destroy(&self->mutex);
             pthread_cond_destroy(&self->wake);

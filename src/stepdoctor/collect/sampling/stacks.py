@@ -126,6 +126,8 @@ class FrameTable:
     def _frame_id(self, code: CodeType) -> int | None:
         """A new frame's id; None: stepdoctor's own (left out); -1: a frame to cut at."""
         file = code.co_filename
+        if not file.startswith("<"):  # a script started by a relative path
+            file = os.path.abspath(file)
         if self._ours is not None and file.startswith(self._ours):
             return None
         if code.co_qualname in self._cut_at:
