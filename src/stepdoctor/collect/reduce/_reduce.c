@@ -132,6 +132,7 @@ typedef struct {
 } Reducer;
 
 static PyObject *str_other, *str_forward, *str_explicit, *str_optimizer, *str_model, *str_setup;
+static PyObject *str_empty;
 static PyObject *str_unknown_class, *str_data_wait, *str_backward, *str_evaluation;
 /* _hotpath's event buffer, read directly by drain(); NULL where _hotpath is not built. */
 static TdEventsApi *events_api;
@@ -1019,13 +1020,17 @@ model_call(Reducer *self, long long t, int code, PyObject *arg, PyObject *tid)
 
 /* -- the loop ------------------------------------------------------------------------------ */
 
-/* A SAMPLE event: note the phase the owner's time would be charged to now (charge()'s
- * choice, without charging), or "setup" before its first event. */
+/* A SAMPLE event due at t: note the phase the owner's time would be charged to now (charge()'s
+ * choice, without charging); "setup" before its first event; "" when an event of the owner
+ * came after t (the sample straddles it: stacks.py). */
 static int
-sample_phase(Reducer *self, PyObject *arg)
+sample_phase(Reducer *self, long long t, PyObject *arg)
 {
     PyObject *phase = str_setup;
-    if (self->has_open) {
+    if (self->has_open && t < self->last_t) {
+        phase = str_empty;
+    }
+    else if (self->has_open) {
         phase = top_phase(self);
         int other = same_str(phase, str_other);
         if (other < 0) {
@@ -1072,7 +1077,7 @@ feed_event(Reducer *self, long long t, long code, PyObject *arg, PyObject *tid, 
                 return gc_stop(self, t, owner);
             }
             if (code == SAMPLE) {
-                return sample_phase(self, arg);
+                return sample_phase(self, t, arg);
             }
             if (self->has_open) { /* RESET: drop what the open step holds */
                 self->last_t = t;
@@ -1663,10 +1668,11 @@ reduce_exec(PyObject *module)
     str_backward = PyUnicode_InternFromString("backward");
     str_evaluation = PyUnicode_InternFromString("evaluation");
     str_setup = PyUnicode_InternFromString("setup");
+    str_empty = PyUnicode_InternFromString("");
     if (str_other == NULL || str_forward == NULL || str_explicit == NULL
         || str_optimizer == NULL || str_model == NULL || str_unknown_class == NULL
         || str_data_wait == NULL || str_backward == NULL || str_evaluation == NULL
-        || str_setup == NULL) {
+        || str_setup == NULL || str_empty == NULL) {
         return -1;
     }
     if (events_api == NULL) { /* the C event buffer, where _hotpath was built */

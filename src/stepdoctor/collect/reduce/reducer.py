@@ -215,7 +215,7 @@ class StepReducer:
                         elif code == GC_STOP:
                             self._gc_stop(t, tid == owner)
                         elif code == SAMPLE:
-                            self._sample_phases.append((arg, self._phase_now()))
+                            self._sample_phases.append((arg, self._phase_at(t)))
                         elif step is not None:  # RESET: drop what the open step holds
                             step = _Open(start_ns=t)
                             last_t = t
@@ -310,7 +310,8 @@ class StepReducer:
     def take_sample_phases(self) -> list[tuple[object, str]]:
         """Return ``(sample id, phase)`` of the SAMPLE events fed since the last call: the
         phase the owner thread's time was being charged to when each sample was taken
-        (``SETUP_PHASE`` before its first event)."""
+        (``SETUP_PHASE`` before its first event; "" when an event of the owner came between
+        the time the sample was due and the sample)."""
         taken, self._sample_phases = self._sample_phases, []
         return taken
 
@@ -343,10 +344,14 @@ class StepReducer:
 
     # -- internals ---------------------------------------------------------------------
 
-    def _phase_now(self) -> str:
-        """The phase time of the owner would be charged to now (``_charge``'s choice)."""
+    def _phase_at(self, t: int) -> str:
+        """The phase a sample due at ``t`` fell in: the one the owner's time is charged to now
+        (``_charge``'s choice), or "" when the owner appended an event after ``t`` (the sample
+        straddles it: stacks.py)."""
         if self._open is None:
             return SETUP_PHASE
+        if t < self._last_t:
+            return ""
         phase = self._stack[-1] if self._stack else _OTHER
         if self._eval and phase in (_OTHER, _DATA_WAIT):
             return _EVALUATION

@@ -22,6 +22,9 @@ class SamplePairer:
         self.sampler = sampler
         self._waiting_samples: dict[int, tuple[int, int]] = {}
         self._waiting_phases: dict[int, str] = {}
+        self.straddled = 0
+        """Samples left out: the loop's thread appended an event between the time the sample
+        was due and the sample (``collect/sampling/stacks.py``)."""
 
     def collect(
         self, phases: Sequence[tuple[object, str]], *, final: bool = False
@@ -43,7 +46,10 @@ class SamplePairer:
         for sample_id in sorted(self._waiting_samples.keys() & self._waiting_phases.keys()):
             t_ns, stack = self._waiting_samples.pop(sample_id)
             phase = self._waiting_phases.pop(sample_id)
-            samples.append(StackSample(t_ns=t_ns, stack=stack, phase=phase))
+            if phase:
+                samples.append(StackSample(t_ns=t_ns, stack=stack, phase=phase))
+            else:  # it straddled an event of the loop (the reducer's ""): left out
+                self.straddled += 1
         if final:
             samples.extend(
                 StackSample(t_ns=t_ns, stack=stack, phase=SETUP_PHASE)

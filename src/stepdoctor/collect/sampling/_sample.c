@@ -550,33 +550,52 @@ static PyModuleDef_Slot sample_slots[] = {
     {0, NULL},
 };
 
-/* sleep_until(deadline_ns) -> (woke_ns, gil_ns): sleep without the GIL until CLOCK_MONOTONIC
- * reaches deadline_ns, then take the GIL back. woke_ns is when the sleep ended, gil_ns when
- * the GIL was held again: the stack sampler (stacks.py) tells a wait for the GIL from the
- * system's wake-up latency with them, which Python code cannot (it runs only once it holds
- * the GIL). */
+/* sleep_until(deadline_ns, switch_us=0) -> (woke_ns, gil_ns): sleep without the GIL until
+ * CLOCK_MONOTONIC reaches deadline_ns, then take the GIL back. woke_ns is when the sleep ended,
+ * gil_ns when the GIL was held again. With switch_us > 0, the interpreter's switch interval is
+ * that many microseconds while this thread waits for the GIL (then put back): a thread running
+ * Python code gives the GIL up at its next bytecode boundary rather than after the default
+ * 5 ms, so the stack sampler (stacks.py) reads it where it was when the sample was due, not
+ * where it next released the GIL. The interval is a plain field the interpreter reads when a
+ * thread starts waiting (_PyEval_SetSwitchInterval); only this wait uses the short one. */
 static PyObject *
-sleep_until(PyObject *Py_UNUSED(module), PyObject *arg)
+sleep_until(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
 {
-    long long deadline = PyLong_AsLongLong(arg);
+    if (nargs < 1 || nargs > 2) {
+        PyErr_SetString(PyExc_TypeError, "sleep_until(deadline_ns, switch_us=0)");
+        return NULL;
+    }
+    long long deadline = PyLong_AsLongLong(args[0]);
     if (deadline == -1 && PyErr_Occurred()) {
+        return NULL;
+    }
+    long switch_us = nargs > 1 ? PyLong_AsLong(args[1]) : 0;
+    if (switch_us == -1 && PyErr_Occurred()) {
         return NULL;
     }
     struct timespec ts = {.tv_sec = deadline / 1000000000LL, .tv_nsec = deadline % 1000000000LL};
     long long woke;
+    unsigned long saved = _PyEval_GetSwitchInterval();
     Py_BEGIN_ALLOW_THREADS
     while (deadline > 0 && clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR) {
     }
     woke = monotonic_ns();
+    if (switch_us > 0) {
+        _PyEval_SetSwitchInterval((unsigned long)switch_us);
+    }
     Py_END_ALLOW_THREADS
+    if (switch_us > 0) {
+        _PyEval_SetSwitchInterval(saved);
+    }
     return Py_BuildValue("LL", woke, monotonic_ns());
 }
 
 static PyMethodDef sample_functions[] = {
-    {"sleep_until", sleep_until, METH_O,
-     "sleep_until(deadline_ns) -> (woke_ns, gil_ns): sleep without the GIL until "
-     "time.monotonic_ns() reaches deadline_ns; when the sleep ended and when the GIL was "
-     "held again."},
+    {"sleep_until", (PyCFunction)(void (*)(void))sleep_until, METH_FASTCALL,
+     "sleep_until(deadline_ns, switch_us=0) -> (woke_ns, gil_ns): sleep without the GIL "
+     "until time.monotonic_ns() reaches deadline_ns, then wait for the GIL with the switch "
+     "interval at switch_us (0: as it is); when the sleep ended and when the GIL was held "
+     "again."},
     {NULL},
 };
 

@@ -1,17 +1,21 @@
 """A thread that samples the Python stack of the job's loop thread, for "where in the code".
 
-Each sample appends a ``SAMPLE`` event to the hot path's event buffer at the moment the stack
-is read, so the reducer, which replays the events in order, tags it with the phase the loop was
-in then (``collect/reduce/reducer.py``): no phase is guessed from timestamps. The event is
-appended with the GIL held, right after ``sys._current_frames()``: the loop thread cannot
-append an event of its own in between.
+Each sample appends a ``SAMPLE`` event to the hot path's event buffer, so the reducer, which
+replays the events in order, tags it with the phase the loop was in (``collect/reduce/
+reducer.py``): no phase is guessed from timestamps.
 
-Cost (docs/stacks.md, ``benchmarks/stacks.py``): a sample takes the GIL from the job's thread
-once and walks its frames, a few tens of microseconds. An in-process sampler sees a thread only
-when it can take the GIL: time in C code that holds the GIL (rare in torch, which releases it
-in its kernels) is charged to the Python line that called it, as every in-process sampler does
-(pyinstrument, cProfile). ``py-spy`` reads the stacks from outside without that limit; it is
-the fallback (``collect/sampling/pyspy.py``).
+An in-process sampler reads a thread's stack only once it holds the GIL. When the job's thread
+runs Python code, the sampler waits until the job gives the GIL up: at the interpreter's switch
+interval (5 ms), or earlier in a call that releases it (a torch op, I/O). Such a sample lands
+later than it was due, at a release point: on its own, a pure-Python loop followed by a model
+call would put the loop's samples in the model's forward (measured: 21% of the samples in a
+forward that took 0.5% of the time). So the ``SAMPLE`` event carries the time the sample was
+*due* (``_sample.sleep_until`` tells the wait for the GIL apart from the sleep, without the
+GIL), and the reducer drops a sample when the loop's thread appended an event between that time
+and the sample: it straddles a phase change. A sample kept fell in the phase it was due in, at
+a point where that phase's code released the GIL or was switched out (the same bias every
+in-process sampler has: pyinstrument, cProfile's callers). ``py-spy`` reads stacks from outside
+without that limit (docs/stacks.md compares the two).
 
 A DataLoader worker (a forked child) samples itself the same way, with no phase to tag
 (``WORKER_PHASE``), and appends its samples to a file of its own in the run folder
@@ -39,6 +43,7 @@ from stepdoctor.model import WORKER_PHASE, CodeFrame, CodeStack, StackSample
 __all__ = [
     "MAX_DEPTH",
     "SAMPLE_INTERVAL_S",
+    "SWITCH_US",
     "FrameTable",
     "StackSampler",
     "WorkerStacks",
@@ -52,18 +57,12 @@ logger = logging.getLogger(__name__)
 #: ``--rate 100``; pyinstrument's 1 ms interval is for short scripts). Its cost on the job is
 #: in docs/stacks.md (benchmarks/stacks.py); a 1% phase of a minute-long job gets ~60 samples.
 SAMPLE_INTERVAL_S = 0.01
-#: A sample whose thread waited this long for the GIL is not taken, unless the wait ran to the
-#: interpreter's switch interval. The job's thread was running Python code and then gave the
-#: GIL up on its own, in a call that releases it (a torch op, I/O): the stack would show that
-#: call rather than the Python code that ran when the sample was due, and calls that release
-#: the GIL would collect the samples of the Python code before them. A wait that ends at the
-#: switch interval (``sys.getswitchinterval()``, 5 ms by default) is a forced switch, at a
-#: point of the Python code that was running: kept. The wait is measured by the C
-#: ``_sample.sleep_until`` (the system's own wake-up latency, ~0.1 ms here, is not counted);
-#: a thread that gets the GIL at once waits ~1-2 µs. Measured on a loop whose data loading is
-#: pure Python and whose model call releases the GIL (docs/stacks.md): 21% of the samples
-#: landed in the model's forward, which took 0.5% of the time, without this rule.
-GIL_WAIT_NS = 10_000
+#: The switch interval while the sampling thread waits for the GIL (``_sample.sleep_until``):
+#: the job's thread gives the GIL up at its next bytecode boundary instead of up to 5 ms later.
+#: Measured on a data set parsing JSON in C (json.loads holds the GIL) and collating with
+#: torch.stack (which releases it): at the default interval 100% of the data wait's samples
+#: landed in the collate, which took 1.6% of it; with this one, docs/stacks.md.
+SWITCH_US = 20
 #: Frames kept of one stack, innermost first (deeper recursion is cut at its outer end).
 MAX_DEPTH = 200
 #: How often a DataLoader worker appends its samples to its file.
@@ -187,14 +186,10 @@ class StackSampler:
         self._thread: threading.Thread | None = None
         self.cpu_ns = 0
         """The sampling thread's CPU time, once stopped."""
-        self.skipped = 0
-        """Samples not taken: the GIL came late, at a point the job released it (see
-        ``GIL_WAIT_NS``)."""
         native = native_sampler()
-        self._sleep_until: Callable[[int], tuple[int, int]] = (
+        self._sleep_until: Callable[[int, int], tuple[int, int]] = (
             _sleep_until if native is None else native.sleep_until
         )
-        self._forced_ns = int(sys.getswitchinterval() * 1e9)
         self.failed: str | None = None
         """Why sampling stopped early (an exception of ours), or None."""
 
@@ -210,13 +205,18 @@ class StackSampler:
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join()
 
-    def sample(self) -> None:
-        """Take one sample now (the thread calls this; tests may too)."""
+    def sample(self, waited_ns: int = 0) -> None:
+        """Take one sample now (the thread calls this; tests may too).
+
+        Args:
+            waited_ns: how long the sampling thread waited for the GIL: the sample is due
+                that long ago, and its ``SAMPLE`` event says so (module docstring).
+        """
         frame = self._current_frames().get(self._thread_id)
         if frame is None:
             return
         with self._table_lock:
-            t_ns = self._clock()
+            t_ns = self._clock() - waited_ns
             sample_id = self._next_id
             self._next_id += 1
             if self._mark is not None:
@@ -266,14 +266,11 @@ class StackSampler:
         try:
             due = time.monotonic_ns() + interval_ns
             while not self._stop.is_set():
-                woke, got = self._sleep_until(due)
+                woke, got = self._sleep_until(due, SWITCH_US)
                 if self._stop.is_set():
                     break
                 due += interval_ns * (1 + max(0, got - due) // interval_ns)
-                if got - woke < GIL_WAIT_NS or got - woke >= self._forced_ns:
-                    self.sample()
-                else:
-                    self.skipped += 1
+                self.sample(waited_ns=max(0, time.monotonic_ns() - woke))
         except Exception as exc:  # never break the job over our own bug
             self.failed = repr(exc)
             logger.warning("stepdoctor: stack sampling stopped: %r", exc)
@@ -281,9 +278,9 @@ class StackSampler:
             self.cpu_ns = time.thread_time_ns()
 
 
-def _sleep_until(deadline_ns: int) -> tuple[int, int]:
+def _sleep_until(deadline_ns: int, switch_us: int = 0) -> tuple[int, int]:
     """``_sample.sleep_until``'s twin: it cannot tell the wait for the GIL from the sleep (so
-    no sample is skipped for it)."""
+    every sample is taken as due when it got the GIL)."""
     time.sleep(max(0, deadline_ns - time.monotonic_ns()) / 1e9)
     now = time.monotonic_ns()
     return now, now
