@@ -68,6 +68,8 @@ class StackSample:
     ``WORKER_PHASE`` in a DataLoader worker)."""
     process: int = 0
     """The process sampled: 0 for the job's own, else a DataLoader worker's pid."""
+    line: int = 0
+    """The line its innermost frame of the job's own code (else its innermost frame) was at."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -101,6 +103,8 @@ class CodeSite:
     function: str
     file: str
     line: int
+    """The line of the function most of the site's samples were at (its ``def`` line when
+    the samples have no line)."""
     phase: str
     share: float
     """Share (0-1) of the phase's samples whose innermost frame of the job's own code is this

@@ -127,6 +127,7 @@ def _sites(phase: str, samples: list[StackSample], index: StackIndex, top: int) 
     self_count: Counter[int] = Counter()
     total_count: Counter[int] = Counter()
     calls: dict[int, Counter[int]] = {}
+    lines: dict[int, Counter[int]] = {}
     counted = 0
     for sample in samples:
         frames = index.frames_of(sample)
@@ -138,6 +139,8 @@ def _sites(phase: str, samples: list[StackSample], index: StackIndex, top: int) 
             at = len(frames) - 1
         site = frames[at].id
         site_count[site] += 1
+        if sample.line:
+            lines.setdefault(site, Counter())[sample.line] += 1
         self_count[frames[-1].id] += 1
         total_count.update({f.id for f in frames})
         if at + 1 < len(frames):
@@ -159,7 +162,7 @@ def _sites(phase: str, samples: list[StackSample], index: StackIndex, top: int) 
             CodeSite(
                 function=frame.function,
                 file=frame.file,
-                line=frame.line,
+                line=lines[frame_id].most_common(1)[0][0] if frame_id in lines else frame.line,
                 phase=phase,
                 share=n / counted,
                 total_share=total_count[frame_id] / counted,

@@ -20,7 +20,7 @@ class SamplePairer:
 
     def __init__(self, sampler: StackSampler) -> None:
         self.sampler = sampler
-        self._waiting_samples: dict[int, tuple[int, int]] = {}
+        self._waiting_samples: dict[int, tuple[int, int, int]] = {}
         self._waiting_phases: dict[int, str] = {}
         self.straddled = 0
         """Samples left out: the loop's thread appended an event between the time the sample
@@ -36,24 +36,24 @@ class SamplePairer:
             final: the run ended: a sample whose event the reducer never saw is ``setup``.
         """
         complete_below = self.sampler.next_id - 1  # samples before it were all handed out
-        for sample_id, t_ns, stack in self.sampler.take():
+        for sample_id, t_ns, stack, line in self.sampler.take():
             if stack >= 0:
-                self._waiting_samples[sample_id] = (t_ns, stack)
+                self._waiting_samples[sample_id] = (t_ns, stack, line)
         for key, phase in phases:
             if isinstance(key, int):
                 self._waiting_phases[key] = phase
         samples: list[StackSample] = []
         for sample_id in sorted(self._waiting_samples.keys() & self._waiting_phases.keys()):
-            t_ns, stack = self._waiting_samples.pop(sample_id)
+            t_ns, stack, line = self._waiting_samples.pop(sample_id)
             phase = self._waiting_phases.pop(sample_id)
             if phase:
-                samples.append(StackSample(t_ns=t_ns, stack=stack, phase=phase))
+                samples.append(StackSample(t_ns=t_ns, stack=stack, phase=phase, line=line))
             else:  # it straddled an event of the loop (the reducer's ""): left out
                 self.straddled += 1
         if final:
             samples.extend(
-                StackSample(t_ns=t_ns, stack=stack, phase=SETUP_PHASE)
-                for t_ns, stack in self._waiting_samples.values()
+                StackSample(t_ns=t_ns, stack=stack, phase=SETUP_PHASE, line=line)
+                for t_ns, stack, line in self._waiting_samples.values()
             )
             self._waiting_samples.clear()
         # a phase whose sample had no frame of the job's (stack -1) never pairs

@@ -92,10 +92,17 @@ class FrameTable:
         self.new_frames: list[CodeFrame] = []
         self.new_stacks: list[CodeStack] = []
         self._frame_count = 0
+        self._user: set[int] = set()
+        self.line = 0
+        """The line of the last ``stack_id``'s stack (see there)."""
 
     def stack_id(self, frame: FrameType | None) -> int | None:
-        """Return the id of the stack ending in ``frame`` (None: no frame of the job's)."""
+        """Return the id of the stack ending in ``frame`` (None: no frame of the job's); the
+        line its innermost frame of the job's code (else its innermost frame) was at is left
+        in ``line``."""
         key: list[int] = []
+        self.line = 0
+        user_line = 0
         while frame is not None and len(key) < MAX_DEPTH:
             code = frame.f_code
             known = self._codes.get(id(code))
@@ -104,8 +111,13 @@ class FrameTable:
             if known[1] is not None:
                 if known[1] < 0:
                     break
+                if not key:
+                    self.line = frame.f_lineno or 0
+                if not user_line and known[1] in self._user:
+                    user_line = frame.f_lineno or 0
                 key.append(known[1])
             frame = frame.f_back
+        self.line = user_line or self.line
         if not key:
             return None
         key.reverse()
@@ -134,6 +146,8 @@ class FrameTable:
         frame_id = self._frame_count
         self._frame_count += 1
         user = not file.startswith(self._library) and not file.startswith("<frozen ")
+        if user:
+            self._user.add(frame_id)
         self.new_frames.append(
             CodeFrame(
                 id=frame_id,
@@ -177,8 +191,8 @@ class StackSampler:
         self._clock = clock
         self._interval_s = interval_s
         self._current_frames = current_frames
-        self._samples: list[tuple[int, int, int]] = []
-        """(sample id, t_ns, stack id), since the last take."""
+        self._samples: list[tuple[int, int, int, int]] = []
+        """(sample id, t_ns, stack id, line), since the last take."""
         self._next_id = 0
         self._table_lock = threading.Lock()
         self._events_kept: list[StackSample] = []
@@ -223,7 +237,7 @@ class StackSampler:
                 self._mark(t_ns, sample_id)
             stack = self.table.stack_id(frame)
             del frame
-            self._samples.append((sample_id, t_ns, -1 if stack is None else stack))
+            self._samples.append((sample_id, t_ns, -1 if stack is None else stack, self.table.line))
 
     def record(self, frame: FrameType, phase: str) -> None:
         """Keep ``frame``'s stack as a sample of ``phase`` now: an event of the job's (a full
@@ -234,7 +248,9 @@ class StackSampler:
         try:
             stack = self.table.stack_id(frame)
             if stack is not None:
-                self._events_kept.append(StackSample(t_ns=self._clock(), stack=stack, phase=phase))
+                self._events_kept.append(
+                    StackSample(t_ns=self._clock(), stack=stack, phase=phase, line=self.table.line)
+                )
         finally:
             self._table_lock.release()
 
@@ -255,9 +271,9 @@ class StackSampler:
         handed to ``take``'s list)."""
         return self._next_id
 
-    def take(self) -> list[tuple[int, int, int]]:
-        """Return ``(sample id, t_ns, stack id)`` of the samples since the last call (stack
-        -1: no frame of the job's, e.g. only stepdoctor's)."""
+    def take(self) -> list[tuple[int, int, int, int]]:
+        """Return ``(sample id, t_ns, stack id, line)`` of the samples since the last call
+        (stack -1: no frame of the job's, e.g. only stepdoctor's; line: ``FrameTable.line``)."""
         samples, self._samples = self._samples, []
         return samples
 
@@ -333,7 +349,7 @@ class WorkerStacks:
         line = {
             "frames": [[f.id, f.function, f.file, f.line, f.user] for f in frames],
             "stacks": [[s.id, list(s.frames)] for s in stacks],
-            "samples": [[t, stack] for _, t, stack in samples if stack >= 0],
+            "samples": [[t, stack, line] for _, t, stack, line in samples if stack >= 0],
         }
         out.write(json.dumps(line, separators=(",", ":")) + "\n")
         out.flush()
@@ -400,8 +416,10 @@ def read_worker_stacks(
                         next_stack += 1
                     stack_map[sid] = stack_ids[stack]
                 samples.extend(
-                    StackSample(t_ns=t, stack=stack_map[s], phase=WORKER_PHASE, process=pid)
-                    for t, s in line["samples"]
+                    StackSample(
+                        t_ns=t, stack=stack_map[s], phase=WORKER_PHASE, process=pid, line=at
+                    )
+                    for t, s, at in line["samples"]
                 )
             except (ValueError, KeyError, TypeError):
                 bad += 1
