@@ -29,7 +29,14 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         choices=tuple(RENDERERS),
         default="text",
         help="html: one self-contained page with plots; perfetto: the run's timeline as a "
-        "Chrome/Perfetto trace (ui.perfetto.dev)",
+        "Chrome/Perfetto trace (ui.perfetto.dev); speedscope: the sampled stacks, a profile "
+        "per phase (speedscope.app)",
+    )
+    p.add_argument(
+        "--speedscope",
+        type=Path,
+        metavar="FILE",
+        help="also write the sampled stacks as a speedscope profile",
     )
     p.add_argument("-o", "--output", type=Path, metavar="FILE", help="write here, not stdout")
     p.add_argument("--width", type=int, default=100, help="width of the text report")
@@ -50,6 +57,9 @@ def run(args: argparse.Namespace) -> int:
     else:
         write_output(args.output, text)
         print(f"stepdoctor: wrote {args.output}", file=sys.stderr)
+    if args.speedscope is not None:
+        write_output(args.speedscope, RENDERERS["speedscope"].render(RenderInput(record=record)))
+        print(f"stepdoctor: wrote {args.speedscope}", file=sys.stderr)
     return 0
 
 

@@ -14,6 +14,7 @@ from stepdoctor.model import Report, RunRecord, TraceSummary
 from stepdoctor.render.html import render_html
 from stepdoctor.render.json import render_json
 from stepdoctor.render.perfetto import render_perfetto
+from stepdoctor.render.speedscope import render_speedscope
 from stepdoctor.render.text import render_text
 from stepdoctor.render.trace import render_trace
 
@@ -77,6 +78,11 @@ def _html(x: RenderInput) -> str:
     return render_html(x.record, x.diagnosis(), x.trace)
 
 
+def _speedscope(x: RenderInput) -> str:
+    """The sampled stacks alone: no diagnosis needed."""
+    return render_speedscope(x.record)
+
+
 def _perfetto(x: RenderInput) -> str:
     """The run's timeline alone: no diagnosis needed."""
     return render_perfetto(x.record)
@@ -90,5 +96,6 @@ RENDERERS: dict[str, Renderer] = {
         Renderer(name="json", render=_json),
         Renderer(name="html", render=_html),
         Renderer(name="perfetto", render=_perfetto, needs_report=False),
+        Renderer(name="speedscope", render=_speedscope, needs_report=False),
     )
 }

@@ -28,6 +28,7 @@ from stepdoctor.render.names import (
     PHASE_LABELS,
     SEVERITY_LABELS,
     allocation_words,
+    own_span_label,
     phase_label,
     short_path,
     site_words,
@@ -62,7 +63,7 @@ def html_context(
         {
             "kind": "profiler",
             "rule": "",
-            "label": "torch.profiler (--trace)",
+            "label": own_span_label(span.what),
             "start": seconds(span.start_ns),
             "end": seconds(span.end_ns),
         }

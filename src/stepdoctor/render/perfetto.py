@@ -8,7 +8,10 @@ Opens in ui.perfetto.dev and chrome://tracing. One process, "stepdoctor: <comman
   each phase ran, so every phase's slice starts at its step's start;
 - GC: an instant at the end of each step that had collections (args: count, total and
   longest pause) — the record keeps pauses per step, not their exact times;
-- a ``stepdoctor`` track: the span its own torch.profiler capture slowed (``run --trace``);
+- a ``stepdoctor`` track: the spans its own measurements slowed (``run --trace``'s
+  torch.profiler capture, the allocation window's tracemalloc);
+- a ``Python stacks`` track for the loop's thread and one per DataLoader worker: an instant
+  per stack sample, named by its innermost function, with its phase and whole stack in args;
 - counters: CPU (the job, its workers, other processes; % of one core), memory (RSS of the
   tree and of the main process, malloc heap; MiB), per-core CPU, and per GPU its utilisation
   and memory.
@@ -23,7 +26,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from stepdoctor.model import RunRecord, StepTiming
-from stepdoctor.render.names import phase_label
+from stepdoctor.render.names import own_span_label, phase_label
 
 __all__ = ["record_to_trace", "render_perfetto"]
 
@@ -31,8 +34,12 @@ PID = 1
 STEPS_TID = 1
 #: stepdoctor's own work that slowed the job (the --trace capture).
 OWN_TID = 2
+#: The loop thread's stack samples (a DataLoader worker's: STACKS_TID + 1 + its rank).
+STACKS_TID = 3
 #: Phase tracks start here (in the order phases first appear in the record).
 FIRST_PHASE_TID = 10
+#: DataLoader workers' stack tracks start here.
+FIRST_WORKER_TID = 1000
 MIB = 2**20
 
 
@@ -64,10 +71,11 @@ def record_to_trace(record: RunRecord) -> dict[str, Any]:
     for span in record.profiled:
         start = _us(span.start_ns, origin)
         events.append(
-            _slice(f"{span.what} capture (--trace)", OWN_TID, start,
+            _slice(own_span_label(span.what), OWN_TID, start,
                    _us(span.end_ns, origin) - start,
-                   {"note": "the job's steps here ran under stepdoctor's profiler"})
+                   {"note": "the job's steps here ran under stepdoctor's own measurement"})
         )  # fmt: skip
+    events.extend(_sample_events(record, origin))
     for sample in record.system:
         ts = _us(sample.t_ns, origin)
         cpu = {
@@ -128,6 +136,40 @@ def _step_events(step: StepTiming, origin: int, phase_tids: dict[str, int]) -> l
                     "total pause (ms)": round(step.gc_pause_ns / 1e6, 3),
                     "longest pause (ms)": round(step.gc_max_pause_ns / 1e6, 3),
                 },
+            }
+        )
+    return out
+
+
+def _sample_events(record: RunRecord, origin: int) -> list[dict[str, Any]]:
+    """An instant per stack sample, on the track of the process it was taken in."""
+    if not record.samples:
+        return []
+    frames = {f.id: f for f in record.frames}
+    stacks: dict[int, list[str]] = {
+        s.id: [frames[i].function for i in s.frames if i in frames] for s in record.stacks
+    }
+    tids = {0: STACKS_TID}
+    out = []
+    for pid in sorted({s.process for s in record.samples} - {0}):
+        tids[pid] = FIRST_WORKER_TID + len(tids) - 1
+    for pid, tid in tids.items():
+        name = "Python stacks" if pid == 0 else f"Python stacks: DataLoader worker {pid}"
+        out.append(_meta("thread_name", tid, {"name": name}))
+        out.append(_meta("thread_sort_index", tid, {"sort_index": tid}))
+    for sample in record.samples:
+        names = stacks.get(sample.stack)
+        if not names:
+            continue
+        out.append(
+            {
+                "name": names[-1],
+                "ph": "i",
+                "s": "t",
+                "pid": PID,
+                "tid": tids[sample.process],
+                "ts": _us(sample.t_ns, origin),
+                "args": {"phase": phase_label(sample.phase), "stack": " > ".join(names)},
             }
         )
     return out

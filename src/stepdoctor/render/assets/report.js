@@ -99,8 +99,8 @@ if (D.system) {
     (D.marks.some(m => m.kind === "finding")
      ? " Red bands: the time a finding is about (numbered as above)." : "") +
     (D.marks.some(m => m.kind === "profiler")
-     ? " Blue band: stepdoctor's own torch.profiler capture (--trace), which slowed those " +
-       "steps." : "");
+     ? " Blue band: stepdoctor's own measurement (torch.profiler capture or allocation " +
+       "tracing), which slowed those steps." : "");
   window.tdCharts.push(chart("cpu", [
     line("this job", y.t, y["job CPU"], 0), line("its workers", y.t, y["workers CPU"], 1),
     line("other processes", y.t, y["other processes CPU"], 3),
