@@ -7,10 +7,33 @@ One list for the zoo's tests (``test_zoo.py``) and the accuracy benchmark
 
 from __future__ import annotations
 
-__all__ = ["CONTROLS", "FAULTS", "FIXED_TWIN_ALARMS", "HEALTHY", "KNOWN_MISSES", "MAGNITUDES"]
+__all__ = [
+    "CONTROLS",
+    "FAULTS",
+    "FIXED_TWIN_ALARMS",
+    "HEALTHY",
+    "KNOWN_MISSES",
+    "MAGNITUDES",
+    "PLANTED_CODE",
+]
 
 #: The doses a fault script plants (``ZOO_MAGNITUDE``), strongest first.
 MAGNITUDES = ("strong", "mild")
+
+#: Fault script -> where its top finding must say the time goes (its first ``where`` site of
+#: that phase): (phase, the planted function, the library call it makes or ""), from sampled
+#: stacks; for memory growth, ("tensors", what holds the kept tensors) from the allocation
+#: window. Checked at the strong dose.
+PLANTED_CODE: dict[str, tuple[str, str, str]] = {
+    "input_bound.py": ("data_wait", "decode", ""),
+    "input_json.py": ("data_wait", "JsonRecords.parse", ""),
+    "slow_callbacks.py": ("other", "after_step", "json.dumps"),
+    "metric_python_loop.py": ("other", "token_accuracy", ""),
+    "log_tensor.py": ("other", "after_step", "logging.Logger.info"),
+    "checkpoint_stalls.py": ("checkpoint", "after_step", "torch.serialization.save"),
+    "gc_pauses.py": ("gc", "after_step.<locals>.<genexpr>", ""),
+    "memory_growth.py": ("tensors", "float32[2048, 256]", "list 'kept'"),
+}
 
 #: Fault script -> the rule that must come out on top of the findings about the job.
 FAULTS = {

@@ -21,7 +21,7 @@ import pytest
 
 from stepdoctor.record import load_run
 
-from ._catalog import FAULTS, FIXED_TWIN_ALARMS, HEALTHY, MAGNITUDES
+from ._catalog import FAULTS, FIXED_TWIN_ALARMS, HEALTHY, MAGNITUDES, PLANTED_CODE
 from ._verdicts import LOUD, MACHINE_RULES, about_the_job
 
 HERE = Path(__file__).parent
@@ -76,6 +76,25 @@ def test_planted_fault_comes_out_on_top(
     assert top["rule"] == rule_id, _describe(report)
     assert top["severity"] in LOUD, _describe(report)
     assert top["evidence"] and top["fix"]["summary"]
+    if magnitude == "strong" and script in PLANTED_CODE:
+        _names_the_planted_code(top, *PLANTED_CODE[script])
+
+
+def _names_the_planted_code(
+    finding: dict[str, object], phase: str, function: str, calls: str
+) -> None:
+    """The finding's first site of ``phase`` is the planted function (sampled stacks), or for
+    ``tensors`` its first group of kept tensors is the planted one, held where planted."""
+    if phase == "tensors":
+        kept = [a for a in finding["allocated_at"] if a["kind"] == "tensors"]  # type: ignore[union-attr,index]
+        assert kept, f"no kept tensors named: {finding['allocated_at']}"
+        assert kept[0]["function"] == function and calls in kept[0]["caller"], kept
+        return
+    sites = [w for w in finding["where"] if w["phase"] == phase]  # type: ignore[union-attr,index]
+    assert sites, f"no site of {phase}: {finding['where']}"
+    assert sites[0]["function"] == function, sites
+    assert sites[0]["calls"] == calls or not calls, sites
+    assert sites[0]["share"] >= 0.5, sites
 
 
 @pytest.mark.scenario

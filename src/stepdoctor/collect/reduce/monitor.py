@@ -7,9 +7,11 @@ and the job carries on; a failing reader is switched off.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 import time
+import tracemalloc
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -257,8 +259,14 @@ class Monitor:
                     self.collected.gpu.append(reading)
                     self._queue("gpu", [reading])
                 else:
-                    self.collected.system.append(reading)
-                    self._queue("system", [reading])
+                    sample = reading
+                    if sample.main_heap_bytes and tracemalloc.is_tracing():
+                        # the allocation window's own traces are not the job's memory
+                        own = tracemalloc.get_tracemalloc_memory()
+                        heap = max(0, sample.main_heap_bytes - own)
+                        sample = dataclasses.replace(sample, main_heap_bytes=heap)
+                    self.collected.system.append(sample)
+                    self._queue("system", [sample])
 
     def _inspect(self, *, final: bool) -> None:
         try:

@@ -590,7 +590,107 @@ sleep_until(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs
     return Py_BuildValue("LL", woke, monotonic_ns());
 }
 
+/* The allocation window's censuses (allocations.py). Another thread's code may hold an object
+ * it is still building with one reference (tuple(genexpr) resizes its tuple in place, and
+ * fails when another reference exists: "bad argument to internal function"). A census from
+ * Python holds the collector's whole list across bytecodes, where the GIL may go to that
+ * thread: these run from the list to their result in one C call, with the collector off (its
+ * callbacks are Python code), and drop the list before they return. */
+
+/* gc.get_objects(generation), or its last `tail` objects (tail < 0: all). */
+static PyObject *
+gc_objects(long generation, Py_ssize_t tail)
+{
+    PyObject *gc = PyImport_ImportModule("gc");
+    if (gc == NULL) {
+        return NULL;
+    }
+    PyObject *objects = generation < 0 ? PyObject_CallMethod(gc, "get_objects", NULL)
+                                       : PyObject_CallMethod(gc, "get_objects", "l", generation);
+    Py_DECREF(gc);
+    if (objects == NULL || tail < 0 || PyList_GET_SIZE(objects) <= tail) {
+        return objects;
+    }
+    PyObject *last = PyList_GetSlice(objects, PyList_GET_SIZE(objects) - tail,
+                                     PyList_GET_SIZE(objects));
+    Py_DECREF(objects);
+    return last;
+}
+
+/* instances(cls) -> [objects the collector tracks whose type is cls or a subclass] */
+static PyObject *
+census_instances(PyObject *Py_UNUSED(module), PyObject *cls)
+{
+    if (!PyType_Check(cls)) {
+        PyErr_SetString(PyExc_TypeError, "instances(cls): cls must be a type");
+        return NULL;
+    }
+    int was_enabled = PyGC_Disable();
+    PyObject *objects = gc_objects(-1, -1);
+    PyObject *found = objects == NULL ? NULL : PyList_New(0);
+    for (Py_ssize_t i = 0; found != NULL && i < PyList_GET_SIZE(objects); i++) {
+        PyObject *obj = PyList_GET_ITEM(objects, i);
+        if (PyType_IsSubtype(Py_TYPE(obj), (PyTypeObject *)cls) && PyList_Append(found, obj) < 0) {
+            Py_CLEAR(found);
+        }
+    }
+    Py_XDECREF(objects);
+    if (was_enabled) {
+        PyGC_Enable();
+    }
+    return found;
+}
+
+/* count_by(fn, generation, tail) -> {fn(obj): count} over gc.get_objects(generation)[-tail:]
+ * (tail < 0: all); results that are None are not counted. fn must be a C function: Python
+ * code would run bytecode while the list is held. */
+static PyObject *
+census_count_by(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "count_by(fn, generation, tail)");
+        return NULL;
+    }
+    long generation = PyLong_AsLong(args[1]);
+    Py_ssize_t tail = PyLong_AsSsize_t(args[2]);
+    if (PyErr_Occurred()) {
+        return NULL;
+    }
+    int was_enabled = PyGC_Disable();
+    PyObject *objects = gc_objects(generation, tail);
+    PyObject *counts = objects == NULL ? NULL : PyDict_New();
+    for (Py_ssize_t i = 0; counts != NULL && i < PyList_GET_SIZE(objects); i++) {
+        PyObject *key = PyObject_CallOneArg(args[0], PyList_GET_ITEM(objects, i));
+        if (key == NULL) {
+            Py_CLEAR(counts);
+            break;
+        }
+        if (key != Py_None) {
+            PyObject *n = PyDict_GetItemWithError(counts, key);
+            long have = n == NULL ? 0 : PyLong_AsLong(n);
+            PyObject *more = PyErr_Occurred() ? NULL : PyLong_FromLong(have + 1);
+            if (more == NULL || PyDict_SetItem(counts, key, more) < 0) {
+                Py_CLEAR(counts);
+            }
+            Py_XDECREF(more);
+        }
+        Py_DECREF(key);
+    }
+    Py_XDECREF(objects);
+    if (was_enabled) {
+        PyGC_Enable();
+    }
+    return counts;
+}
+
 static PyMethodDef sample_functions[] = {
+    {"instances", census_instances, METH_O,
+     "instances(cls) -> the objects the collector tracks that are instances of cls, found "
+     "in one C call (see _sample.c)."},
+    {"count_by", (PyCFunction)(void (*)(void))census_count_by, METH_FASTCALL,
+     "count_by(fn, generation, tail) -> {fn(obj): count} over the last tail objects of "
+     "gc.get_objects(generation) (tail < 0: all; None results left out), in one C call; fn "
+     "must be a C function."},
     {"sleep_until", (PyCFunction)(void (*)(void))sleep_until, METH_FASTCALL,
      "sleep_until(deadline_ns, switch_us=0) -> (woke_ns, gil_ns): sleep without the GIL "
      "until time.monotonic_ns() reaches deadline_ns, then wait for the GIL with the switch "

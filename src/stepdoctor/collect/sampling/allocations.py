@@ -21,6 +21,7 @@ steps in it are left out of the measurements, like the ``--trace`` capture's.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import dataclasses
 import functools
@@ -28,22 +29,21 @@ import gc
 import logging
 import os
 import sys
-import time
 import tracemalloc
 import types
 import weakref
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
+from stepdoctor.collect.sampling.sampler import native_sampler
 from stepdoctor.model import AllocationSite
 
 __all__ = [
-    "CENSUS_BUDGET_S",
     "GROWTH_MIN_BYTES",
     "GROWTH_SHARE",
     "MIN_WINDOW_NS",
-    "OLD_RUN",
+    "OLD_TAIL",
     "TOP_ALLOCATION_SITES",
     "TRACE_FRAMES",
     "WAIT_NS",
@@ -76,11 +76,10 @@ GROWTH_SHARE = 0.05
 #: fill over tens of kilobytes (measured: 28 KiB of a TensorDataset's sample tuples in one
 #: second). 64 KiB in 2 s is ~2 MiB/min, below what memory-growth reports.
 GROWTH_MIN_BYTES = 64 * 1024
-#: The census of the window's surviving objects stops after this many objects of generation 2
-#: in a row that were made before the window (the newest are at its end).
-OLD_RUN = 20_000
-#: ... or after this long: it holds the GIL (a step of the job waits).
-CENSUS_BUDGET_S = 0.3
+#: The census of the window's surviving objects reads this many of the newest objects of
+#: generation 2 (those that survived the window's collections are appended there); the C
+#: census holds the GIL while it runs, ~0.1 µs an object.
+OLD_TAIL = 500_000
 #: Sites kept of each kind.
 TOP_ALLOCATION_SITES = 5
 
@@ -185,7 +184,9 @@ class AllocationWindow:
             modules = [] if self._main is None else [self._main]
             self._main = None
             self.sites = surviving_sites(self._roots, since=self._middle, modules=modules)
-            self.sites += kept_tensors(self._tensors_middle)
+            self.sites += kept_tensors(
+                self._tensors_middle, modules=_user_modules(modules, self._roots)
+            )
             self._tensors_middle = []
         finally:
             tracemalloc.stop()
@@ -197,29 +198,37 @@ def _tensor_type() -> type | None:
     return tensor if isinstance(tensor, type) else None
 
 
-def _tensor_ids() -> set[int]:
-    """The ids of the tensors alive now (none when torch is not imported)."""
+def _tensors() -> list[Any]:
+    """The tensors alive now (none when torch is not imported or the C census is not built:
+    a census from Python code is not safe while the job runs, see ``_sample.c``)."""
     tensor = _tensor_type()
-    if tensor is None:
-        return set()
-    return {id(obj) for obj in gc.get_objects() if issubclass(type(obj), tensor)}
+    census = native_sampler()
+    if tensor is None or census is None:
+        return []
+    tensors: list[Any] = census.instances(tensor)
+    return tensors
+
+
+def _tensor_ids() -> set[int]:
+    """The ids of the tensors alive now."""
+    return {id(t) for t in _tensors()}
 
 
 def _new_tensor_refs(before: set[int]) -> list[weakref.ref[Any]]:
     """Weak references to the tensors alive now that were not in ``before`` (ids)."""
-    tensor = _tensor_type()
-    if tensor is None:
-        return []
     refs = []
-    for obj in gc.get_objects():
-        if issubclass(type(obj), tensor) and id(obj) not in before:
+    for obj in _tensors():
+        if id(obj) not in before:
             with contextlib.suppress(TypeError):
                 refs.append(weakref.ref(obj))
     return refs
 
 
 def kept_tensors(
-    made: list[weakref.ref[Any]], *, top: int = TOP_ALLOCATION_SITES
+    made: list[weakref.ref[Any]],
+    *,
+    modules: list[types.ModuleType] | None = None,
+    top: int = TOP_ALLOCATION_SITES,
 ) -> list[AllocationSite]:
     """The tensors of ``made`` (made in the window's first half) still alive: kept beyond the
     step that made them. Grouped by dtype, shape and the operation that made them
@@ -257,7 +266,7 @@ def kept_tensors(
                 count=len(groups[key]),
                 size_bytes=nbytes[key],
                 share=nbytes[key] / total if total else len(groups[key]) / len(made),
-                caller=_holder_of(groups[key], groups)
+                caller=_holder_of(groups[key], modules or [])
                 or (
                     "autograd graphs (saved for the backward of tensors kept with their graph)"
                     if grad_fn
@@ -269,36 +278,33 @@ def kept_tensors(
     return out
 
 
-def _holder_of(members: list[Any], groups: dict[Any, list[Any]]) -> str:
-    """What holds the first of ``members`` (up to 5 tried) that something named holds."""
-    for index in range(min(5, len(members))):
-        found = _holder(members[index], groups)
-        if found:
-            return found
-    return ""
-
-
-def _holder(obj: object, groups: dict[Any, list[Any]]) -> str:
-    """What holds ``obj``: ``list 'kept' (global of train.py)``, ``dict``; "" when nothing
-    but stepdoctor's own lists and frames does."""
-    ours = {id(groups), *(id(v) for v in groups.values())}
-    for ref in gc.get_referrers(obj):
-        if id(ref) in ours or isinstance(ref, types.FrameType):
+def _holder_of(members: list[Any], modules: list[types.ModuleType]) -> str:
+    """What holds the first of ``members`` (up to 5 tried) that a global of ``modules`` holds:
+    ``list 'kept' (global of train.py)``. Only module globals are searched, by identity:
+    ``gc.get_referrers`` would hand Python code every container of the process (``_sample.c``
+    says why that is not safe while the job runs)."""
+    wanted = {id(m) for m in members[:5]}
+    for module in modules:
+        try:
+            items = list(vars(module).items())
+        except Exception:  # a module whose namespace cannot be read
             continue
-        container = type(ref).__name__
-        for owner in gc.get_referrers(ref):
-            if id(owner) in ours or not isinstance(owner, dict):
-                continue
-            name = next((k for k, v in owner.items() if v is ref and isinstance(k, str)), None)
-            if name is None:
-                continue
-            module = owner.get("__file__") if "__name__" in owner else None
-            where = f" (global of {module})" if isinstance(module, str) else ""
-            return f"{container} {name!r}{where}"
-        if isinstance(ref, dict):
-            return "dict"
-        return container
+        file = getattr(module, "__file__", None) or getattr(module, "__name__", "?")
+        for name, value in items:
+            if _holds(value, wanted):
+                return f"{type(value).__name__} {name!r} (global of {file})"
     return ""
+
+
+def _holds(value: object, wanted: set[int]) -> bool:
+    try:
+        if isinstance(value, dict):
+            return any(id(v) in wanted for v in list(value.values()))
+        if isinstance(value, list | tuple | set | frozenset | collections.deque):
+            return any(id(v) in wanted for v in list(value))
+    except Exception:  # changed while read (another thread): not found
+        return False
+    return False
 
 
 RawTraceback = tuple[tuple[str, int], ...]
@@ -337,28 +343,29 @@ def held_by_traceback() -> tuple[Counter[RawTraceback], Counter[RawTraceback]]:
     return sizes, blocks
 
 
-def _young_objects() -> Iterator[object]:
-    """The collector's objects that may have been made in the window: generations 0 and 1,
-    then generation 2 from its newest end (objects that survive are appended there), until
-    ``OLD_RUN`` objects in a row that tracemalloc did not trace or ``CENSUS_BUDGET_S`` is
-    spent. A process holding millions of objects (a cache of dicts) would otherwise take
-    seconds of the job's GIL."""
-    deadline = time.perf_counter() + CENSUS_BUDGET_S
-    for generation in (0, 1):
-        yield from gc.get_objects(generation=generation)
-    old = gc.get_objects(generation=2)
-    untraced = 0
-    for index in range(len(old) - 1, -1, -1):
-        obj = old[index]
-        if tracemalloc.get_object_traceback(obj) is None:
-            untraced += 1
-            if untraced >= OLD_RUN:
-                return
-        else:
-            untraced = 0
-        yield obj
-        if index % 1024 == 0 and time.perf_counter() > deadline:
-            return
+def _objects_by_traceback() -> Counter[RawTraceback]:
+    """The collector's objects that tracemalloc traced, counted by traceback: generations 0
+    and 1, and the newest ``OLD_TAIL`` objects of generation 2 (objects that survive a
+    collection are appended to the older generation). Counted by the C census (``_sample.c``:
+    the job's thread may be building one of these objects); none where it is not built."""
+    census = native_sampler()
+    get = getattr(tracemalloc, "_get_object_traceback", None)
+    counts: Counter[RawTraceback] = Counter()
+    if census is None or get is None:
+        return counts
+    for generation, tail in ((0, -1), (1, -1), (2, OLD_TAIL)):
+        counts.update(census.count_by(get, generation, tail))
+    return counts
+
+
+def _user_modules(first: list[types.ModuleType], roots: tuple[str, ...]) -> list[types.ModuleType]:
+    """``first``, then the loaded modules of the job's own code (not a library's)."""
+    mods = list(first)
+    for module in list(sys.modules.values()):
+        file = getattr(module, "__file__", None)
+        if isinstance(file, str) and not _absolute(file).startswith(roots) and module not in mods:
+            mods.append(module)
+    return mods
 
 
 def _full_collections() -> int:
@@ -382,25 +389,27 @@ def surviving_sites(
     counts: Counter[tuple[str, int, str]] = Counter()
     sizes: Counter[tuple[str, int, str]] = Counter()
     where: dict[tuple[str, int, str], tuple[str, bool, str]] = {}
+    traces: dict[RawTraceback, tracemalloc.Traceback] = {}
     sites: dict[tracemalloc.Traceback, tuple[str, int, str] | None] = {}
-    for obj in _young_objects():
-        trace = tracemalloc.get_object_traceback(obj)
+
+    def site_of(raw: RawTraceback) -> tuple[str, int, str] | None:
+        trace = traces.get(raw)
         if trace is None:
-            continue
-        if trace in sites:
-            key = sites[trace]
-        else:
+            trace = traces[raw] = tracemalloc.Traceback(raw)
+        if trace not in sites:
             key = None
             if not _ours(trace, library_roots):
-                key, where_info = _site(trace, library_roots)
-                where[key] = where_info
+                key, where[key] = _site(trace, library_roots)
             sites[trace] = key
+        return sites[trace]
+
+    for raw, n in _objects_by_traceback().items():
+        key = site_of(raw)
         if key is not None:
-            counts[key] += 1
-            sizes[key] += sys.getsizeof(obj)
+            counts[key] += n
+            sizes[key] += held.get(raw, 0)
     grown: Counter[tuple[str, int, str]] = Counter()
     blocks: Counter[tuple[str, int, str]] = Counter()
-    traces: dict[RawTraceback, tracemalloc.Traceback] = {}
     if since is None:
         halves = [held]
     else:
@@ -411,24 +420,13 @@ def surviving_sites(
     for half_held in halves:
         half: Counter[tuple[str, int, str]] = Counter()
         for raw, size in half_held.items():
-            if size <= 0:
-                continue
-            trace = traces.get(raw)
-            if trace is None:
-                trace = traces[raw] = tracemalloc.Traceback(raw)
-            if trace in sites:
-                key = sites[trace]
-            else:
-                key = None
-                if not _ours(trace, library_roots):
-                    key, where_info = _site(trace, library_roots)
-                    where[key] = where_info
-                sites[trace] = key
-            if key is not None:
-                half[key] += size
+            if size > 0:
+                key = site_of(raw)
+                if key is not None:
+                    half[key] += size
         per_half.append(half)
     for raw, n in held_blocks.items():
-        key = sites.get(traces[raw]) if raw in traces else None
+        key = site_of(raw) if raw in traces else None
         if key is not None:
             blocks[key] += n
     # Growth is what both halves of the window added: a line that allocates once (a new

@@ -1,0 +1,258 @@
+"""The stack sampler: frames interned, samples tagged with the reducer's phase, samples that
+straddle an event left out, DataLoader workers' files read back, full collections recorded
+where they started; and a whole session's samples naming the function that took a phase."""
+
+from __future__ import annotations
+
+import gc
+import json
+import os
+import subprocess
+import sys
+import sysconfig
+import threading
+import time
+from pathlib import Path
+from types import FrameType
+
+import pytest
+
+from stepdoctor.collect.hooks.events import ENTER, EXIT, FWD_ENTER, FWD_EXIT, SAMPLE, fwd_arg
+from stepdoctor.collect.hooks.session import library_roots
+from stepdoctor.collect.reduce.reducer import native_reducer, new_reducer
+from stepdoctor.collect.reduce.samples import SamplePairer
+from stepdoctor.collect.sampling.sampler import native_sampler
+from stepdoctor.collect.sampling.stacks import (
+    FrameTable,
+    StackSampler,
+    WorkerStacks,
+    read_worker_stacks,
+    worker_file,
+)
+from stepdoctor.collect.session import Session
+from stepdoctor.model import GC_PHASE, SETUP_PHASE, WORKER_PHASE
+from stepdoctor.record import load_run
+
+OWNER = 7
+#: Roots as a job run from this folder sees them: "ours" is a folder no code lives in, so this
+#: test file counts as the job's code and the standard library as a library.
+ROOTS = ("/nonexistent-stepdoctor/", *library_roots()[1:])
+
+REDUCERS = [pytest.param(False, id="python")] + (
+    [pytest.param(True, id="c")] if native_reducer() is not None else []
+)
+
+
+def _leaf_frame() -> FrameType:
+    def inner() -> FrameType:
+        return sys._getframe()
+
+    return inner()
+
+
+def test_frames_are_interned_with_the_jobs_code_told_from_libraries() -> None:
+    table = FrameTable(ROOTS)
+    first = table.stack_id(_leaf_frame())
+    again = table.stack_id(_leaf_frame())
+    assert first is not None and first == again  # one stack, interned once
+    frames, stacks = table.take()
+    assert len(stacks) == 1 and table.take() == ([], [])
+    by_id = {f.id: f for f in frames}
+    names = [by_id[i].function for i in stacks[0].frames]
+    assert names[-2:] == ["_leaf_frame", "_leaf_frame.<locals>.inner"]  # outermost first
+    assert by_id[stacks[0].frames[-1]].user and by_id[stacks[0].frames[-1]].file == __file__
+    pytest_frames = [f for f in frames if "_pytest" in f.file]
+    assert pytest_frames and not any(f.user for f in pytest_frames)  # an installed package
+    assert table.line == _leaf_frame().f_lineno  # where the innermost frame of the job's was
+
+
+def test_stepdoctors_own_frames_are_left_out_and_a_cut_starts_the_stack() -> None:
+    here = os.path.join(os.path.dirname(__file__), "")
+    table = FrameTable((here, *ROOTS[1:]))  # this folder as "ours": its frames are dropped
+    assert table.stack_id(_leaf_frame()) is not None
+    frames, _ = table.take()
+    assert not any(f.file.startswith(here) for f in frames)
+    cut = FrameTable(ROOTS, cut_at=("_leaf_frame",))
+    stack = cut.stack_id(_leaf_frame())
+    frames, stacks = cut.take()
+    assert stack is not None and [frames[0].function] == ["_leaf_frame.<locals>.inner"]
+    assert stacks[0].frames == (frames[0].id,)
+
+
+def test_a_sample_marks_the_event_buffer_and_keeps_its_stack() -> None:
+    marks: list[tuple[int, int]] = []
+    frame = _leaf_frame()
+    sampler = StackSampler(
+        thread_id=OWNER,
+        table=FrameTable(ROOTS),
+        mark=lambda t, i: marks.append((t, i)),
+        clock=lambda: 1_000,
+        current_frames=lambda: {OWNER: frame},
+    )
+    sampler.sample(waited_ns=300)
+    sampler.sample()
+    assert marks == [(700, 0), (1_000, 1)]  # due when the wait for the GIL began
+    taken = sampler.take()
+    assert [(i, t) for i, t, _, _ in taken] == [(0, 700), (1, 1_000)]
+    assert taken[0][2] == taken[1][2] >= 0 and sampler.next_id == 2
+    frames, stacks = sampler.take_table()
+    assert frames and len(stacks) == 1
+
+
+def test_a_thread_that_is_gone_is_not_sampled() -> None:
+    sampler = StackSampler(thread_id=OWNER, table=FrameTable(ROOTS), mark=None,
+                           current_frames=dict)  # fmt: skip
+    sampler.sample()
+    assert sampler.take() == [] and sampler.next_id == 0
+
+
+@pytest.mark.parametrize("native", REDUCERS)
+def test_the_reducer_tags_samples_with_the_phase_and_drops_straddling_ones(native: bool) -> None:
+    reducer = new_reducer(OWNER, native=native)
+    reducer.feed([
+        (5, SAMPLE, 0, OWNER),                       # before the first event: set-up
+        (10, ENTER, "data_wait", OWNER),
+        (20, SAMPLE, 1, OWNER),                      # in the data wait
+        (30, EXIT, 64, OWNER),
+        (25, SAMPLE, 2, OWNER),                      # due before the exit: straddles it
+        (40, FWD_ENTER, fwd_arg(1, True, True), OWNER),
+        (45, SAMPLE, 3, 99),                         # from the sampler's thread: the owner's
+        (50, FWD_EXIT, 1, OWNER),
+        (60, SAMPLE, 4, OWNER),                      # time in no phase: other
+    ])  # fmt: skip
+    assert reducer.take_sample_phases() == [
+        (0, SETUP_PHASE), (1, "data_wait"), (2, ""), (3, "forward"), (4, "other"),
+    ]  # fmt: skip
+    assert reducer.take_sample_phases() == []
+    steps = reducer.finish()
+    assert sum(s.phase_ns.get("data_wait", 0) for s in steps) in (0, 20)  # samples charge nothing
+
+
+def test_pairs_wait_for_each_other_and_leftovers_are_settled_at_the_end() -> None:
+    frame = _leaf_frame()
+    sampler = StackSampler(thread_id=OWNER, table=FrameTable(ROOTS), mark=None,
+                           clock=lambda: 5, current_frames=lambda: {OWNER: frame})  # fmt: skip
+    pairer = SamplePairer(sampler)
+    sampler.sample()  # id 0
+    frames, stacks, samples = pairer.collect([])  # its phase is not known yet
+    assert frames and stacks and samples == []
+    _, _, samples = pairer.collect([(0, "forward"), (1, "backward")])  # 1 not taken yet
+    assert [(s.phase, s.stack) for s in samples] == [("forward", stacks[0].id)]
+    sampler.sample()  # id 1: its phase came first
+    sampler.sample()  # id 2: straddled
+    sampler.sample()  # id 3: never fed to the reducer
+    _, _, samples = pairer.collect([(2, "")], final=True)
+    assert sorted(s.phase for s in samples) == ["backward", SETUP_PHASE]
+    assert pairer.straddled == 1
+
+
+def test_a_full_collection_is_recorded_where_it_started(tmp_path: Path) -> None:
+    def make_garbage() -> None:
+        gc.collect()  # a full collection, started here
+
+    with Session(tmp_path / "run", instrument_torch=False, stack_interval_s=10.0) as session:
+        make_garbage()
+        make_garbage()
+    record = session.stop()
+    gc_samples = [s for s in record.samples if s.phase == GC_PHASE]
+    assert len(gc_samples) >= 2
+    frames = {f.id: f for f in record.frames}
+    stacks = {s.id: s for s in record.stacks}
+    leaves = {frames[stacks[s.stack].frames[-1]].function for s in gc_samples}
+    assert any(name.endswith("make_garbage") for name in leaves), leaves
+
+
+def _busy(until: float) -> int:
+    n = 0
+    while time.monotonic() < until:
+        n += sum(range(200))
+    return n
+
+
+def test_a_session_names_the_function_that_took_a_phase(tmp_path: Path) -> None:
+    with Session(tmp_path / "run", instrument_torch=False, stack_interval_s=0.005) as session:
+        for _ in range(6):
+            with session.phase("data_wait"):
+                _busy(time.monotonic() + 0.05)
+            session.step(batch_size=1)
+    session.stop()
+    record = load_run(tmp_path / "run")  # from the file: frames, stacks and samples written
+    frames = {f.id: f for f in record.frames}
+    stacks = {s.id: s for s in record.stacks}
+    in_wait = [s for s in record.samples if s.phase == "data_wait"]
+    assert len(in_wait) >= 10, "the sampler took too few samples in 0.3 s of data wait"
+    on_busy = [
+        s for s in in_wait if any(frames[i].function == "_busy" for i in stacks[s.stack].frames)
+    ]
+    assert len(on_busy) / len(in_wait) >= 0.9
+
+
+def test_worker_files_are_read_back_renumbered_and_deleted(tmp_path: Path) -> None:
+    parent = FrameTable(ROOTS)
+    parent.stack_id(_leaf_frame())
+    frames, stacks = parent.take()
+    worker = WorkerStacks(tmp_path, FrameTable(ROOTS), 0.01)
+    frame = _leaf_frame()
+    worker._sampler._current_frames = lambda: {worker._sampler._thread_id: frame}
+    worker._sampler.sample()
+    path = worker_file(tmp_path, worker.pid)
+    with open(path, "a", encoding="utf-8") as out:
+        worker._write(out)
+        out.write('{"frames": [[0, "cut sh')  # the worker ended mid-line
+    other = worker_file(tmp_path, 424242)
+    other.write_text("{}\n")
+    new_frames, new_stacks, samples, bad = read_worker_stacks(
+        tmp_path, frames, stacks, keep={worker.pid}
+    )
+    assert bad == 1 and not path.exists() and not other.exists()
+    assert new_frames == [] and new_stacks == []  # the same functions and stack as the parent's
+    assert [(s.phase, s.process, s.stack) for s in samples] == [
+        (WORKER_PHASE, worker.pid, stacks[0].id)
+    ]
+
+
+@pytest.mark.skipif(native_sampler() is None, reason="the C sampler is not built")
+def test_sleep_until_puts_the_switch_interval_back() -> None:
+    module = native_sampler()
+    before = sys.getswitchinterval()
+    woke, got = module.sleep_until(time.monotonic_ns() + 1_000_000, 20)
+    assert woke <= got and sys.getswitchinterval() == before
+    woke, got = module.sleep_until(0)  # a deadline passed: no sleep
+    assert woke <= got
+
+
+@pytest.mark.skipif(native_sampler() is None, reason="the C sampler is not built")
+def test_the_c_sampler_thread_survives_tracemalloc() -> None:
+    """The C thread reads files without a Python thread state: its memory must not come from
+    Python's raw allocator, which tracemalloc hooks (and which then takes the GIL)."""
+    code = (
+        "import time, tracemalloc\n"
+        "from stepdoctor.collect.sampling.sampler import new_sampler\n"
+        "s = new_sampler(1_000_000, native=True)\n"
+        "s.set_files(['/proc/self/stat'])\n"
+        "tracemalloc.start(16)\n"
+        "s.start()\n"
+        "end = time.monotonic() + 0.3\n"
+        "while time.monotonic() < end:\n"
+        "    s.take(); [dict() for _ in range(1000)]\n"
+        "s.stop(); tracemalloc.stop(); print('ok')\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr[-2000:]
+
+
+def test_library_roots_hold_the_command_launchers() -> None:
+    assert os.path.join(sysconfig.get_paths()["scripts"], "") in library_roots()
+
+
+def test_the_sampling_thread_samples_and_stops(tmp_path: Path) -> None:
+    got: list[int] = []
+    sampler = StackSampler(thread_id=threading.get_ident(), table=FrameTable(ROOTS),
+                           mark=lambda t, i: got.append(i), interval_s=0.002)  # fmt: skip
+    sampler.start()
+    deadline = time.monotonic() + 30
+    while len(got) < 5 and time.monotonic() < deadline:
+        sum(range(1000))
+    sampler.stop()
+    assert len(got) >= 5 and sampler.failed is None and sampler.cpu_ns > 0
+    assert json.dumps(sampler.take()[:1])
