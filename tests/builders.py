@@ -6,11 +6,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
 from stepdoctor.model import (
+    CodeFrame,
+    CodeStack,
     EnvFact,
     LoaderInfo,
     RunEnd,
     RunMeta,
     RunRecord,
+    StackSample,
     StepTiming,
     SystemSample,
 )
@@ -134,3 +137,47 @@ def record(
         end=RunEnd(t_ns=end_ns, status="ok"),
         **extra,
     )  # type: ignore[arg-type]
+
+
+def stacked(
+    rec: RunRecord,
+    phases: Mapping[str, Sequence[tuple[Sequence[str], int]]],
+    *,
+    library: Sequence[str] = (),
+    file: str = "/job/train.py",
+) -> RunRecord:
+    """``rec`` with sampled stacks: ``{phase: [(functions outermost first, samples), ...]}``
+    spread over its steps' span; functions named in ``library`` live in an installed package
+    (``/site-packages/lib.py``), the others in ``file`` at line 10 x their position."""
+    names = sorted({f for stacks in phases.values() for fs, _ in stacks for f in fs})
+    frames = tuple(
+        CodeFrame(
+            id=i,
+            function=name,
+            file="/venv/lib/python3.11/site-packages/lib.py" if name in library else file,
+            line=10 * (i + 1),
+            user=name not in library,
+        )
+        for i, name in enumerate(names)
+    )
+    ids = {f.function: f.id for f in frames}
+    stacks: dict[tuple[int, ...], int] = {}
+    out = []
+    start = rec.steps[0].start_ns if rec.steps else 0
+    end = rec.steps[-1].end_ns if rec.steps else 1
+    total = sum(n for stacks_ in phases.values() for _, n in stacks_) or 1
+    k = 0
+    for phase, entries in phases.items():
+        for functions, n in entries:
+            key = tuple(ids[f] for f in functions)
+            sid = stacks.setdefault(key, len(stacks))
+            for _ in range(n):
+                t = start + (end - start) * k // total
+                out.append(StackSample(t_ns=t, stack=sid, phase=phase))
+                k += 1
+    return replace(
+        rec,
+        frames=frames,
+        stacks=tuple(CodeStack(id=sid, frames=key) for key, sid in stacks.items()),
+        samples=tuple(out),
+    )

@@ -1,0 +1,125 @@
+"""The allocation window: it opens when a full collection or memory growth shows after
+warm-up, names the lines whose objects outlive it, tells growth from things made once, finds
+the tensors kept past the step that made them and what holds them, and leaves tracemalloc as
+it found it."""
+
+from __future__ import annotations
+
+import gc
+import sys
+import tracemalloc
+from collections.abc import Iterator
+
+import pytest
+
+from stepdoctor.collect.hooks.session import library_roots
+from stepdoctor.collect.sampling.allocations import (
+    GROWTH_MIN_BYTES,
+    WAIT_NS,
+    AllocationWindow,
+    held_by_traceback,
+    kept_tensors,
+    surviving_sites,
+)
+from stepdoctor.collect.sampling.sampler import native_sampler
+
+pytestmark = pytest.mark.skipif(native_sampler() is None, reason="the C census is not built")
+
+ROOTS = ("/nonexistent-stepdoctor/", *library_roots()[1:])
+KEPT: list[object] = []
+
+
+@pytest.fixture(autouse=True)
+def _clean() -> Iterator[None]:
+    KEPT.clear()
+    yield
+    KEPT.clear()
+    if tracemalloc.is_tracing():
+        tracemalloc.stop()
+
+
+def keep_records(n: int) -> None:
+    KEPT.extend([[i, str(i)] for i in range(n)])
+
+
+def make_once(n: int) -> list[bytes]:
+    return [bytes(64) for _ in range(n)]
+
+
+def test_the_line_whose_objects_survive_is_named() -> None:
+    tracemalloc.start(16)
+    keep_records(3000)
+    sites = [s for s in surviving_sites(ROOTS) if s.kind == "gc"]
+    top = sites[0]
+    assert top.function .startswith("keep_records") and top.file == __file__ and top.user
+    assert top.count >= 2900 and top.share > 0.5  # a few lists come from the free list
+
+
+def test_growth_is_what_both_halves_added() -> None:
+    tracemalloc.start(16)
+    keep_records(2000)
+    once = make_once(2000)  # made once, in the first half, and kept: no growth
+    middle = held_by_traceback()[0]
+    keep_records(2000)
+    sites = surviving_sites(ROOTS, since=middle)
+    growth = [s for s in sites if s.kind == "growth"]
+    assert growth[0].function.startswith("keep_records")
+    assert not any(s.function.startswith("make_once") for s in growth)
+    assert growth[0].size_bytes * 2 >= GROWTH_MIN_BYTES
+    del once
+
+
+def test_kept_tensors_are_grouped_with_what_holds_them() -> None:
+    torch = pytest.importorskip("torch")
+    from stepdoctor.collect.sampling.allocations import _new_tensor_refs, _tensor_ids
+
+    before = _tensor_ids()
+    w = torch.ones(64, 32, requires_grad=True)
+    transient = [w * 2 for _ in range(3)]
+    for _ in range(4):
+        KEPT.append((w * 3).sum())  # a loss kept with its graph
+    refs = _new_tensor_refs(before)
+    transient.clear()  # freed before the window ends: not kept
+    sites = kept_tensors(refs, modules=[sys.modules[__name__]])
+    kept = next(s for s in sites if s.function == "float32[] with SumBackward0")
+    assert kept.count == 4 and "list 'KEPT'" in kept.caller
+    assert not any(s.function.startswith("float32[64, 32] with MulBackward0") and s.count == 3
+                   for s in sites)  # fmt: skip
+
+
+def test_the_window_opens_after_warm_up_on_a_full_collection_and_closes() -> None:
+    now = [0]
+    window = AllocationWindow(ROOTS, clock=lambda: now[0], window_s=1.0)
+    assert not window.tick(100)  # not warmed up
+    window.warmed_up(100)
+    gc.collect()
+    assert not window.tick(100) and window.started_ns is None  # waits WAIT_NS after warm-up
+    now[0] = WAIT_NS
+    assert not window.tick(100) and window.started_ns == WAIT_NS and tracemalloc.is_tracing()
+    keep_records(500)
+    now[0] += 600_000_000
+    assert not window.tick(100)  # the middle
+    keep_records(500)
+    now[0] += 600_000_000
+    assert window.tick(100) and window.done and not tracemalloc.is_tracing()
+    assert any(s.function.startswith("keep_records") for s in window.sites), window.sites
+
+
+def test_a_job_tracing_itself_keeps_its_tracemalloc() -> None:
+    now = [0]
+    window = AllocationWindow(ROOTS, clock=lambda: now[0])
+    window.warmed_up(100)
+    now[0] = WAIT_NS
+    tracemalloc.start()
+    assert not window.tick(200)  # grew: due, but tracemalloc is the job's
+    assert window.skipped and window.done and tracemalloc.is_tracing()
+
+
+def test_a_window_cut_short_by_the_end_gives_no_sites() -> None:
+    now = [0]
+    window = AllocationWindow(ROOTS, clock=lambda: now[0], window_s=2.0)
+    window.warmed_up(100)
+    now[0] = WAIT_NS
+    window.tick(200)
+    assert window.started_ns is not None
+    assert not window.stop() and window.sites == [] and not tracemalloc.is_tracing()
