@@ -26,7 +26,7 @@ from stepdoctor.render import render_text
 from stepdoctor.render.html import html_context, render_html
 from stepdoctor.report import build_report
 from stepdoctor.timeline import MAX_POINTS
-from tests.builders import env, meta, record, samples, steps
+from tests.builders import env, meta, record, samples, stacked, steps
 
 HOSTILE = "<script>alert(1)</script>"
 QUOTED = '/data/it\'s "here"/train.py'
@@ -43,6 +43,7 @@ def _hostile_record():  # type: ignore[no-untyped-def]
     )  # fmt: skip
     model = ModelInfo(model_id=1, class_name=f"Net{HOSTILE}", param_count=10, param_bytes=40)
     rec = record(s, system=system, facts=env(torch__version=HOSTILE), models=(model,))
+    rec = stacked(rec, {"forward": [(("<module>", "train", HOSTILE), 40)]})
     return dataclasses.replace(
         rec, meta=dataclasses.replace(meta(), command=(QUOTED, "--tag", HOSTILE))
     )

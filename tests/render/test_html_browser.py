@@ -15,7 +15,7 @@ from stepdoctor.model import ProfiledSpan
 from stepdoctor.record import load_run
 from stepdoctor.render.html import render_html
 from stepdoctor.report import build_report
-from tests.render.test_html import _hostile_record
+from tests.render.test_html import HOSTILE, _hostile_record
 from tests.test_compare import _real_run
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -44,11 +44,18 @@ _INK_JS = """() => window.tdCharts.map(c => {
 })"""
 
 
+_FLAME_JS = """() => ({
+  phases: window.tdFlame ? window.tdFlame.phases : [],
+  boxes: [...document.querySelectorAll('#flame .fl')].map(e => e.textContent),
+  height: document.getElementById('flame').getBoundingClientRect().height,
+})"""
+
+
 def _open(
-    page_path: Path, screenshot: Path
+    page_path: Path, screenshot: Path, flame: dict[str, object] | None = None
 ) -> tuple[list[str], list[dict[str, object]], list[str], str]:
     """The page's console problems, each plot's ink, the dialogs it opened and the note under
-    the system plots."""
+    the system plots (and in ``flame``, what its flame graph drew)."""
     from playwright.sync_api import sync_playwright
 
     problems: list[str] = []
@@ -65,6 +72,8 @@ def _open(
             page.wait_for_function("window.tdReady === true", timeout=15_000)
             ink = page.evaluate(_INK_JS)
             note = page.inner_text("#system-note")
+            if flame is not None:
+                flame.update(page.evaluate(_FLAME_JS))
             screenshot.parent.mkdir(parents=True, exist_ok=True)
             page.screenshot(path=str(screenshot), full_page=True)
         finally:
@@ -81,9 +90,12 @@ def test_report_of_a_real_run_renders_in_chromium(tmp_path: Path) -> None:
     rec = dataclasses.replace(rec, profiled=(span,))
     page = tmp_path / "report.html"
     page.write_text(render_html(rec, build_report(rec)))
-    problems, ink, dialogs, note = _open(page, ARTIFACTS / "html-report-real-run.png")
+    flame: dict[str, object] = {}
+    problems, ink, dialogs, note = _open(page, ARTIFACTS / "html-report-real-run.png", flame)
     assert problems == [] and dialogs == []
-    assert "Blue band: stepdoctor's own torch.profiler capture" in note
+    assert "Blue band: stepdoctor's own measurement" in note
+    # the run's sampled stacks: a flame graph per phase, the busiest drawn
+    assert flame["phases"] and flame["boxes"] and flame["height"] > 0
     ids = {c["id"] for c in ink}
     assert {"steps", "throughput", "cpu", "memory", "io"} <= ids
     thin = [c for c in ink if c["ink"] < INK or not c["points"]]
@@ -95,8 +107,10 @@ def test_hostile_strings_do_not_run_in_the_browser(tmp_path: Path) -> None:
     rec = _hostile_record()
     page = tmp_path / "hostile.html"
     page.write_text(render_html(rec, build_report(rec)))
-    problems, ink, dialogs, note = _open(page, ARTIFACTS / "html-report-hostile.png")
+    flame: dict[str, object] = {}
+    problems, ink, dialogs, note = _open(page, ARTIFACTS / "html-report-hostile.png", flame)
     assert dialogs == []  # alert(1) never ran
+    assert HOSTILE in flame["boxes"]  # the function's name drawn as text, not markup
     assert "Red bands" in note and "Blue band" not in note  # no --trace, no profiler band
     assert problems == []
     assert all(c["ink"] >= INK and c["points"] for c in ink)
