@@ -51,7 +51,7 @@ def test_the_line_whose_objects_survive_is_named() -> None:
     keep_records(3000)
     sites = [s for s in surviving_sites(ROOTS) if s.kind == "gc"]
     top = sites[0]
-    assert top.function .startswith("keep_records") and top.file == __file__ and top.user
+    assert top.function.startswith("keep_records") and top.file == __file__ and top.user
     assert top.count >= 2900 and top.share > 0.5  # a few lists come from the free list
 
 

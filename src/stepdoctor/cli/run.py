@@ -23,6 +23,7 @@ from stepdoctor.experiments import DEFAULT_BUDGET_S, make_run_experiment
 from stepdoctor.experiments.overrides import Overrides, apply_overrides
 from stepdoctor.experiments.verify import DEFAULT_SHARE, verify
 from stepdoctor.model import FixTrial, Report, TraceSummary
+from stepdoctor.collect.sampling.stacks import SAMPLE_INTERVAL_S
 from stepdoctor.render.formats import RENDERERS, RenderInput
 from stepdoctor.render.trace import render_trace
 from stepdoctor.report import attach_verify, build_report, fold_trace, write_verify
@@ -98,6 +99,14 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         help="capture a short torch.profiler trace of the job's steps after its warm-up "
         "(into the run folder, Perfetto-loadable) and fold its analysis into the report",
     )
+    p.add_argument(
+        "--stacks",
+        choices=("thread", "py-spy", "off"),
+        default="thread",
+        help="how Python stacks are sampled, for where each phase's time goes: thread (in "
+        "the job's process, each sample tagged with its phase; the default), py-spy (from "
+        "outside, needs py-spy and ptrace permission; no phases) or off",
+    )
     p.add_argument("--no-report", action="store_true", help="do not print the diagnosis")
     p.add_argument("--width", type=int, default=100, help="width of the printed report")
     p.add_argument("script", type=Path, help="the Python script to run")
@@ -134,6 +143,8 @@ def run(args: argparse.Namespace) -> int:
         experiment=trigger,
         max_steps=None if overrides is None else overrides.max_steps,
         trace=capture,
+        stack_interval_s=None if args.stacks == "off" else SAMPLE_INTERVAL_S,
+        stack_sampler="py-spy" if args.stacks == "py-spy" else "thread",
     )
     session.start()
     stderr_line(f"recording to {session.out_dir}")

@@ -29,6 +29,7 @@ from stepdoctor.collect.reduce.samples import SamplePairer
 from stepdoctor.collect.sampling.allocations import AllocationWindow
 from stepdoctor.collect.sampling.nvml import NvmlReader
 from stepdoctor.collect.sampling.procfs import ProcFs
+from stepdoctor.collect.sampling.pyspy import PySpyRecorder
 from stepdoctor.collect.sampling.readers import PsutilReader, Reader
 from stepdoctor.collect.sampling.stacks import (
     SAMPLE_INTERVAL_S,
@@ -37,7 +38,15 @@ from stepdoctor.collect.sampling.stacks import (
     WorkerStacks,
     read_worker_stacks,
 )
-from stepdoctor.model import GC_PHASE, RunEnd, RunMeta, RunRecord
+from stepdoctor.model import (
+    GC_PHASE,
+    CodeFrame,
+    CodeStack,
+    RunEnd,
+    RunMeta,
+    RunRecord,
+    StackSample,
+)
 from stepdoctor.probes.run_meta import new_run_meta
 from stepdoctor.record import RecordWriter
 
@@ -88,6 +97,9 @@ class Session(BaseSession):
         stack_interval_s: how often the loop thread's Python stack is sampled (and each
             DataLoader worker's, when the run has a folder); ``None``: never, and no
             allocation window either (``collect/sampling/allocations.py``).
+        stack_sampler: ``thread`` (in-process, phases tagged: the default) or ``py-spy``
+            (from outside, the job's process and its children, no phases); where the
+            in-process sampler cannot run (no ``sys._current_frames``), py-spy is tried.
 
     Raises:
         UsageError: (at ``start``) another session is already active in this process.
@@ -113,6 +125,7 @@ class Session(BaseSession):
         trace: TraceCapture | None = None,
         monitor_nice: int | None = MONITOR_NICE,
         stack_interval_s: float | None = SAMPLE_INTERVAL_S,
+        stack_sampler: str = "thread",
     ) -> None:
         super().__init__(
             instrument_torch=instrument_torch,
@@ -135,6 +148,14 @@ class Session(BaseSession):
         self._nvml: NvmlReader | None = None
         self._meta: RunMeta | None = None
         self._stack_interval_s = stack_interval_s
+        self._pyspy: PySpyRecorder | None = None
+        if stack_sampler not in ("thread", "py-spy"):
+            raise ValueError(f"stack_sampler must be 'thread' or 'py-spy', not {stack_sampler!r}")
+        self._use_pyspy = stack_interval_s is not None and (
+            stack_sampler == "py-spy" or not hasattr(sys, "_current_frames")
+        )
+        if self._use_pyspy:
+            self._stack_interval_s = None  # no in-process sampling, workers or window
         self._stacks: StackSampler | None = None
         self._owner = 0
 
@@ -207,6 +228,8 @@ class Session(BaseSession):
     def _run_collectors(self) -> None:
         assert self._monitor is not None, "_run_collectors() before _open()"
         self._monitor.start()
+        if self._use_pyspy:
+            self._start_pyspy()
         if self._stacks is not None:
             self._stacks.start()
             gc.callbacks.append(self._on_gc)
@@ -240,9 +263,12 @@ class Session(BaseSession):
             self._stacks.stop()
             if self._stacks.failed:
                 self._monitor.notice("warning", f"stack sampling stopped: {self._stacks.failed}")
+        pyspy = self._stop_pyspy()
         self._monitor.stop()
         got = self._monitor.collected
         self._add_worker_stacks(got)
+        if pyspy is not None:
+            self._add_stacks(got, *pyspy)
         end = RunEnd(
             t_ns=self.clock(),
             status=status,
@@ -297,6 +323,16 @@ class Session(BaseSession):
         )
         if bad:
             self._notice(f"{bad} lines of DataLoader workers' stack samples could not be read")
+        self._add_stacks(got, frames, stacks, samples)
+
+    def _add_stacks(
+        self,
+        got: Collected,
+        frames: list[CodeFrame],
+        stacks: list[CodeStack],
+        samples: list[StackSample],
+    ) -> None:
+        """Keep samples gathered outside the monitor, in memory and in the record."""
         if not samples:
             return
         got.frames.extend(frames)
@@ -307,7 +343,25 @@ class Session(BaseSession):
                 for line_type, items in (("frame", frames), ("stack", stacks), ("sample", samples)):
                     self._writer.write_items(line_type, items)
             except (OSError, ValueError) as exc:
-                self._notice(f"cannot write the workers' stack samples: {exc}")
+                self._notice(f"cannot write the stack samples: {exc}")
+
+    def _start_pyspy(self) -> None:
+        if self.out_dir is None:
+            self._notice("no stacks sampled: py-spy needs a run folder to write to")
+            return
+        self._pyspy = PySpyRecorder(self.out_dir, os.getpid())
+        problem = self._pyspy.start()
+        if problem is not None:
+            self._pyspy = None
+            self._notice(f"no stacks sampled: {problem}")
+
+    def _stop_pyspy(self) -> tuple[list[CodeFrame], list[CodeStack], list[StackSample]] | None:
+        if self._pyspy is None:
+            return None
+        frames, stacks, samples, problem = self._pyspy.stop()
+        if problem is not None:
+            self._notice(f"no stacks sampled: {problem}")
+        return frames, stacks, samples
 
     def _notice(self, message: str) -> None:
         if self._monitor is not None:

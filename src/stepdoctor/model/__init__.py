@@ -69,6 +69,7 @@ if TYPE_CHECKING:
     from stepdoctor.model.stacks import (
         GC_PHASE,
         SETUP_PHASE,
+        UNPHASED,
         WORKER_PHASE,
         AllocationSite,
         CodeFrame,
@@ -91,6 +92,7 @@ __all__ = [
     "OUTLIER_SIGMAS",
     "SCHEMA_VERSION",
     "SETUP_PHASE",
+    "UNPHASED",
     "WARMUP_SAMPLES",
     "WORKER_PHASE",
     "AllocationSite",
@@ -187,6 +189,7 @@ _HOMES = {
     "SCHEMA_VERSION": "schema",
     "GC_PHASE": "stacks",
     "SETUP_PHASE": "stacks",
+    "UNPHASED": "stacks",
     "SchemaError": "schema",
     "Severity": "findings",
     "SkippedRule": "findings",

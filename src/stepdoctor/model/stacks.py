@@ -14,6 +14,7 @@ from dataclasses import dataclass
 __all__ = [
     "GC_PHASE",
     "SETUP_PHASE",
+    "UNPHASED",
     "WORKER_PHASE",
     "AllocationSite",
     "CodeFrame",
@@ -29,6 +30,8 @@ SETUP_PHASE = "setup"
 #: The phase of a sample taken as a full (generation-2) collection started in the job's loop
 #: thread: one sample per collection, where the code was that set it off.
 GC_PHASE = "gc"
+#: The phase of py-spy's samples (``run --stacks py-spy``), which say no phase: the whole run.
+UNPHASED = "unphased"
 #: The phase of a DataLoader worker process's samples: all of its time makes batches.
 WORKER_PHASE = "loader_worker"
 

@@ -8,6 +8,7 @@ from typing import Final
 from stepdoctor.model import (
     GC_PHASE,
     SETUP_PHASE,
+    UNPHASED,
     WORKER_PHASE,
     AllocationSite,
     CodeSite,
@@ -41,6 +42,7 @@ PHASE_LABELS: Final[dict[str, str]] = {
     Phase.EVALUATION.value: "evaluation",
     SETUP_PHASE: "set-up (outside steps)",
     GC_PHASE: "full GC collections",
+    UNPHASED: "the whole run (py-spy: no phases)",
     WORKER_PHASE: "DataLoader workers",
 }
 
