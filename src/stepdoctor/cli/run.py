@@ -18,12 +18,12 @@ from stepdoctor.collect.runner import (
     import_torch_if_available,
     run_script,
 )
+from stepdoctor.collect.sampling.stacks import SAMPLE_INTERVAL_S
 from stepdoctor.errors import UsageError
 from stepdoctor.experiments import DEFAULT_BUDGET_S, make_run_experiment
 from stepdoctor.experiments.overrides import Overrides, apply_overrides
 from stepdoctor.experiments.verify import DEFAULT_SHARE, verify
 from stepdoctor.model import FixTrial, Report, TraceSummary
-from stepdoctor.collect.sampling.stacks import SAMPLE_INTERVAL_S
 from stepdoctor.render.formats import RENDERERS, RenderInput
 from stepdoctor.render.trace import render_trace
 from stepdoctor.report import attach_verify, build_report, fold_trace, write_verify
