@@ -1,9 +1,10 @@
 """Overhead of stepdoctor on a tiny training loop, against a plain loop in the same run.
 
 The same ~1-3 ms/step loop (an MLP; ``--batch 64`` is ~1.2 ms here, ``--batch 192`` ~2.3 ms)
-runs plain, under a stepdoctor ``Session`` (torch patches, GC callback, 10 Hz sampler, record
-on disk, the monitor thread at nice 19), under the same with the monitor thread at the job's
-priority, under a Session that samples nothing (the monitor still reduces and writes steps),
+runs plain, under a stepdoctor ``Session`` (torch patches, GC callback, 10 Hz sampler, 100 Hz
+Python stack sampler, record on disk, the monitor thread at nice 19), under the same with the
+monitor thread at the job's priority, under a Session that samples nothing (the monitor still
+reduces and writes steps), under one that samples no Python stacks,
 under a Session whose monitor thread stays asleep during the loop (the hot path alone) and
 under ``torch.profiler`` (CPU), interleaved in rounds with the order alternating so machine
 noise and drift hit all alike; garbage is collected before each round. Prints:
@@ -55,8 +56,10 @@ TARGET_HOT_PATH_US = 5.0  # <= 5 us per step (issue 2)
 #: Resamples of the rounds for the interval around an overhead (``interval``), and its level.
 RESAMPLES = 4000
 LEVEL = 0.9
+#: The stack sampler's own CPU, as a share of one core (issue 24: at most 1%).
+TARGET_STACKS_CORE = 0.01
 #: ``--only`` names of the configurations after plain, in order.
-_SHORT_NAMES = ("stepdoctor", "not-niced", "no-sampling", "hot-path", "profiler")
+_SHORT_NAMES = ("stepdoctor", "not-niced", "no-sampling", "no-stacks", "hot-path", "profiler")
 
 
 def make_loop(steps: int, batch: int = 64) -> Callable[..., list[int]]:
@@ -104,8 +107,12 @@ class _Watched:
         monitor_asleep: bool = False,
         sampling: bool = True,
         nice: bool = True,
+        stacks: bool = True,
     ) -> None:
         self._tmp = tmp
+        self._stacks = stacks
+        self.stacks_share: list[float] = []
+        """The stack sampler's CPU over each round's wall time (share of a core)."""
         self._steps = steps
         self._asleep = monitor_asleep
         self._sampling = sampling
@@ -123,12 +130,18 @@ class _Watched:
             kwargs = {"readers": []}
         if not self._nice:
             kwargs["monitor_nice"] = None
+        if not self._stacks:
+            kwargs["stack_interval_s"] = None
         session = Session(self._tmp / f"r{self._rounds}", instrument_torch=True, **kwargs)
+        started = time.perf_counter_ns()
         with session:
             yield
+        wall = time.perf_counter_ns() - started
         end = session.record.end if session.record is not None else None
         if end is not None and end.monitor_cpu_ns is not None:
             self.monitor_us_per_step.append(end.monitor_cpu_ns / 1e3 / self._steps)
+        if end is not None and end.stacks_cpu_ns is not None and wall > 0:
+            self.stacks_share.append(end.stacks_cpu_ns / wall)
 
 
 def _threads() -> list[int]:
@@ -344,7 +357,7 @@ def main() -> None:
     parser.add_argument(
         "--only", nargs="*", default=None, metavar="NAME",
         help="run plain and these configurations only (stepdoctor, not-niced, no-sampling, "
-        "hot-path, profiler)",
+        "no-stacks, hot-path, profiler)",
     )  # fmt: skip
     parser.add_argument(
         "--freeze", action="store_true",
@@ -376,6 +389,7 @@ def main() -> None:
             "stepdoctor": full,
             "  monitor not niced": _Watched(Path(tmp), args.skip + args.steps, nice=False),
             "  no sampling": _Watched(Path(tmp), args.skip + args.steps, sampling=False),
+            "  no stack sampling": _Watched(Path(tmp), args.skip + args.steps, stacks=False),
             "  hot path only": asleep,
             "torch.profiler": _profiled,
         }
@@ -454,6 +468,12 @@ def main() -> None:
         print(
             f"monitor CPU: {monitor:.1f} us/step, one-off work included "
             f"({monitor / step_us:.1%} of a step, on other threads)"
+        )
+    if full.stacks_share:
+        share = statistics.median(full.stacks_share)
+        print(
+            f"stack sampler CPU: {share:.2%} of a core (median of rounds; target <= "
+            f"{TARGET_STACKS_CORE:.0%}): {'OK' if share <= TARGET_STACKS_CORE else 'OVER TARGET'}"
         )
     hot = patched_us - plain_us
     print(

@@ -149,6 +149,7 @@ class Session(BaseSession):
         self._meta: RunMeta | None = None
         self._stack_interval_s = stack_interval_s
         self._pyspy: PySpyRecorder | None = None
+        self._pyspy_cpu_ns: int | None = None
         if stack_sampler not in ("thread", "py-spy"):
             raise ValueError(f"stack_sampler must be 'thread' or 'py-spy', not {stack_sampler!r}")
         self._use_pyspy = stack_interval_s is not None and (
@@ -276,6 +277,7 @@ class Session(BaseSession):
             error=error,
             error_at=error_at,
             monitor_cpu_ns=self._monitor.cpu_ns,
+            stacks_cpu_ns=self._stacks_cpu_ns(),
         )
         warnings: list[str] = []
         if self._writer is not None:
@@ -345,6 +347,11 @@ class Session(BaseSession):
             except (OSError, ValueError) as exc:
                 self._notice(f"cannot write the stack samples: {exc}")
 
+    def _stacks_cpu_ns(self) -> int | None:
+        if self._stacks is not None:
+            return self._stacks.cpu_ns
+        return self._pyspy_cpu_ns
+
     def _start_pyspy(self) -> None:
         if self.out_dir is None:
             self._notice("no stacks sampled: py-spy needs a run folder to write to")
@@ -359,6 +366,7 @@ class Session(BaseSession):
         if self._pyspy is None:
             return None
         frames, stacks, samples, problem = self._pyspy.stop()
+        self._pyspy_cpu_ns = self._pyspy.cpu_ns
         if problem is not None:
             self._notice(f"no stacks sampled: {problem}")
         return frames, stacks, samples

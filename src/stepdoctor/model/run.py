@@ -312,6 +312,9 @@ class RunEnd:
     monitor_cpu_ns: int | None = None
     """CPU time stepdoctor's monitor thread used (sampling, reducing, writing): its own
     overhead, off the hot path."""
+    stacks_cpu_ns: int | None = None
+    """CPU time stepdoctor's stack sampler used: its thread, or the py-spy process (None: no
+    stacks were sampled)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

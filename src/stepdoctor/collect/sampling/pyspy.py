@@ -10,6 +10,7 @@ uses it; the in-process sampler (``stacks.py``) is the default (docs/stacks.md c
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
@@ -19,6 +20,8 @@ import sys
 import sysconfig
 from collections.abc import Callable
 from pathlib import Path
+
+import psutil
 
 from stepdoctor.model import UNPHASED, CodeFrame, CodeStack, StackSample
 
@@ -71,6 +74,8 @@ class PySpyRecorder:
         self._rate = rate_hz
         self._popen = popen
         self._proc: subprocess.Popen[bytes] | None = None
+        self.cpu_ns = 0
+        """py-spy's CPU time until it was told to stop."""
 
     def start(self) -> str | None:
         """Start py-spy; return why it could not start (None: it runs)."""
@@ -96,6 +101,9 @@ class PySpyRecorder:
         proc, self._proc = self._proc, None
         if proc is None:
             return [], [], [], "py-spy was not running"
+        with contextlib.suppress(psutil.Error):
+            times = psutil.Process(proc.pid).cpu_times()
+            self.cpu_ns = int((times.user + times.system) * 1e9)
         if proc.poll() is None:
             proc.send_signal(signal.SIGINT)
             try:
