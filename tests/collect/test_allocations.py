@@ -93,6 +93,10 @@ def test_the_window_opens_after_warm_up_on_a_full_collection_and_closes() -> Non
     assert not window.tick(100)  # not warmed up
     window.warmed_up(100)
     gc.collect()
+    now[0] = WAIT_NS
+    assert not window.tick(100) and window.started_ns is None  # one full collection: no
+    gc.collect()
+    now[0] = WAIT_NS // 2
     assert not window.tick(100) and window.started_ns is None  # waits WAIT_NS after warm-up
     now[0] = WAIT_NS
     assert not window.tick(100) and window.started_ns == WAIT_NS and tracemalloc.is_tracing()
@@ -123,3 +127,17 @@ def test_a_window_cut_short_by_the_end_gives_no_sites() -> None:
     window.tick(200)
     assert window.started_ns is not None
     assert not window.stop() and window.sites == [] and not tracemalloc.is_tracing()
+
+
+class Span:
+    """A job's own type, made many of in the window."""
+
+
+def test_the_types_the_collector_holds_more_of_are_counted() -> None:
+    from stepdoctor.collect.sampling.allocations import grown_types, objects_by_type
+
+    before = objects_by_type()
+    KEPT.extend([Span() for _ in range(2000)])
+    grown = grown_types(before, objects_by_type())
+    assert grown[0].function == f"{__name__}.Span" and grown[0].count >= 2000
+    assert grown[0].kind == "types" and 0 < grown[0].share <= 1

@@ -83,7 +83,9 @@ class AllocationSite:
     """``gc`` (Python objects the collector tracks, allocated in the window and alive at its
     end), ``growth`` (bytes allocated in the window and still held at its end) or ``tensors``
     (tensors made in the window and alive at its end: ``function`` says their dtype, shape and
-    ``grad_fn``, ``caller`` what holds them; torch's tensor objects have no traced line)."""
+    ``grad_fn``, ``caller`` what holds them; torch's tensor objects have no traced line) or
+    ``types`` (Python objects the collector holds more of at the window's end than at its
+    start: ``function`` is their type, ``count`` how many more)."""
     file: str
     line: int
     function: str

@@ -94,6 +94,8 @@ def allocation_words(site: AllocationSite, cwd: str = "") -> str:
     tensors: ``93% of new tensors' bytes: 16 x float32[512, 512], 16.0 MiB, held by list
     'kept' (global of train.py)``."""
     size = site.size_bytes / 2**20
+    if site.kind == "types":
+        return f"{site.share:.0%} of the objects added: {site.count:,} more {site.function}"
     if site.kind == "tensors":
         held = f", held by {site.caller}" if site.caller else ""
         return (

@@ -89,7 +89,11 @@ def memory_growth(ctx: RuleContext) -> list[Finding]:
     total = ctx.record.meta.total_memory_bytes or None
     rss_finding = _rss_finding(ctx, total)
     if rss_finding is not None:
-        growth = allocation_sites(ctx.record, "tensors") + allocation_sites(ctx.record, "growth")
+        growth = (
+            allocation_sites(ctx.record, "tensors")
+            + allocation_sites(ctx.record, "growth")
+            + allocation_sites(ctx.record, "types", top=2)
+        )
         findings.append(dataclasses.replace(rss_finding, allocated_at=growth))
     by_gpu: dict[int, list[tuple[int, int]]] = {}
     gpu_total: dict[int, int] = {}

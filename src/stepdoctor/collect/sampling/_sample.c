@@ -658,24 +658,52 @@ census_count_by(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t n
     }
     int was_enabled = PyGC_Disable();
     PyObject *objects = gc_objects(generation, tail);
-    PyObject *counts = objects == NULL ? NULL : PyDict_New();
-    for (Py_ssize_t i = 0; counts != NULL && i < PyList_GET_SIZE(objects); i++) {
+    /* key -> its index in n; the counts stay C integers until the end (a Python int per
+     * increment would be an allocation each, and tracemalloc may be tracing them) */
+    PyObject *index = objects == NULL ? NULL : PyDict_New();
+    Py_ssize_t size = objects == NULL ? 0 : PyList_GET_SIZE(objects);
+    Py_ssize_t *n = objects == NULL ? NULL : calloc(size > 0 ? size : 1, sizeof(Py_ssize_t));
+    Py_ssize_t keys = 0;
+    int failed = index == NULL || n == NULL;
+    for (Py_ssize_t i = 0; !failed && i < size; i++) {
         PyObject *key = PyObject_CallOneArg(args[0], PyList_GET_ITEM(objects, i));
         if (key == NULL) {
-            Py_CLEAR(counts);
+            failed = 1;
             break;
         }
         if (key != Py_None) {
-            PyObject *n = PyDict_GetItemWithError(counts, key);
-            long have = n == NULL ? 0 : PyLong_AsLong(n);
-            PyObject *more = PyErr_Occurred() ? NULL : PyLong_FromLong(have + 1);
-            if (more == NULL || PyDict_SetItem(counts, key, more) < 0) {
-                Py_CLEAR(counts);
+            PyObject *at = PyDict_GetItemWithError(index, key);
+            if (at != NULL) {
+                n[PyLong_AsSsize_t(at)]++;
             }
-            Py_XDECREF(more);
+            else if (PyErr_Occurred()) {
+                failed = 1;
+            }
+            else {
+                PyObject *slot = PyLong_FromSsize_t(keys);
+                if (slot == NULL || PyDict_SetItem(index, key, slot) < 0) {
+                    failed = 1;
+                }
+                else {
+                    n[keys++] = 1;
+                }
+                Py_XDECREF(slot);
+            }
         }
         Py_DECREF(key);
     }
+    PyObject *counts = failed ? NULL : PyDict_New();
+    PyObject *key, *at;
+    Py_ssize_t pos = 0;
+    while (counts != NULL && PyDict_Next(index, &pos, &key, &at)) {
+        PyObject *count = PyLong_FromSsize_t(n[PyLong_AsSsize_t(at)]);
+        if (count == NULL || PyDict_SetItem(counts, key, count) < 0) {
+            Py_CLEAR(counts);
+        }
+        Py_XDECREF(count);
+    }
+    Py_XDECREF(index);
+    free(n);
     Py_XDECREF(objects);
     if (was_enabled) {
         PyGC_Enable();

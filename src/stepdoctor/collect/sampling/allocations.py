@@ -40,6 +40,7 @@ from stepdoctor.collect.sampling.sampler import native_sampler
 from stepdoctor.model import AllocationSite
 
 __all__ = [
+    "FULL_COLLECTIONS",
     "GROWTH_MIN_BYTES",
     "GROWTH_SHARE",
     "MIN_WINDOW_NS",
@@ -49,7 +50,9 @@ __all__ = [
     "WAIT_NS",
     "WINDOW_S",
     "AllocationWindow",
+    "grown_types",
     "kept_tensors",
+    "objects_by_type",
     "surviving_sites",
 ]
 
@@ -68,6 +71,10 @@ WAIT_NS = 1_000_000_000
 #: Frames kept per allocation: enough to reach the job's own code from inside torch or the
 #: standard library (a DataLoader's collate is ~8 deep).
 TRACE_FRAMES = 16
+#: Full collections after warm-up that start the window: one can be the job's own
+#: ``gc.collect()`` after loading its data, or the collector's rare full pass; two or more in
+#: the first seconds after warm-up are GC pressure worth the window's cost.
+FULL_COLLECTIONS = 2
 #: Memory growing by this share of the process's size since warm-up starts the window
 #: (memory-growth's own threshold is a trend over the run; this only decides to look).
 GROWTH_SHARE = 0.05
@@ -107,6 +114,7 @@ class AllocationWindow:
         self._base_rss: int | None = None
         self._warm_ns = 0
         self._tensors_before: set[int] = set()
+        self._types_before: Counter[str] = Counter()
         self._main: types.ModuleType | None = None
         self._tensors_middle: list[weakref.ref[Any]] = []
         self._middle: Counter[RawTraceback] | None = None
@@ -138,7 +146,8 @@ class AllocationWindow:
             grew = bool(
                 rss_bytes and self._base_rss and rss_bytes > self._base_rss * (1 + GROWTH_SHARE)
             )
-            if grew or _full_collections() > self._full_collections:
+            full = _full_collections() - self._full_collections >= FULL_COLLECTIONS
+            if grew or full:
                 # a tenth of the time watched so far: the job's rules keep the rest
                 self._window_ns = max(
                     MIN_WINDOW_NS, min(self._window_ns, (now - self._warm_ns) // 10)
@@ -173,6 +182,7 @@ class AllocationWindow:
             self.skipped = "tracemalloc was already on (the job's own): no allocation window"
             return
         self._tensors_before = _tensor_ids()
+        self._types_before = objects_by_type()
         # the job's script as a module: runpy takes it out of sys.modules when the script
         # returns, which may come before the window's census
         self._main = sys.modules.get("__main__")
@@ -190,6 +200,9 @@ class AllocationWindow:
             self._tensors_middle = []
         finally:
             tracemalloc.stop()
+        try:  # tracing is off: the count allocates nothing it would trace
+            self.sites += grown_types(self._types_before, objects_by_type())
+        finally:
             self.ended_ns = self._clock()
 
 
@@ -341,6 +354,45 @@ def held_by_traceback() -> tuple[Counter[RawTraceback], Counter[RawTraceback]]:
         sizes[raw] += size_by_id[key]
         blocks[raw] += count_by_id[key]
     return sizes, blocks
+
+
+def objects_by_type() -> Counter[str]:
+    """The collector's objects counted by type (``module.Name``), by the C census (none where
+    it is not built)."""
+    census = native_sampler()
+    counts: Counter[str] = Counter()
+    if census is None:
+        return counts
+    for kind, n in census.count_by(type, -1, -1).items():
+        module = getattr(kind, "__module__", "") or ""
+        name = getattr(kind, "__qualname__", "?")
+        counts[name if module == "builtins" else f"{module}.{name}"] += n
+    return counts
+
+
+def grown_types(
+    before: Counter[str], after: Counter[str], *, top: int = TOP_ALLOCATION_SITES
+) -> list[AllocationSite]:
+    """The types the collector holds more of at the window's end than at its start: Python
+    objects by type, the first thing to look at for a leak that tracemalloc's lines leave
+    vague (a cache of instances filled from many places)."""
+    grown = {name: after[name] - before.get(name, 0) for name in after}
+    grown = {name: n for name, n in grown.items() if n > 0}
+    total = sum(grown.values())
+    ranked = sorted(grown.items(), key=lambda item: -item[1])[:top]
+    return [
+        AllocationSite(
+            kind="types",
+            file="",
+            line=0,
+            function=name,
+            user=True,
+            count=n,
+            size_bytes=0,
+            share=n / total,
+        )
+        for name, n in ranked
+    ]
 
 
 def _objects_by_traceback() -> Counter[RawTraceback]:
