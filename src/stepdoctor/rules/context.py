@@ -57,8 +57,12 @@ class RuleContext:
 
     @cached_property
     def span_ns(self) -> tuple[int, int] | None:
-        """From the first measured step's start to the last one's end (None: no steps)."""
-        return (self.steps[0].start_ns, self.steps[-1].end_ns) if self.steps else None
+        """From the first measured step's start to the run's last step's end (None: no
+        steps): the warm-up left out, but not stepdoctor's own captures, whose stacks are the
+        job's too (a short job's allocation window may hold most of its measured steps)."""
+        if not self.steps:
+            return None
+        return self.steps[0].start_ns, max(self.steps[-1].end_ns, self.record.steps[-1].end_ns)
 
     @cached_property
     def stack_index(self) -> StackIndex:
