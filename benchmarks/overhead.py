@@ -1,11 +1,11 @@
 """Overhead of stepdoctor on a tiny training loop, against a plain loop in the same run.
 
 The same ~1-3 ms/step loop (an MLP; ``--batch 64`` is ~1.2 ms here, ``--batch 192`` ~2.3 ms)
-runs plain, under a stepdoctor ``Session`` (torch patches, GC callback, 10 Hz sampler, 100 Hz
+runs plain, under a stepdoctor ``Session`` (torch patches, GC callback, 10 Hz sampler, 50 Hz
 Python stack sampler, record on disk, the monitor thread at nice 19), under the same with the
 monitor thread at the job's priority, under a Session that samples nothing (the monitor still
 reduces and writes steps), under one that samples no Python stacks,
-under a Session whose monitor thread stays asleep during the loop (the hot path alone) and
+under a Session whose monitor thread stays asleep and samples no stacks (the hot path alone) and
 under ``torch.profiler`` (CPU), interleaved in rounds with the order alternating so machine
 noise and drift hit all alike; garbage is collected before each round. Prints:
 
@@ -125,7 +125,8 @@ class _Watched:
         self._rounds += 1
         kwargs: dict[str, object] = {}
         if self._asleep:
-            kwargs = {"readers": [], "interval_s": 3600.0, "flush_every_s": 3600.0}
+            kwargs = {"readers": [], "interval_s": 3600.0, "flush_every_s": 3600.0,
+                      "stack_interval_s": None}  # fmt: skip
         elif not self._sampling:
             kwargs = {"readers": []}
         if not self._nice:
@@ -280,7 +281,8 @@ def hot_path_us(blocks: int = 40, steps: int = 250) -> tuple[float, float]:
                     block(times[name])
                     continue
                 with Session(Path(tmp) / f"h{b}", instrument_torch=True, readers=[],
-                             interval_s=3600.0, flush_every_s=3600.0):  # fmt: skip
+                             interval_s=3600.0, flush_every_s=3600.0,
+                             stack_interval_s=None):  # fmt: skip
                     block([])  # the forward patch narrows itself after its first calls
                     block(times[name])
     return statistics.median(times["plain"]) / 1e3, statistics.median(times["patched"]) / 1e3

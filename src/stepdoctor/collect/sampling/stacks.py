@@ -37,7 +37,7 @@ from pathlib import Path
 from types import CodeType, FrameType
 from typing import Any
 
-from stepdoctor.collect.sampling.sampler import native_sampler
+from stepdoctor.collect.sampling.sampler import lower_thread_priority, native_sampler
 from stepdoctor.model import WORKER_PHASE, CodeFrame, CodeStack, StackSample
 
 __all__ = [
@@ -53,10 +53,16 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-#: Default sampling period: 100 Hz, py-spy's and pyinstrument's default rate (py-spy
-#: ``--rate 100``; pyinstrument's 1 ms interval is for short scripts). Its cost on the job is
-#: in docs/stacks.md (benchmarks/stacks.py); a 1% phase of a minute-long job gets ~60 samples.
-SAMPLE_INTERVAL_S = 0.01
+#: Default sampling period: 50 Hz, half py-spy's default rate. At 100 Hz the sampler took
+#: ~1% from a 1.6 ms-step job on two busy cores (benchmarks/overhead.py: its wake-ups and
+#: GIL hand-overs, the job's threads waiting for a core); 50 Hz still gives a second of a phase
+#: 50 samples, five times the least a phase needs for sites (``rules/where.py``).
+SAMPLE_INTERVAL_S = 0.02
+#: The sampling thread's nice value, as the monitor's: at the job's priority its wake-ups
+#: preempted torch's threads on a busy machine (benchmarks/overhead.py: the job's threads
+#: waited 14 µs a step more for a core, 1% of a 1.6 ms step). A sample comes late when the
+#: thread waits for a core: its event says when it was taken, so its phase stays right.
+SAMPLER_NICE = 19
 #: The switch interval while the sampling thread waits for the GIL (``_sample.sleep_until``):
 #: the job's thread gives the GIL up at its next bytecode boundary instead of up to 5 ms later.
 #: Measured on a data set parsing JSON in C (json.loads holds the GIL) and collating with
@@ -171,6 +177,7 @@ class StackSampler:
         clock: the event buffer's clock.
         interval_s: the sampling period.
         current_frames: ``sys._current_frames`` (a seam for tests).
+        nice: the sampling thread's nice value (Linux; None: the job's).
     """
 
     def __init__(
@@ -182,6 +189,7 @@ class StackSampler:
         clock: Callable[[], int] = time.perf_counter_ns,
         interval_s: float = SAMPLE_INTERVAL_S,
         current_frames: Callable[[], dict[int, FrameType]] = sys._current_frames,
+        nice: int | None = SAMPLER_NICE,
     ) -> None:
         if interval_s <= 0:
             raise ValueError("interval_s must be positive")
@@ -191,6 +199,7 @@ class StackSampler:
         self._clock = clock
         self._interval_s = interval_s
         self._current_frames = current_frames
+        self._nice = nice
         self._samples: list[tuple[int, int, int, int]] = []
         """(sample id, t_ns, stack id, line), since the last take."""
         self._next_id = 0
@@ -279,6 +288,8 @@ class StackSampler:
 
     def _run(self) -> None:
         interval_ns = int(self._interval_s * 1e9)
+        if self._nice is not None:
+            lower_thread_priority(self._nice)
         try:
             due = time.monotonic_ns() + interval_ns
             while not self._stop.is_set():
