@@ -365,6 +365,8 @@ def objects_by_type() -> Counter[str]:
         return counts
     for kind, n in census.count_by(type, -1, -1).items():
         module = getattr(kind, "__module__", "") or ""
+        if module == "stepdoctor" or module.startswith("stepdoctor."):
+            continue  # our own records of the run (samples, steps): not the job's
         name = getattr(kind, "__qualname__", "?")
         counts[name if module == "builtins" else f"{module}.{name}"] += n
     return counts
