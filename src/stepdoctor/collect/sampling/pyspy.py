@@ -149,7 +149,12 @@ def parse_raw(
             key = (function, file, at)
             if key not in frame_ids:
                 frame_ids[key] = len(frames)
-                user = bool(file) and "site-packages" not in file and "/lib/python" not in file
+                user = (
+                    bool(file)
+                    and not file.startswith("<")  # <frozen importlib._bootstrap>
+                    and "site-packages" not in file
+                    and "/lib/python" not in file
+                )
                 frames.append(CodeFrame(id=len(frames), function=function, file=file, line=at,
                                         user=user))  # fmt: skip
             ids.append(frame_ids[key])

@@ -58,11 +58,12 @@ logger = logging.getLogger(__name__)
 #: GIL hand-overs, the job's threads waiting for a core); 50 Hz still gives a second of a phase
 #: 50 samples, five times the least a phase needs for sites (``rules/where.py``).
 SAMPLE_INTERVAL_S = 0.02
-#: The sampling thread's nice value, as the monitor's: at the job's priority its wake-ups
-#: preempted torch's threads on a busy machine (benchmarks/overhead.py: the job's threads
-#: waited 14 µs a step more for a core, 1% of a 1.6 ms step). A sample comes late when the
-#: thread waits for a core: its event says when it was taken, so its phase stays right.
-SAMPLER_NICE = 19
+#: The sampling thread's nice value: None, the job's own priority. At nice 19 (as the monitor)
+#: it ran only when a core came free, and on two cores that had torch's threads busy it then
+#: named the wrong function: a data set's JSON parsing (96% of its data wait) lost to the
+#: DataLoader's collate in 2 of 3 runs (benchmarks/stacks.py). Its cost at the job's priority
+#: is in docs/stacks.md.
+SAMPLER_NICE: int | None = None
 #: The switch interval while the sampling thread waits for the GIL (``_sample.sleep_until``):
 #: the job's thread gives the GIL up at its next bytecode boundary instead of up to 5 ms later.
 #: Measured on a data set parsing JSON in C (json.loads holds the GIL) and collating with
