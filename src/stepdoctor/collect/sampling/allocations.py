@@ -364,10 +364,14 @@ def objects_by_type() -> Counter[str]:
     if census is None:
         return counts
     for kind, n in census.count_by(type, -1, -1).items():
-        module = getattr(kind, "__module__", "") or ""
+        module = getattr(kind, "__module__", "")
+        if not isinstance(module, str):  # a type whose __module__ is a descriptor
+            module = ""
         if module == "stepdoctor" or module.startswith("stepdoctor."):
             continue  # our own records of the run (samples, steps): not the job's
         name = getattr(kind, "__qualname__", "?")
+        if not isinstance(name, str):
+            name = "?"
         counts[name if module == "builtins" else f"{module}.{name}"] += n
     return counts
 
