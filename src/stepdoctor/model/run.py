@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Final
 
 from stepdoctor.model.experiments import BoundVerdict
 from stepdoctor.model.phases import Phase
 from stepdoctor.model.stacks import AllocationSite, CodeFrame, CodeStack, StackSample
 
 __all__ = [
+    "OWN_MEASUREMENTS",
     "WARMUP_SAMPLES",
     "ConcurrencyStat",
     "EnvFact",
@@ -292,6 +294,19 @@ class ProfiledSpan:
     start_ns: int
     end_ns: int
     what: str = "torch.profiler"
+
+    @property
+    def label(self) -> str:
+        """What stepdoctor ran there, in words (``what`` where it is not a known kind)."""
+        return OWN_MEASUREMENTS.get(self.what, self.what)
+
+
+#: stepdoctor's own measurements that slow the job while they run (``ProfiledSpan.what``), as
+#: the summary and the timelines name them.
+OWN_MEASUREMENTS: Final[dict[str, str]] = {
+    "torch.profiler": "torch.profiler capture (--trace)",
+    "tracemalloc": "allocation tracing (tracemalloc, to find where objects are made)",
+}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

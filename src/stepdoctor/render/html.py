@@ -28,7 +28,6 @@ from stepdoctor.render.names import (
     PHASE_LABELS,
     SEVERITY_LABELS,
     allocation_words,
-    own_span_label,
     phase_label,
     short_path,
     site_words,
@@ -63,7 +62,7 @@ def html_context(
         {
             "kind": "profiler",
             "rule": "",
-            "label": own_span_label(span.what),
+            "label": span.label,
             "start": seconds(span.start_ns),
             "end": seconds(span.end_ns),
         }

@@ -22,7 +22,6 @@ __all__ = [
     "PHASE_LABELS",
     "SEVERITY_LABELS",
     "allocation_words",
-    "own_span_label",
     "phase_label",
     "short_path",
     "site_words",
@@ -106,15 +105,3 @@ def allocation_words(site: AllocationSite, cwd: str = "") -> str:
     where = f"{site.function} ({short_path(site.file, cwd)}:{site.line})"
     caller = f", called from {site.caller}" if site.caller else ""
     return f"{site.share:.0%} {what}: {where}{caller}, {site.count:,} objects, {size:.1f} MiB"
-
-
-#: stepdoctor's own measurements that slow the job while they run (``ProfiledSpan.what``).
-OWN_SPANS: Final[dict[str, str]] = {
-    "torch.profiler": "torch.profiler capture (--trace)",
-    "tracemalloc": "allocation tracing (tracemalloc)",
-}
-
-
-def own_span_label(what: str) -> str:
-    """A ``ProfiledSpan``'s label: what stepdoctor ran there."""
-    return OWN_SPANS.get(what, what)

@@ -26,7 +26,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from stepdoctor.model import RunRecord, StepTiming
-from stepdoctor.render.names import own_span_label, phase_label
+from stepdoctor.render.names import phase_label
 
 __all__ = ["record_to_trace", "render_perfetto"]
 
@@ -71,7 +71,7 @@ def record_to_trace(record: RunRecord) -> dict[str, Any]:
     for span in record.profiled:
         start = _us(span.start_ns, origin)
         events.append(
-            _slice(own_span_label(span.what), OWN_TID, start,
+            _slice(span.label, OWN_TID, start,
                    _us(span.end_ns, origin) - start,
                    {"note": "the job's steps here ran under stepdoctor's own measurement"})
         )  # fmt: skip

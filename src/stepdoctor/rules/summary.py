@@ -50,13 +50,6 @@ def split_warmup(steps: Sequence[StepTiming]) -> int:
     return max(1, min(count, int(n * WARMUP_MAX_SHARE)))
 
 
-#: What stepdoctor's own measurements are called in the summary's note.
-_OWN = {
-    "torch.profiler": "torch.profiler capture (--trace)",
-    "tracemalloc": "allocation tracing (tracemalloc, to find where objects are made)",
-}
-
-
 def summarize(record: RunRecord, profiled: frozenset[int] | None = None) -> Summary:
     """Compute the summary of ``record``; ``profiled``: its ``profiled_steps`` where the caller
     has them already (found here otherwise)."""
@@ -89,7 +82,7 @@ def summarize(record: RunRecord, profiled: frozenset[int] | None = None) -> Summ
         note += " left out as warm-up"
     eval_s, eval_share, eval_calls = _evaluation(record.steps, steps)
     first, last = (min(profiled), max(profiled)) if profiled else (0, 0)
-    whats = " and ".join(dict.fromkeys(_OWN.get(p.what, p.what) for p in record.profiled))
+    whats = " and ".join(dict.fromkeys(p.label for p in record.profiled))
     profiled_note = (
         f"steps {first}-{last} ran under stepdoctor's {whats}: left out of these figures and "
         "of the diagnosis"
