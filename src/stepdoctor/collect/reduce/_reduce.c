@@ -539,49 +539,50 @@ pop_phase(Reducer *self)
 }
 
 /* Time since the last event to the innermost open phase (or to forward, see reducer.py). */
+/* The phase the owner's time goes to now (borrowed; NULL on error): its innermost open
+ * phase, except that in an evaluation stretch time outside phases and data waits are
+ * evaluation (*data_wait says it was a data wait: the stretch's tail), that after a backward in
+ * a job updating by hand time outside phases is optimizer, and that while other threads run the
+ * model it is forward. StepReducer._charged_phase is its twin. */
+static PyObject *
+charged_phase(Reducer *self, int *data_wait)
+{
+    PyObject *phase = top_phase(self);
+    *data_wait = 0;
+    int other = same_str(phase, str_other);
+    if (other < 0) {
+        return NULL;
+    }
+    if (self->eval) {
+        int waiting = same_str(phase, str_data_wait);
+        if (waiting < 0) {
+            return NULL;
+        }
+        *data_wait = waiting;
+        return other || waiting ? str_evaluation : phase;
+    }
+    if (other && self->after_backward && (self->mode == NULL || self->mode == str_backward)) {
+        return str_optimizer; /* the parameters updated by hand */
+    }
+    if (other && self->foreign_forwards > 0) {
+        return str_forward;
+    }
+    return phase;
+}
+
 static int
 charge(Reducer *self, long long t)
 {
     if (t <= self->last_t) {
         return 0;
     }
-    PyObject *phase = top_phase(self);
-    if (self->eval) {
-        int waiting = same_str(phase, str_data_wait);
-        if (waiting < 0) {
-            return -1;
-        }
-        if (waiting) {
-            self->eval_tail += t - self->last_t;
-            phase = str_evaluation;
-        }
-        else {
-            int other = same_str(phase, str_other);
-            if (other < 0) {
-                return -1;
-            }
-            if (other) {
-                phase = str_evaluation;
-            }
-        }
+    int data_wait;
+    PyObject *phase = charged_phase(self, &data_wait);
+    if (phase == NULL) {
+        return -1;
     }
-    else if (self->after_backward && (self->mode == NULL || self->mode == str_backward)) {
-        int other = same_str(phase, str_other);
-        if (other < 0) {
-            return -1;
-        }
-        if (other) {
-            phase = str_optimizer; /* the parameters updated by hand */
-        }
-    }
-    else if (self->foreign_forwards > 0) {
-        int other = same_str(phase, str_other);
-        if (other < 0) {
-            return -1;
-        }
-        if (other) {
-            phase = str_forward;
-        }
+    if (data_wait) {
+        self->eval_tail += t - self->last_t;
     }
     if (add_ns(self->open.phase_ns, phase, t - self->last_t) < 0) {
         return -1;
@@ -1031,26 +1032,10 @@ sample_phase(Reducer *self, long long t, PyObject *arg)
         phase = str_empty;
     }
     else if (self->has_open) {
-        phase = top_phase(self);
-        int other = same_str(phase, str_other);
-        if (other < 0) {
+        int data_wait;
+        phase = charged_phase(self, &data_wait);
+        if (phase == NULL) {
             return -1;
-        }
-        if (self->eval) {
-            int waiting = same_str(phase, str_data_wait);
-            if (waiting < 0) {
-                return -1;
-            }
-            if (other || waiting) {
-                phase = str_evaluation;
-            }
-        }
-        else if (other && self->after_backward
-                 && (self->mode == NULL || self->mode == str_backward)) {
-            phase = str_optimizer;
-        }
-        else if (other && self->foreign_forwards > 0) {
-            phase = str_forward;
         }
     }
     PyObject *pair = PyTuple_Pack(2, arg, phase);

@@ -346,12 +346,18 @@ class StepReducer:
 
     def _phase_at(self, t: int) -> str:
         """The phase a sample due at ``t`` fell in: the one the owner's time is charged to now
-        (``_charge``'s choice), or "" when the owner appended an event after ``t`` (the sample
+        (``_charged_phase``), or "" when the owner appended an event after ``t`` (the sample
         straddles it: stacks.py)."""
         if self._open is None:
             return SETUP_PHASE
-        if t < self._last_t:
-            return ""
+        return "" if t < self._last_t else self._charged_phase()
+
+    def _charged_phase(self) -> str:
+        """The phase the owner's time goes to now: its innermost open phase, except that in
+        an evaluation stretch time outside phases and data waits are ``evaluation``; after a
+        backward in a job updating by hand, time outside phases is ``optimizer`` (the
+        parameters updated by hand); and while other threads run the model, it is
+        ``forward`` (the loop waits for the model). ``feed`` inlines the same choice."""
         phase = self._stack[-1] if self._stack else _OTHER
         if self._eval and phase in (_OTHER, _DATA_WAIT):
             return _EVALUATION
@@ -368,16 +374,9 @@ class StepReducer:
             self._last_t = t
             return step
         if t > self._last_t:
-            phase = self._stack[-1] if self._stack else _OTHER
-            if self._eval and phase in (_OTHER, _DATA_WAIT):
-                if phase == _DATA_WAIT:
-                    self._eval_tail_ns += t - self._last_t
-                phase = _EVALUATION
-            elif phase == _OTHER and self._after_backward and self.mode in _BY_HAND:
-                phase = _OPTIMIZER  # the parameters updated by hand
-            elif phase == _OTHER and self._foreign_forwards > 0:
-                # The loop's thread waits while other threads run the model: model time.
-                phase = _FORWARD
+            phase = self._charged_phase()
+            if phase == _EVALUATION and self._stack and self._stack[-1] == _DATA_WAIT:
+                self._eval_tail_ns += t - self._last_t
             step.phase_ns[phase] = step.phase_ns.get(phase, 0) + (t - self._last_t)
             self._last_t = t
         return step
