@@ -77,7 +77,7 @@ def build_report(record: RunRecord, context: RuleContext | None = None) -> Repor
         warnings.append(
             "no steps were recorded: no optimizer step, model call or doc.step() was seen"
         )
-    frames, stacks, counts = stack_counts(record)
+    frames, stacks, counts = stack_counts(record, ctx.stack_index)
     return Report(
         schema_version=SCHEMA_VERSION,
         meta=record.meta,

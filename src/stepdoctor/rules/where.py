@@ -99,12 +99,12 @@ def phase_sites(
 
 
 def stack_counts(
-    record: RunRecord,
+    record: RunRecord, index: StackIndex | None = None
 ) -> tuple[tuple[CodeFrame, ...], tuple[CodeStack, ...], tuple[StackCount, ...]]:
     """The whole run's samples counted per phase and stack (a flame graph per phase), with the
     stacks and frames they use; samples whose stack is not in the record are left out."""
     counts = Counter((s.phase, s.stack) for s in record.samples)
-    index = StackIndex.of(record)
+    index = index or StackIndex.of(record)
     used = {stack for _, stack in counts if stack in index.stacks}
     stacks = tuple(index.stacks[i] for i in sorted(used))
     frame_ids = {f for s in stacks for f in s.frames}
