@@ -7,9 +7,10 @@ PIP := $(PY) -m pip --disable-pip-version-check -q
 
 venv: $(VENV)/.installed
 
-# The C parts (hot-path hooks, step reducer, trace scanner; hatch_build.py compiles them): the
+# The C parts (hot-path hooks, step reducer, samplers, trace scanner; hatch_build.py compiles them): the
 # editable install builds them in place, so it runs again when their source changes.
-C_PARTS := collect/hooks/_hotpath collect/reduce/_reduce collect/sampling/_sample traces/_scan
+C_PARTS := collect/hooks/_hotpath collect/reduce/_reduce collect/sampling/_sample \
+	collect/sampling/_frames traces/_scan
 
 $(VENV)/.installed: pyproject.toml hatch_build.py constraints.txt \
 		$(C_PARTS:%=src/stepdoctor/%.c)
@@ -57,7 +58,7 @@ asan: venv
 	  tests/traces/test_fuzz.py tests/collect/test_hotpath.py tests/collect/test_forward_patch.py \
 	  tests/collect/test_reducer.py tests/collect/test_session.py tests/collect/test_events.py \
 	  tests/collect/test_gcwatch.py \
-	  tests/collect/test_sampler.py tests/collect/test_readers.py \
+	  tests/collect/test_sampler.py tests/collect/test_readers.py tests/collect/test_stacks.py \
 	  || status=$$?; \
 	for m in $(C_PARTS); do \
 	  mv src/stepdoctor/$$m$$suffix.keep src/stepdoctor/$$m$$suffix; \

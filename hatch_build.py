@@ -2,7 +2,8 @@
 
 The C parts are the hot path's hooks (``collect/hooks/_hotpath.c``), the step reducer
 (``collect/reduce/_reduce.c``), the /proc sampler thread (``collect/sampling/_sample.c``,
-POSIX) and the trace scanner (``traces/_scan.c``). Each has a pure-Python twin that is the
+POSIX), the stack sampler's frame walk (``collect/sampling/_frames.c``, CPython 3.11-3.13) and
+the trace scanner (``traces/_scan.c``). Each has a pure-Python twin that is the
 reference and the fallback (``stepdoctor/native.py``), so a part that does not compile (no C
 compiler, no Python headers) is reported as a warning and left out: the package
 still installs and works, as a pure-Python wheel if none was built.
@@ -29,6 +30,7 @@ EXTENSIONS = (
     ("stepdoctor.collect.hooks._hotpath", "src/stepdoctor/collect/hooks/_hotpath.c"),
     ("stepdoctor.collect.reduce._reduce", "src/stepdoctor/collect/reduce/_reduce.c"),
     ("stepdoctor.collect.sampling._sample", "src/stepdoctor/collect/sampling/_sample.c"),
+    ("stepdoctor.collect.sampling._frames", "src/stepdoctor/collect/sampling/_frames.c"),
     ("stepdoctor.traces._scan", "src/stepdoctor/traces/_scan.c"),
 )
 

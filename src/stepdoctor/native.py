@@ -1,7 +1,9 @@
 """Which C parts are used: the optional extensions ``collect/hooks/_hotpath`` (the hot
 path's hooks), ``collect/reduce/_reduce`` (the step reducer), ``collect/sampling/_sample`` (the
 /proc sampler thread) and ``traces/_scan`` (the trace scanner), compiled at install
-where a C compiler is there (``hatch_build.py``).
+where a C compiler is there (``hatch_build.py``). ``collect/sampling/_frames`` (the stack
+sampler's frame walk) is not one of them: it is a safety fix, not a faster twin, and is used
+wherever it is built (``stacks.py``).
 
 Each has a pure-Python twin that is the reference and the fallback; set
 ``STEPDOCTOR_PURE_PYTHON=1`` to run the twins even where the C parts are built.

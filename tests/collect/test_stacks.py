@@ -24,8 +24,12 @@ from stepdoctor.collect.reduce.samples import SamplePairer
 from stepdoctor.collect.sampling.sampler import native_sampler
 from stepdoctor.collect.sampling.stacks import (
     FrameTable,
+    Stack,
     StackSampler,
     WorkerStacks,
+    frame_walker,
+    in_process_safe,
+    python_stack,
     read_worker_stacks,
     worker_file,
 )
@@ -50,10 +54,14 @@ def _leaf_frame() -> FrameType:
     return inner()
 
 
+def _leaf() -> Stack:
+    return python_stack(_leaf_frame())
+
+
 def test_frames_are_interned_with_the_jobs_code_told_from_libraries() -> None:
     table = FrameTable(ROOTS)
-    first = table.stack_id(_leaf_frame())
-    again = table.stack_id(_leaf_frame())
+    first = table.stack_id(_leaf())
+    again = table.stack_id(_leaf())
     assert first is not None and first == again  # one stack, interned once
     frames, stacks = table.take()
     assert len(stacks) == 1 and table.take() == ([], [])
@@ -69,11 +77,11 @@ def test_frames_are_interned_with_the_jobs_code_told_from_libraries() -> None:
 def test_stepdoctors_own_frames_are_left_out_and_a_cut_starts_the_stack() -> None:
     here = os.path.join(os.path.dirname(__file__), "")
     table = FrameTable((here, *ROOTS[1:]))  # this folder as "ours": its frames are dropped
-    assert table.stack_id(_leaf_frame()) is not None
+    assert table.stack_id(_leaf()) is not None
     frames, _ = table.take()
     assert not any(f.file.startswith(here) for f in frames)
     cut = FrameTable(ROOTS, cut_at=("_leaf_frame",))
-    stack = cut.stack_id(_leaf_frame())
+    stack = cut.stack_id(_leaf())
     frames, stacks = cut.take()
     assert stack is not None and [frames[0].function] == ["_leaf_frame.<locals>.inner"]
     assert stacks[0].frames == (frames[0].id,)
@@ -81,13 +89,13 @@ def test_stepdoctors_own_frames_are_left_out_and_a_cut_starts_the_stack() -> Non
 
 def test_a_sample_marks_the_event_buffer_and_keeps_its_stack() -> None:
     marks: list[tuple[int, int]] = []
-    frame = _leaf_frame()
+    stack = _leaf()
     sampler = StackSampler(
         thread_id=OWNER,
         table=FrameTable(ROOTS),
         mark=lambda t, i: marks.append((t, i)),
         clock=lambda: 1_000,
-        current_frames=lambda: {OWNER: frame},
+        read_stack={OWNER: stack}.get,
     )
     sampler.sample(waited_ns=300)
     sampler.sample()
@@ -101,9 +109,134 @@ def test_a_sample_marks_the_event_buffer_and_keeps_its_stack() -> None:
 
 def test_a_thread_that_is_gone_is_not_sampled() -> None:
     sampler = StackSampler(thread_id=OWNER, table=FrameTable(ROOTS), mark=None,
-                           current_frames=dict)  # fmt: skip
+                           read_stack=lambda thread_id: None)  # fmt: skip
     sampler.sample()
     assert sampler.take() == [] and sampler.next_id == 0
+
+
+WALKER = frame_walker()
+#: ``make test`` (STEPDOCTOR_REQUIRE_C_PARTS=1) on a CPython the walker is written for: built.
+WALKER_REQUIRED = (
+    os.environ.get("STEPDOCTOR_REQUIRE_C_PARTS", "") == "1"
+    and sys.implementation.name == "cpython"
+    and (3, 11) <= sys.version_info[:2] <= (3, 13)
+)
+needs_walker = pytest.mark.skipif(
+    WALKER is None and not WALKER_REQUIRED, reason="the C frame walker (_frames) is not built"
+)
+
+
+def _names(stack: Stack | None) -> list[tuple[str, int]]:
+    return [(code.co_qualname, line) for code, line in stack or ()]
+
+
+def test_the_frame_walker_is_built_where_required() -> None:
+    assert WALKER is not None or not WALKER_REQUIRED
+    assert in_process_safe(WALKER) == (WALKER is not None or sys.version_info >= (3, 12))
+
+
+@needs_walker
+def test_the_walker_reads_a_thread_as_its_frame_objects_do() -> None:
+    assert WALKER is not None
+    own, here = WALKER(threading.get_ident()), python_stack(sys._getframe())  # one line
+    assert _names(own)[1:] == _names(here)  # [0]: the walker's own lambda
+    parked = threading.Event()
+    done = threading.Event()
+
+    def park() -> None:
+        parked.set()
+        done.wait()
+
+    thread = threading.Thread(target=park)
+    thread.start()
+    try:
+        parked.wait()
+        time.sleep(0.05)  # let it reach the wait (asserted below, not assumed)
+        read = WALKER(thread.ident or 0)
+        frame = sys._current_frames()[thread.ident or 0]
+        assert _names(read) == _names(python_stack(frame))
+        assert "test_the_walker_reads_a_thread_as_its_frame_objects_do.<locals>.park" in [
+            name for name, _ in _names(read)
+        ]
+    finally:
+        done.set()
+        thread.join()
+    assert WALKER(thread.ident or 0) is None  # gone
+    assert WALKER(123456789) is None
+
+
+@needs_walker
+def test_the_walker_keeps_the_frames_cpythons_own_walk_keeps() -> None:
+    """Collections that start inside calls being set up (a generator object being made, a
+    closure's cell): the walker keeps the frames sys._getframe's f_back chain keeps (a frame
+    whose first instruction has not run is left out by both)."""
+    assert WALKER is not None
+    seen: list[tuple[list[tuple[str, int]], list[tuple[str, int]]]] = []
+
+    def on_gc(phase: str, info: dict[str, int]) -> None:
+        if phase == "start" and len(seen) < 400:
+            walked, framed = WALKER(threading.get_ident()), python_stack(sys._getframe())
+            seen.append((_names(walked)[1:], _names(framed)))
+
+    def numbers() -> object:
+        yield 1
+
+    def with_cell(x: int) -> object:
+        return lambda: x
+
+    threshold = gc.get_threshold()
+    gc.callbacks.append(on_gc)
+    gc.set_threshold(1, 0, 0)
+    try:
+        for i in range(200):
+            numbers()
+            kept = [i]
+            with_cell(i)
+            del kept
+    finally:
+        gc.set_threshold(*threshold)
+        gc.callbacks.remove(on_gc)
+    inside = {name for walked, _ in seen for name, _ in walked[1:2]}
+    assert {n for n in inside if n.endswith((".numbers", ".with_cell"))}  # calls being made
+    assert all(walked == framed for walked, framed in seen)
+
+
+@needs_walker
+def test_the_sampler_reads_no_frame_objects_of_another_thread(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Walking another thread's frame objects crashes CPython 3.11 now and then (_frames.c):
+    where the walker is built, the sampler never asks for them."""
+
+    def forbidden() -> dict[int, FrameType]:
+        raise AssertionError("sys._current_frames was called")
+
+    monkeypatch.setattr(sys, "_current_frames", forbidden)
+    sampler = StackSampler(thread_id=threading.get_ident(), table=FrameTable(ROOTS),
+                           mark=None, interval_s=0.001)  # fmt: skip
+    sampler.start()
+    end = time.monotonic() + 5
+    while sampler.next_id < 20 and time.monotonic() < end:
+        sum(i * i for i in range(10_000))
+    sampler.stop()
+    assert sampler.failed is None and sampler.next_id >= 20
+    _, stacks = sampler.take_table()
+    assert stacks
+
+
+def test_a_python_without_a_safe_walk_samples_with_py_spy(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    import stepdoctor.collect.session as session_module
+
+    monkeypatch.setattr(session_module, "in_process_safe", lambda walker: False)
+    monkeypatch.setattr(session_module.PySpyRecorder, "start", lambda self: "py-spy is absent")
+    with Session(tmp_path / "run") as session:
+        assert session._use_pyspy and session._stacks is None
+    record = load_run(tmp_path / "run")
+    messages = [n.message for n in record.notices]
+    assert any("not in-process" in m for m in messages), messages
+    assert "no stacks sampled: py-spy is absent" in messages
 
 
 @pytest.mark.parametrize("native", REDUCERS)
@@ -129,9 +262,9 @@ def test_the_reducer_tags_samples_with_the_phase_and_drops_straddling_ones(nativ
 
 
 def test_pairs_wait_for_each_other_and_leftovers_are_settled_at_the_end() -> None:
-    frame = _leaf_frame()
+    stack = _leaf()
     sampler = StackSampler(thread_id=OWNER, table=FrameTable(ROOTS), mark=None,
-                           clock=lambda: 5, current_frames=lambda: {OWNER: frame})  # fmt: skip
+                           clock=lambda: 5, read_stack={OWNER: stack}.get)  # fmt: skip
     pairer = SamplePairer(sampler)
     sampler.sample()  # id 0
     frames, stacks, samples = pairer.collect([])  # its phase is not known yet
@@ -189,11 +322,11 @@ def test_a_session_names_the_function_that_took_a_phase(tmp_path: Path) -> None:
 
 def test_worker_files_are_read_back_renumbered_and_deleted(tmp_path: Path) -> None:
     parent = FrameTable(ROOTS)
-    parent.stack_id(_leaf_frame())
+    parent.stack_id(_leaf())
     frames, stacks = parent.take()
     worker = WorkerStacks(tmp_path, FrameTable(ROOTS), 0.01)
-    frame = _leaf_frame()
-    worker._sampler._current_frames = lambda: {worker._sampler._thread_id: frame}
+    stack = _leaf()
+    worker._sampler._read_stack = {worker._sampler._thread_id: stack}.get
     worker._sampler.sample()
     path = worker_file(tmp_path, worker.pid)
     with open(path, "a", encoding="utf-8") as out:

@@ -36,6 +36,9 @@ from stepdoctor.collect.sampling.stacks import (
     FrameTable,
     StackSampler,
     WorkerStacks,
+    frame_walker,
+    in_process_safe,
+    python_stack,
     read_worker_stacks,
 )
 from stepdoctor.model import (
@@ -99,7 +102,7 @@ class Session(BaseSession):
             allocation window either (``collect/sampling/allocations.py``).
         stack_sampler: ``thread`` (in-process, phases tagged: the default) or ``py-spy``
             (from outside, the job's process and its children, no phases); where the
-            in-process sampler cannot run (no ``sys._current_frames``), py-spy is tried.
+            in-process sampler cannot run safely (``stacks.in_process_safe``), py-spy is tried.
 
     Raises:
         UsageError: (at ``start``) another session is already active in this process.
@@ -152,8 +155,12 @@ class Session(BaseSession):
         self._pyspy_cpu_ns: int | None = None
         if stack_sampler not in ("thread", "py-spy"):
             raise ValueError(f"stack_sampler must be 'thread' or 'py-spy', not {stack_sampler!r}")
+        self._walker = frame_walker()
         self._use_pyspy = stack_interval_s is not None and (
-            stack_sampler == "py-spy" or not hasattr(sys, "_current_frames")
+            stack_sampler == "py-spy" or not in_process_safe(self._walker)
+        )
+        self._in_process_unsafe = (
+            stack_interval_s is not None and stack_sampler == "thread" and self._use_pyspy
         )
         if self._use_pyspy:
             self._stack_interval_s = None  # no in-process sampling, workers or window
@@ -229,6 +236,11 @@ class Session(BaseSession):
     def _run_collectors(self) -> None:
         assert self._monitor is not None, "_run_collectors() before _open()"
         self._monitor.start()
+        if self._in_process_unsafe:
+            self._notice(
+                "stacks are sampled by py-spy, not in-process: this Python has no safe way to "
+                "read another thread's frames (stepdoctor's C part _frames is not built)"
+            )
         if self._use_pyspy:
             self._start_pyspy()
         if self._stacks is not None:
@@ -243,7 +255,8 @@ class Session(BaseSession):
             and self._stacks is not None
             and threading.get_ident() == self._owner
         ):
-            self._stacks.record(sys._getframe(1), GC_PHASE)
+            own = self._walker(self._owner) if self._walker is not None else None
+            self._stacks.record(own or python_stack(sys._getframe(1)), GC_PHASE)
 
     def _after_fork_in_child(self) -> None:
         super()._after_fork_in_child()

@@ -22,10 +22,18 @@ A DataLoader worker (a forked child) samples itself the same way, with no phase 
 (``worker_file``), which the parent reads when the run ends. Its times are
 ``time.perf_counter_ns()``, the record's clock (CLOCK_MONOTONIC on Linux, one clock for every
 process of the machine).
+
+A stack is read by ``_frames.thread_stack`` (C): the interpreter's own frame records, in one
+call that runs no Python code, so the job's thread cannot pop a frame while it is read. Walking
+``sys._current_frames()``' frame objects from Python instead crashes CPython 3.11 now and then
+(``_frames.c`` says why): where that C part is not built, 3.12 and later walk frame objects
+(``python_stack``), and 3.11 does not sample in-process at all (``in_process_safe``; the
+session tries py-spy instead).
 """
 
 from __future__ import annotations
 
+import importlib
 import json
 import logging
 import os
@@ -45,8 +53,12 @@ __all__ = [
     "SAMPLE_INTERVAL_S",
     "SWITCH_US",
     "FrameTable",
+    "Stack",
     "StackSampler",
     "WorkerStacks",
+    "frame_walker",
+    "in_process_safe",
+    "python_stack",
     "read_worker_stacks",
     "worker_file",
 ]
@@ -75,6 +87,51 @@ MAX_DEPTH = 200
 #: How often a DataLoader worker appends its samples to its file.
 WORKER_FLUSH_S = 0.5
 _WORKER_GLOB = "stacks-worker-*.jsonl"
+#: The frames ``frame_walker`` reads at most: MAX_DEPTH of the job's, and stepdoctor's own.
+_WALK_LIMIT = MAX_DEPTH + 50
+
+Stack = list[tuple[CodeType, int]]
+"""A thread's Python stack as ``(code, line)`` pairs, innermost first."""
+
+
+def frame_walker() -> Callable[[int], Stack | None] | None:
+    """``_frames.thread_stack`` bound to ``_WALK_LIMIT``: a thread's stack by thread id (None:
+    no such thread), read in C without frame objects; None where that part is not built (no
+    C compiler at install, or a CPython it was not written for). Not switched off by
+    ``STEPDOCTOR_PURE_PYTHON``: it is what makes sampling safe, not a faster twin."""
+    try:
+        module = importlib.import_module("stepdoctor.collect.sampling._frames")
+    except ImportError:
+        return None
+    walk = getattr(module, "thread_stack", None)
+    if walk is None:
+        return None
+    return lambda thread_id: walk(thread_id, _WALK_LIMIT)
+
+
+def python_stack(frame: FrameType | None, limit: int = _WALK_LIMIT) -> Stack:
+    """The stack ending in ``frame``, walked through frame objects: safe for the calling
+    thread's own frames; for another thread's, only where ``in_process_safe`` says so."""
+    stack: Stack = []
+    while frame is not None and len(stack) < limit:
+        stack.append((frame.f_code, frame.f_lineno or 0))
+        frame = frame.f_back
+    return stack
+
+
+def in_process_safe(walker: Callable[[int], Stack | None] | None) -> bool:
+    """Whether another thread's stack can be sampled in this process: with ``frame_walker``,
+    or on CPython 3.12 and later (where a frame object no longer keeps a link to a popped
+    frame: ``_frames.c``) with ``sys._current_frames``."""
+    if walker is not None:
+        return True
+    return hasattr(sys, "_current_frames") and sys.version_info >= (3, 12)
+
+
+def _current_stack(thread_id: int) -> Stack | None:
+    """``frame_walker``'s fallback: the thread's stack through ``sys._current_frames``."""
+    frame = sys._current_frames().get(thread_id)
+    return None if frame is None else python_stack(frame)
 
 
 class FrameTable:
@@ -103,15 +160,18 @@ class FrameTable:
         self.line = 0
         """The line of the last ``stack_id``'s stack (see there)."""
 
-    def stack_id(self, frame: FrameType | None) -> int | None:
-        """Return the id of the stack ending in ``frame`` (None: no frame of the job's); the
-        line its innermost frame of the job's code (else its innermost frame) was at is left
-        in ``line``."""
+    def stack_id(self, stack: Stack | None) -> int | None:
+        """Return the id of ``stack`` (``(code, line)`` pairs, innermost first: a
+        ``frame_walker`` or ``python_stack`` result); None: no frame of the job's. The line its
+        innermost frame of the job's code (else its innermost frame) was at is left in
+        ``line``."""
         key: list[int] = []
         self.line = 0
         user_line = 0
-        while frame is not None and len(key) < MAX_DEPTH:
-            code = frame.f_code
+        for code, at in stack or ():
+            if len(key) >= MAX_DEPTH:
+                break
+            line = max(at, 0)  # -1: no line (CPython's answer for an unknown offset)
             known = self._codes.get(id(code))
             if known is None:
                 known = self._codes[id(code)] = (code, self._frame_id(code))
@@ -119,20 +179,18 @@ class FrameTable:
                 if known[1] < 0:
                     break
                 if not key:
-                    self.line = frame.f_lineno or 0
+                    self.line = line
                 if not user_line and known[1] in self._user:
-                    user_line = frame.f_lineno or 0
+                    user_line = line
                 key.append(known[1])
-            frame = frame.f_back
         self.line = user_line or self.line
         if not key:
             return None
         key.reverse()
-        stack = tuple(key)
-        found = self._stacks.get(stack)
+        found = self._stacks.get(tuple(key))
         if found is None:
-            found = self._stacks[stack] = len(self._stacks)
-            self.new_stacks.append(CodeStack(id=found, frames=stack))
+            found = self._stacks[tuple(key)] = len(self._stacks)
+            self.new_stacks.append(CodeStack(id=found, frames=tuple(key)))
         return found
 
     def take(self) -> tuple[list[CodeFrame], list[CodeStack]]:
@@ -177,7 +235,8 @@ class StackSampler:
             (the session appends the ``SAMPLE`` event; None: no phase is tagged).
         clock: the event buffer's clock.
         interval_s: the sampling period.
-        current_frames: ``sys._current_frames`` (a seam for tests).
+        read_stack: a thread's stack by thread id (None: no such thread); default
+            ``frame_walker()``, else ``sys._current_frames`` (a seam for tests).
         nice: the sampling thread's nice value (Linux; None: the job's).
     """
 
@@ -189,7 +248,7 @@ class StackSampler:
         mark: Callable[[int, int], None] | None,
         clock: Callable[[], int] = time.perf_counter_ns,
         interval_s: float = SAMPLE_INTERVAL_S,
-        current_frames: Callable[[], dict[int, FrameType]] = sys._current_frames,
+        read_stack: Callable[[int], Stack | None] | None = None,
         nice: int | None = SAMPLER_NICE,
     ) -> None:
         if interval_s <= 0:
@@ -199,7 +258,7 @@ class StackSampler:
         self._mark = mark
         self._clock = clock
         self._interval_s = interval_s
-        self._current_frames = current_frames
+        self._read_stack = read_stack or frame_walker() or _current_stack
         self._nice = nice
         self._samples: list[tuple[int, int, int, int]] = []
         """(sample id, t_ns, stack id, line), since the last take."""
@@ -236,8 +295,8 @@ class StackSampler:
             waited_ns: how long the sampling thread waited for the GIL: the sample is due
                 that long ago, and its ``SAMPLE`` event says so (module docstring).
         """
-        frame = self._current_frames().get(self._thread_id)
-        if frame is None:
+        read = self._read_stack(self._thread_id)
+        if read is None:
             return
         with self._table_lock:
             t_ns = self._clock() - waited_ns
@@ -245,21 +304,21 @@ class StackSampler:
             self._next_id += 1
             if self._mark is not None:
                 self._mark(t_ns, sample_id)
-            stack = self.table.stack_id(frame)
-            del frame
+            stack = self.table.stack_id(read)
             self._samples.append((sample_id, t_ns, -1 if stack is None else stack, self.table.line))
 
-    def record(self, frame: FrameType, phase: str) -> None:
-        """Keep ``frame``'s stack as a sample of ``phase`` now: an event of the job's (a full
-        collection starting) rather than a timed sample. Called from the job's thread (a
-        ``gc.callbacks`` entry): skipped when the sampling thread holds the frame table."""
+    def record(self, stack: Stack, phase: str) -> None:
+        """Keep ``stack`` (the calling thread's own) as a sample of ``phase`` now: an event of
+        the job's (a full collection starting) rather than a timed sample. Called from the
+        job's thread (a ``gc.callbacks`` entry): skipped when the sampling thread holds the
+        frame table."""
         if not self._table_lock.acquire(blocking=False):
             return
         try:
-            stack = self.table.stack_id(frame)
-            if stack is not None:
+            found = self.table.stack_id(stack)
+            if found is not None:
                 self._events_kept.append(
-                    StackSample(t_ns=self._clock(), stack=stack, phase=phase, line=self.table.line)
+                    StackSample(t_ns=self._clock(), stack=found, phase=phase, line=self.table.line)
                 )
         finally:
             self._table_lock.release()
