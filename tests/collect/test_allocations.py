@@ -7,12 +7,14 @@ from __future__ import annotations
 
 import gc
 import sys
+import time
 import tracemalloc
 from collections.abc import Iterator
 
 import pytest
 
 from stepdoctor.collect.hooks.session import library_roots
+from stepdoctor.collect.sampling import allocations
 from stepdoctor.collect.sampling.allocations import (
     GROWTH_MIN_BYTES,
     WAIT_NS,
@@ -107,6 +109,38 @@ def test_the_window_opens_after_warm_up_on_a_full_collection_and_closes() -> Non
     now[0] += 600_000_000
     assert window.tick(100) and window.done and not tracemalloc.is_tracing()
     assert any(s.function.startswith("keep_records") for s in window.sites), window.sites
+
+
+def test_the_timekeeper_ends_the_window_without_the_monitor(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The monitor (nice 19) may not run for seconds on a busy machine: once started, the
+    window takes its middle reading and ends on its own thread, and the monitor's next tick
+    reports it once."""
+    monkeypatch.setattr(allocations, "WAIT_NS", 0)
+    monkeypatch.setattr(allocations, "MIN_WINDOW_NS", 200_000_000)
+    window = AllocationWindow(ROOTS, clock=time.perf_counter_ns, window_s=0.2)
+    window.arm()
+    window.warmed_up(100)
+    assert not window.tick(200) and window.started_ns is not None  # grew: the monitor starts it
+    keep_records(500)
+    deadline = time.monotonic() + 60  # liveness only: it ends 0.2 s after it started
+    while window.ended_ns is None and time.monotonic() < deadline:
+        keep_records(50)
+        time.sleep(0.01)
+    assert window.ended_ns is not None and not tracemalloc.is_tracing()  # no tick in between
+    assert window.tick(200) and not window.tick(200)  # reported once
+    assert not window.stop()  # and not again at the end
+    assert any(s.function.startswith("keep_records") for s in window.sites), window.sites
+
+
+def test_an_armed_window_that_never_opened_lets_its_timekeeper_go() -> None:
+    window = AllocationWindow(ROOTS, clock=time.perf_counter_ns)
+    window.arm()
+    assert window._timekeeper is not None
+    assert not window.stop()
+    window._timekeeper.join(timeout=60)
+    assert not window._timekeeper.is_alive() and window.sites == []
 
 
 def test_a_job_tracing_itself_keeps_its_tracemalloc() -> None:

@@ -212,6 +212,10 @@ class Session(BaseSession):
                 clock=self.clock,
                 interval_s=self._stack_interval_s,
             )
+        window = None
+        if self._stack_interval_s is not None:
+            window = AllocationWindow(library_roots(), clock=self.clock)
+            window.arm()  # from the job's thread: its timekeeper runs at the job's priority
         self._monitor = Monitor(
             events=self.events,
             reducer=new_reducer(owner, keep_steps=False),
@@ -226,11 +230,7 @@ class Session(BaseSession):
             progress_sink=self._progress_sink,
             nice=self._monitor_nice,
             stacks=None if self._stacks is None else SamplePairer(self._stacks),
-            allocations=(
-                None
-                if self._stack_interval_s is None
-                else AllocationWindow(library_roots(), clock=self.clock)
-            ),
+            allocations=window,
         )
 
     def _run_collectors(self) -> None:

@@ -17,6 +17,14 @@ A line is the innermost frame of the job's own code in the allocation's tracebac
 library function below it named as ``caller``'s counterpart). The window slows allocation-heavy
 Python code (tracemalloc records a traceback per allocation), so its span is recorded and the
 steps in it are left out of the measurements, like the ``--trace`` capture's.
+
+The monitor decides when a window starts, but a thread of the window's own, made by the job's
+thread at the job's priority (``arm``), takes its middle reading and ends it on time: the
+monitor runs at nice 19, and on a machine whose cores other processes keep busy it may not run
+for tens of seconds. Measured before this: with two busy processes on the two cores, a 1.2 s
+window stayed open 37 s, the rest of the run, tracing every allocation of the job and taking
+the memory readings memory-growth needed with it (tests/scenarios/memory_growth.py found
+nothing).
 """
 
 from __future__ import annotations
@@ -29,6 +37,8 @@ import gc
 import logging
 import os
 import sys
+import threading
+import time
 import tracemalloc
 import types
 import weakref
@@ -123,6 +133,45 @@ class AllocationWindow:
         self.sites: list[AllocationSite] = []
         self.skipped = ""
         """Why no window ran although one was due (tracemalloc already on: the job's own)."""
+        self._lock = threading.Lock()
+        """Held by whichever thread moves the window on (the monitor, the timekeeper)."""
+        self._opened = threading.Event()
+        """Set when the window starts, or when no window will run (the timekeeper's cue)."""
+        self._timekeeper: threading.Thread | None = None
+        self._reported = False
+
+    def arm(self) -> None:
+        """Start the window's timekeeper thread (once). Call it from the job's thread: a
+        thread is born at its creator's priority, and the monitor's is lowered."""
+        if self._timekeeper is None:
+            self._timekeeper = threading.Thread(
+                target=self._keep_time, name="stepdoctor-allocations", daemon=True
+            )
+            self._timekeeper.start()
+
+    def _keep_time(self) -> None:
+        """The timekeeper: once the window starts, take its middle reading and end it when
+        due, whatever the monitor's share of the CPU."""
+        try:
+            self._opened.wait()
+            for due in (self._window_ns // 2, self._window_ns):
+                started = self.started_ns
+                if started is None:
+                    return
+                delay = started + due - self._clock()
+                if delay > 0:
+                    time.sleep(delay / 1e9)
+                with self._lock:
+                    if self.ended_ns is not None:
+                        return
+                    self._advance(self._clock())
+        except Exception as exc:  # never break the job over our own bug
+            logger.warning("stepdoctor: the allocation window stopped: %r", exc)
+            with self._lock, contextlib.suppress(Exception):
+                if self.ended_ns is None:
+                    tracemalloc.stop()
+                    self.ended_ns = self._clock()
+                    self.skipped = f"the allocation window failed: {exc!r}"
 
     @property
     def done(self) -> bool:
@@ -136,46 +185,67 @@ class AllocationWindow:
             self._warm_ns = self._clock()
 
     def tick(self, rss_bytes: int | None) -> bool:
-        """Start or end the window when due; return True when it just ended (sites ready)."""
-        if self.done or self._base_rss is None:
-            return False
-        now = self._clock()
-        if self.started_ns is None:
-            if now - self._warm_ns < WAIT_NS:
+        """Start the window when due (and, without a timekeeper, end it); return True once,
+        when it has ended (sites ready)."""
+        with self._lock:
+            if self._reported or self._base_rss is None:
                 return False
-            grew = bool(
-                rss_bytes and self._base_rss and rss_bytes > self._base_rss * (1 + GROWTH_SHARE)
-            )
-            full = _full_collections() - self._full_collections >= FULL_COLLECTIONS
-            if grew or full:
-                # a tenth of the time watched so far: the job's rules keep the rest
-                self._window_ns = max(
-                    MIN_WINDOW_NS, min(self._window_ns, (now - self._warm_ns) // 10)
-                )
-                self._start(now)
+            if self.ended_ns is not None:
+                self._reported = True
+                return not self.skipped
+            if self.skipped:
+                return False
+            now = self._clock()
+            if self.started_ns is None:
+                self._maybe_start(now, rss_bytes)
+                return False
+            if self._timekeeper is None:
+                self._advance(now)
+                self._reported = self.ended_ns is not None
+                return self._reported
             return False
+
+    def _maybe_start(self, now: int, rss_bytes: int | None) -> None:
+        if now - self._warm_ns < WAIT_NS:
+            return
+        grew = bool(
+            rss_bytes and self._base_rss and rss_bytes > self._base_rss * (1 + GROWTH_SHARE)
+        )
+        full = _full_collections() - self._full_collections >= FULL_COLLECTIONS
+        if grew or full:
+            # a tenth of the time watched so far: the job's rules keep the rest
+            self._window_ns = max(MIN_WINDOW_NS, min(self._window_ns, (now - self._warm_ns) // 10))
+            self._start(now)
+            self._opened.set()
+
+    def _advance(self, now: int) -> None:
+        """Take the middle reading, or end the window, when due (the lock held)."""
+        assert self.started_ns is not None
         if self._middle is None and now - self.started_ns >= self._window_ns // 2:
             self._middle = held_by_traceback()[0]
             self._tensors_middle = _new_tensor_refs(self._tensors_before)
             self._tensors_before = set()
-        if now - self.started_ns < self._window_ns:
-            return False
-        self._finish()
-        return True
+        if now - self.started_ns >= self._window_ns:
+            self._finish()
 
     def stop(self) -> bool:
-        """The run ends: end a window still open; return whether one was. Its sites are kept
-        when it ran at least half its length (a shorter one saw the job's end, not its
-        steps)."""
-        if self.started_ns is None or self.ended_ns is not None:
-            return False
-        if self._clock() - self.started_ns < self._window_ns // 2:
-            tracemalloc.stop()
-            self.ended_ns = self._clock()
-            self.skipped = "the job ended as the allocation window began: no allocation sites"
-            return False
-        self._finish()
-        return True
+        """The run ends: end a window still open; return whether one ended that was not
+        reported yet. Its sites are kept when it ran at least half its length (a shorter one
+        saw the job's end, not its steps)."""
+        self._opened.set()  # a timekeeper still waiting for a window: none will come
+        with self._lock:
+            if self._reported or self.started_ns is None:
+                return False
+            self._reported = True
+            if self.ended_ns is not None:
+                return not self.skipped
+            if self._clock() - self.started_ns < self._window_ns // 2:
+                tracemalloc.stop()
+                self.ended_ns = self._clock()
+                self.skipped = "the job ended as the allocation window began: no allocation sites"
+                return False
+            self._finish()
+            return True
 
     def _start(self, now: int) -> None:
         if tracemalloc.is_tracing():
