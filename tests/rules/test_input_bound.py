@@ -4,10 +4,10 @@ import dataclasses
 
 import pytest
 
-from stepdoctor.model import LoaderInfo, Severity, StepTiming
+from stepdoctor.model import WORKER_PHASE, LoaderInfo, Severity, StepTiming
 from stepdoctor.rules import RuleContext
 from stepdoctor.rules.input_bound import input_bound
-from tests.builders import env, record, samples, steps
+from tests.builders import env, record, samples, stacked, steps
 
 
 def test_fires_critical_with_loader_settings_and_worker_fix() -> None:
@@ -121,6 +121,35 @@ def test_an_idle_loader_is_waiting_on_storage_and_gets_prefetching_workers() -> 
                system=samples(s, children_cpu=190.0), facts=env(cpu__affinity=2))  # fmt: skip
     (h,) = input_bound(RuleContext(b))
     assert "Preparing each sample is the cost" in h.fix.summary
+
+
+IDLE = ("_bootstrap", "_worker_loop", "Queue.get", "_ConnectionBase.poll")
+FETCHING = ("_bootstrap", "_worker_loop", "_MapDatasetFetcher.fetch", "Decoded.__getitem__")
+
+
+def test_workers_that_wait_for_indices_make_the_wait_a_hand_off() -> None:
+    """Idle workers keep up: the loop's wait is each batch's hand-off, not loading; no more
+    workers, info below 10%; num_workers=0 where a batch costs less than waiting for it."""
+    s = steps(100, phases_ms={"data_wait": 8, "forward": 46, "backward": 46})
+    loaded = record(s, cores=2, loaders=[_decoder(workers=1)],
+                    system=samples(s, children_cpu=5.0, other_cpu=110.0),
+                    facts=env(cpu__affinity=2))  # fmt: skip
+    idle = stacked(loaded, {WORKER_PHASE: [(IDLE, 180), (FETCHING, 20)]})
+    (f,) = input_bound(RuleContext(idle))
+    assert f.severity == Severity.INFO  # 8%: under the hand-off's 10% warning
+    assert "sat idle in 90%" in f.fix.summary and "hand-off" in f.fix.summary
+    assert "num_workers=4" not in f.fix.summary and "more workers" in f.fix.summary
+    assert "Other processes used 55% of the CPUs" in f.fix.summary
+    assert "num_workers=0" in f.fix.summary  # a batch costs 5 ms of CPU, less than 8 ms waited
+    assert any(e.metric == "workers idle, waiting for their next indices" for e in f.evidence)
+    # Busy workers are what the loop waits for: the usual causes and grading.
+    busy = stacked(loaded, {WORKER_PHASE: [(IDLE, 20), (FETCHING, 180)]})
+    (g,) = input_bound(RuleContext(busy))
+    assert g.severity == Severity.WARNING and "hand-off" not in g.fix.summary
+    # Too few worker samples to judge: not a hand-off.
+    few = stacked(loaded, {WORKER_PHASE: [(IDLE, 50)]})
+    (h,) = input_bound(RuleContext(few))
+    assert "hand-off" not in h.fix.summary
 
 
 def test_a_cause_not_measured_keeps_the_general_advice() -> None:

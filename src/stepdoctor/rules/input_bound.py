@@ -15,6 +15,7 @@ from __future__ import annotations
 from stepdoctor.model import WORKER_PHASE, Evidence, Finding, Fix, LoaderInfo, Phase, Speedup
 from stepdoctor.rules._facts import fact_int
 from stepdoctor.rules._severity import grade
+from stepdoctor.rules.competing_processes import WARNING_SHARE as COMPETING_SHARE
 from stepdoctor.rules.context import RuleContext, speedup_if_removed
 from stepdoctor.rules.registry import rule
 
@@ -61,8 +62,20 @@ IN_MEMORY_DATASETS = frozenset({"TensorDataset"})
 #: the causes mix (or other load took the core), and the fix is the general one.
 CPU_BOUND = 0.6
 IO_BOUND = 0.3
+#: A DataLoader worker samples its own stack (collect/sampling/stacks.py); one found in
+#: torch's ``_worker_loop`` waiting for its next indices (``Queue.get``) is ahead of the loop
+#: (a worker reading its data is inside the fetch). Workers idle in this share of their
+#: samples or more have time to spare, so the loop's wait is neither preparing samples nor
+#: reading them but each batch's hand-off between processes. Measured on
+#: tests/scenarios/workers_oversubscription.py's fixed twin (one worker, 12 us a sample): idle
+#: in 90-93% of its samples, while the loop waited 3% of its step on a quiet machine and 6-8%
+#: with another process on one of the two cores (the worker answers a socket for each batch's
+#: shared memory, later when it waits for a core).
+WORKERS_IDLE_SHARE = 0.5
+#: Worker samples needed to judge their idleness (2 s of one worker at 50 Hz).
+MIN_WORKER_SAMPLES = 100
 #: The causes ``_cause`` tells apart.
-CAUSES = ("indexing", "cpu", "io", "unknown")
+CAUSES = ("indexing", "handoff", "cpu", "io", "unknown")
 
 
 @rule(id="input-bound", title="Training waits for data", where=("data_wait", WORKER_PHASE))
@@ -82,14 +95,21 @@ def input_bound(ctx: RuleContext) -> list[Finding]:
     cheap = not workers and (
         in_memory or (per_sample_ms is not None and per_sample_ms < CHEAP_SAMPLE_MS)
     )
+    idle = _workers_idle(ctx) if workers else None
+    handoff = idle is not None and idle >= WORKERS_IDLE_SHARE
     rung = (
         grade(share, info=WARNING_SHARE, warning=CHEAP_WARNING_SHARE, critical=CRITICAL_SHARE)
-        if cheap
+        if cheap or handoff
         else grade(share, warning=WARNING_SHARE, critical=CRITICAL_SHARE)
     )
     if rung is None:
         return []
-    cause, busy, busy_how = ("indexing", None, "") if cheap else _cause(ctx, workers)
+    if cheap:
+        cause, busy, busy_how = "indexing", None, ""
+    elif handoff:
+        cause, busy, busy_how = "handoff", idle, "DataLoader workers' stack samples"
+    else:
+        cause, busy, busy_how = _cause(ctx, workers)
     evidence = [
         Evidence(
             metric="data_wait share of step time",
@@ -145,6 +165,14 @@ def input_bound(ctx: RuleContext) -> list[Finding]:
                 threshold=CPU_BOUND if cause == "cpu" else IO_BOUND,
                 source=busy_how,
             )
+            if cause != "handoff"
+            else Evidence(
+                metric="workers idle, waiting for their next indices",
+                value=round(busy, 3),
+                unit="share",
+                threshold=WORKERS_IDLE_SHARE,
+                source=busy_how,
+            )
         )
     if loader is not None and loader.getitem_at:
         evidence.append(
@@ -169,14 +197,18 @@ def input_bound(ctx: RuleContext) -> list[Finding]:
             ),
             evidence=tuple(evidence),
             speedup=_speedup(ctx, share, cause),
-            fix=_cure(
-                cause,
-                busy,
-                per_sample_ms,
-                loader=loader,
-                cores=cores,
-                threads=threads,
-                heavy=heavy,
+            fix=(
+                _handoff_fix(ctx, busy or 0.0, per_sample_ms, wait_ms, loader)
+                if cause == "handoff"
+                else _cure(
+                    cause,
+                    busy,
+                    per_sample_ms,
+                    loader=loader,
+                    cores=cores,
+                    threads=threads,
+                    heavy=heavy,
+                )
             ),
         )
     ]
@@ -203,6 +235,7 @@ def _speedup(ctx: RuleContext, share: float, cause: str) -> Speedup:
     removed = speedup_if_removed(share)
     what = {
         "indexing": "the data wait gone (one indexing a batch)",
+        "handoff": "the data wait gone (no batch handed between processes)",
         "cpu": "the data wait gone (each sample prepared once, ahead of training)",
         "io": "the data wait overlapped with compute (reads in flight while the model trains)",
     }.get(cause, "the data wait fully overlapped with compute")
@@ -233,6 +266,63 @@ def _cause(ctx: RuleContext, workers: int | None) -> tuple[str, float | None, st
         return "unknown", None, ""
     cause = "cpu" if busy >= CPU_BOUND else "io" if busy < IO_BOUND else "unknown"
     return cause, busy, how
+
+
+def _workers_idle(ctx: RuleContext) -> float | None:
+    """The share of the DataLoader workers' stack samples that found them waiting for their
+    next indices (None: fewer than ``MIN_WORKER_SAMPLES``)."""
+    frames = {f.id: f.function for f in ctx.record.frames}
+    stacks = {s.id: s.frames for s in ctx.record.stacks}
+    total = idle = 0
+    for sample in ctx.record.samples:
+        if sample.phase != WORKER_PHASE or sample.stack not in stacks:
+            continue
+        total += 1
+        names = [frames.get(i, "") for i in stacks[sample.stack]]
+        if "_worker_loop" in names:
+            below = names[names.index("_worker_loop") + 1 :]
+            idle += bool(below) and below[0] == "Queue.get"
+    return idle / total if total >= MIN_WORKER_SAMPLES else None
+
+
+def _handoff_fix(
+    ctx: RuleContext,
+    idle: float,
+    per_sample_ms: float | None,
+    wait_ms: float,
+    loader: LoaderInfo | None,
+) -> Fix:
+    """The workers keep up; the wait is handing batches over: fewer, larger hand-offs, or
+    none where making a batch costs the loop less than receiving it."""
+    others = [s.other_cpu_pct for s in ctx.system if s.other_cpu_pct is not None]
+    capacity = 100.0 * (ctx.record.meta.cpu_count or ctx.cores)
+    other = sum(others) / len(others) / capacity if others else 0.0
+    busy_machine = (
+        f" Other processes used {other:.0%} of the CPUs meanwhile: a worker waiting for a core "
+        "answers late."
+        if other >= COMPETING_SHARE
+        else ""
+    )
+    batch = loader.batch_size if loader is not None and loader.batch_size else None
+    per_batch = (
+        f" Making a batch costs {per_sample_ms * batch:.1f} ms of CPU here against "
+        f"{wait_ms:.1f} ms of waiting for it: with num_workers=0 the loop makes its own "
+        "batches and hands none over (`stepdoctor tune --only workers` measures it)."
+        if per_sample_ms is not None and batch and per_sample_ms * batch < wait_ms
+        else ""
+    )
+    return Fix(
+        summary=(
+            f"The workers sat idle in {idle:.0%} of their samples, waiting for their next "
+            "indices: they make batches faster than the loop takes them, so more workers or "
+            "cheaper samples will not help. The wait is each batch's hand-off from a worker "
+            "process to the loop (a pipe, and a socket that passes the batch's shared memory)."
+            + busy_machine
+            + " Larger batches spread each hand-off over more samples."
+            + per_batch
+        ),
+        snippet="loader = DataLoader(dataset, batch_size=2 * batch_size, num_workers=...)",
+    )
 
 
 def _main_busy(ctx: RuleContext) -> tuple[float | None, str]:
