@@ -7,6 +7,7 @@ import pytest
 
 from stepdoctor.cli.trace import trace_findings
 from stepdoctor.model import (
+    Finding,
     KernelStat,
     LaunchStats,
     RankTrace,
@@ -38,6 +39,68 @@ def test_real_traces_get_the_findings_their_numbers_call_for() -> None:
     assert _rules("hta_v100_single") == {}  # a busy GPU: nothing to say
     dlrm = _rules("param_dlrm_v100_8rank")  # 8 ranks, uneven
     assert {"stragglers", "sync-bound", "comm-bound", "gpu-idle"} <= set(dlrm)
+
+
+@shared
+def test_the_straggler_is_the_rank_that_waits_least_in_collectives() -> None:
+    """DLRM on 8 V100s: ranks 1 and 3 have the most GPU time, all of the excess spent in
+    NCCL kernels waiting; rank 7 waits least (1.7 ms against the others' 6.3 ms) with the
+    same computation as the others: the others wait for rank 7, whose host side is late."""
+    (found,) = [f for f in trace_findings(analyse_paths([TRACES / "param_dlrm_v100_8rank"]))
+                if f.rule == "stragglers"]  # fmt: skip
+    assert found.ranks == (7,)
+    assert found.title.startswith("Rank 7 holds the others back: all 7 other ranks lose")
+    assert "host side" in found.explanation and "rank 7's process" in found.fix.summary
+    lost = next(e for e in found.evidence if e.metric == "other ranks' GPU time lost waiting")
+    assert 0.2 < lost.value < 0.35
+
+
+def _comm_rank(rank: int, comm: int, compute: int, kernel_time: int = 10_000) -> RankTrace:
+    idle = kernel_time - comm - compute
+    return _rank(
+        rank=rank,
+        temporal=TemporalBreakdown(
+            kernel_time_us=kernel_time, idle_us=idle, compute_us=compute,
+            non_compute_us=comm, idle_pct=100 * idle / kernel_time,
+            compute_pct=100 * compute / kernel_time, non_compute_pct=100 * comm / kernel_time,
+        ),
+        type_us=(("COMMUNICATION", comm), ("COMPUTATION", compute)),
+    )  # fmt: skip
+
+
+def test_stragglers_by_least_wait_with_the_cause_on_that_rank() -> None:
+    # Rank 2's GPU computes 1.5x as long: the others wait 3 ms of 10 in their NCCL kernels.
+    gpu = _find(_comm_rank(0, 4000, 4000), _comm_rank(1, 4100, 4000), _comm_rank(2, 1000, 6000),
+                _comm_rank(3, 3900, 4000))  # fmt: skip
+    found = gpu["stragglers"]
+    assert isinstance(found, Finding) and found.ranks == (2,)
+    assert "1.50x as long" in found.explanation and "nvidia-smi" in (found.fix.snippet or "")
+    assert found.speedup.factor == pytest.approx(1 / (1 - 0.3))
+    # The same computation everywhere, rank 1 launching late: its host side.
+    host = _find(_comm_rank(0, 4000, 4000), _comm_rank(1, 500, 4000), _comm_rank(2, 4200, 4000))
+    late = host["stragglers"]
+    assert isinstance(late, Finding) and late.ranks == (1,) and "host side" in late.explanation
+    # Ranks that wait alike (noise of a few percent): nobody holds the others back.
+    even = _find(_comm_rank(0, 4000, 4000), _comm_rank(1, 3800, 4100), _comm_rank(2, 4100, 4000))
+    assert "stragglers" not in even
+    # The rank with the most kernel time is not named for it: its excess is waiting.
+    waiting = _find(_comm_rank(0, 9000, 4000, 16_000), _comm_rank(1, 8800, 4000, 16_000),
+                    _comm_rank(2, 2000, 4000, 9_000))  # fmt: skip
+    assert isinstance(waiting["stragglers"], Finding) and waiting["stragglers"].ranks == (2,)
+    # No collectives at all: no rank waits for another.
+    assert "stragglers" not in _find(_comm_rank(0, 0, 4000), _comm_rank(1, 0, 6000))
+
+
+def test_both_nccl_kernel_namings_are_communication() -> None:
+    from stepdoctor.traces.analysis import COMMUNICATION, kernel_type
+
+    assert kernel_type("ncclKernel_AllReduce_RING_LL_Sum_float(ncclWorkElem)") == COMMUNICATION
+    assert (
+        kernel_type("ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)")
+        == COMMUNICATION
+    )  # noqa: E501
+    assert kernel_type("ncclDevKernel_SendRecv(ncclDevKernelArgsStorage<4096ul>)") == COMMUNICATION
+    assert kernel_type("nccl_something_else") != COMMUNICATION
 
 
 def _rank(**kw: object) -> RankTrace:
