@@ -98,7 +98,7 @@ def test_both_nccl_kernel_namings_are_communication() -> None:
     assert (
         kernel_type("ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)")
         == COMMUNICATION
-    )  # noqa: E501
+    )
     assert kernel_type("ncclDevKernel_SendRecv(ncclDevKernelArgsStorage<4096ul>)") == COMMUNICATION
     assert kernel_type("nccl_something_else") != COMMUNICATION
 
