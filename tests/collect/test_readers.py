@@ -389,3 +389,35 @@ def test_each_child_is_read_with_its_cpu_at_the_scans_after_it_was_found() -> No
             child.wait()
             assert child.stdout is not None
             child.stdout.close()
+
+
+def test_the_jobs_other_ranks_are_neither_the_job_nor_other_processes() -> None:
+    """In a distributed job the launcher's other children are the job's other ranks: their CPU
+    is ``ranks_cpu_pct``, kept out of ``other_cpu_pct`` and of the busiest others."""
+    code = "import time\nend = time.monotonic() + 30\nwhile time.monotonic() < end: pass\n"
+    sibling = subprocess.Popen([sys.executable, "-c", code])  # another rank, busy
+    job = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])  # this rank
+    try:
+        reader = PsutilReader(job.pid, scan_every_ns=0, walk_every_ns=0,
+                              ranks_root=os.getpid())  # fmt: skip
+        reader.read(0)
+        time.sleep(0.5)
+        (sample,) = reader.read(SECOND)
+        assert isinstance(sample, SystemSample)
+        assert sibling.pid in reader._rank_cpu and job.pid not in reader._rank_cpu
+        assert sample.ranks_cpu_pct is not None and sample.ranks_cpu_pct > 0
+        assert sample.job_processes == 1  # the rank's own tree only
+        assert sibling.pid not in {u.pid for u in sample.top_others}
+        assert sample.other_cpu_pct is not None and sample.job_cpu_pct is not None
+        total = sum(sample.cpu_pct_per_core)
+        assert sample.other_cpu_pct == pytest.approx(
+            max(0.0, total - sample.job_cpu_pct - sample.ranks_cpu_pct)
+        )
+        alone = PsutilReader(job.pid, scan_every_ns=0, walk_every_ns=0)
+        (outside,) = alone.read(0)
+        assert isinstance(outside, SystemSample) and outside.ranks_cpu_pct is None
+    finally:
+        sibling.kill()
+        job.kill()
+        sibling.wait()
+        job.wait()

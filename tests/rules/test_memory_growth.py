@@ -200,3 +200,14 @@ def test_a_flat_heap_whose_readings_creep_by_kilobytes_is_not_a_leak() -> None:
     system = _with_heap(s, _rss, lambda i: flat[min(i // 5, len(flat) - 1)] * MIB + i * 4096)
     (f,) = memory_growth(RuleContext(record(s, system=system)))
     assert f.severity is Severity.INFO
+
+
+def test_memory_read_only_before_the_steps_is_not_judged() -> None:
+    """A short job's system samples all fell in its start-up (imports, a process group's
+    set-up) before its first measured step: what rose then is no leak of its training."""
+    s = steps(100, phases_ms={"forward": 50}, start_ms=20_000.0)
+    rising = samples(s, rss=[300 * 2**20 + i * 20 * 2**20 for i in range(30)])
+    assert memory_growth(RuleContext(record(s, system=rising)))  # in the steps: a leak
+    early = [dataclasses.replace(x, t_ns=x.t_ns - 10 * 10**9) for x in rising]  # before them
+    ctx = RuleContext(record(s, system=early))
+    assert ctx.system == () and memory_growth(ctx) == []

@@ -1,4 +1,6 @@
-"""``stepdoctor run SCRIPT [ARGS]``: run a training script unmodified and diagnose it."""
+"""``stepdoctor run SCRIPT [ARGS]`` (or ``-m MODULE [ARGS]``): run a training script
+unmodified and diagnose it. Under torchrun each rank records into a folder of its own
+(``probes/ranks.py``); ``--nproc-per-node N`` launches the ranks itself (``launch.py``)."""
 
 from __future__ import annotations
 
@@ -9,13 +11,16 @@ import sys
 from pathlib import Path
 
 from stepdoctor.cli._common import error_line
+from stepdoctor.cli.launch import launch
 from stepdoctor.collect import Session, default_run_dir
 from stepdoctor.collect.hooks.profiling import TraceCapture
 from stepdoctor.collect.hooks.trigger import ExperimentTrigger, ObjectKeeper
 from stepdoctor.collect.runner import (
     ScriptResult,
+    check_module,
     check_script,
     import_torch_if_available,
+    run_module,
     run_script,
 )
 from stepdoctor.collect.sampling.stacks import SAMPLE_INTERVAL_S
@@ -24,6 +29,7 @@ from stepdoctor.experiments import DEFAULT_BUDGET_S, make_run_experiment
 from stepdoctor.experiments.overrides import Overrides, apply_overrides
 from stepdoctor.experiments.verify import DEFAULT_SHARE, verify
 from stepdoctor.model import FixTrial, Report, TraceSummary
+from stepdoctor.probes.ranks import job_dir, rank_dir, rank_from_env
 from stepdoctor.render.formats import RENDERERS, RenderInput
 from stepdoctor.render.trace import render_trace
 from stepdoctor.report import attach_verify, build_report, fold_trace, write_verify
@@ -107,16 +113,41 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "the job's process, each sample tagged with its phase; the default), py-spy (from "
         "outside, needs py-spy and ptrace permission; no phases) or off",
     )
+    p.add_argument(
+        "--nproc-per-node",
+        type=int,
+        metavar="N",
+        help="run N ranks of the job on this machine through torch.distributed.run "
+        "(torchrun --standalone), each watched, each rank's record in OUT/rank-N",
+    )
     p.add_argument("--no-report", action="store_true", help="do not print the diagnosis")
     p.add_argument("--width", type=int, default=100, help="width of the printed report")
-    p.add_argument("script", type=Path, help="the Python script to run")
+    p.add_argument(
+        "-m",
+        dest="module",
+        metavar="MODULE",
+        help="run a module as `python -m MODULE` does, instead of a script",
+    )
+    p.add_argument("script", type=Path, nargs="?", help="the Python script to run")
     p.add_argument("args", nargs=argparse.REMAINDER, help="arguments for the script")
     p.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:
     """Run the script; return its exit code (stepdoctor's own problems do not change it)."""
-    check_script(args.script)
+    job_args = list(args.args)
+    if args.module is not None:
+        if args.script is not None:  # `-m pkg.mod a b`: "a" is the module's first argument
+            job_args = [str(args.script), *job_args]
+        check_module(args.module)
+        target = ["-m", args.module, *job_args]
+    elif args.script is None:
+        raise UsageError("give the script to run (or -m MODULE)")
+    else:
+        check_script(args.script)
+        target = [str(args.script), *job_args]
+    if args.nproc_per_node is not None:
+        return launch(args, args.out or default_run_dir(), target)
     if args.verify and args.experiments:
         raise UsageError(
             "--verify measures after the job ends (data and compute included); drop "
@@ -125,7 +156,12 @@ def run(args: argparse.Namespace) -> int:
     import_torch_if_available()
     overrides = Overrides.from_env(os.environ)
     remove_overrides = apply_overrides(overrides) if overrides is not None else None
+    rank = rank_from_env()
     out_dir = args.out or default_run_dir()
+    show = not args.no_report
+    if rank is not None:  # one of torchrun's ranks: a folder of its own; rank 0 reports
+        out_dir = rank_dir(args.out or job_dir(rank), rank)
+        show = show and rank.rank == 0
     capture = TraceCapture(out_dir / "trace") if args.trace else None
     keeper = ObjectKeeper() if args.verify else None
     trigger: ExperimentTrigger | None = keeper
@@ -135,7 +171,7 @@ def run(args: argparse.Namespace) -> int:
         )
     session = Session(
         out_dir,
-        command=("stepdoctor", "run", str(args.script), *args.args),
+        command=("stepdoctor", "run", *target),
         interval_s=args.interval,
         log_every_steps=args.log_every,
         progress_sink=stderr_line,
@@ -150,7 +186,11 @@ def run(args: argparse.Namespace) -> int:
     stderr_line(f"recording to {session.out_dir}")
     result = None
     try:
-        result = run_script(args.script, list(args.args))
+        result = (
+            run_module(args.module, job_args)
+            if args.module is not None
+            else run_script(args.script, job_args)
+        )
     finally:
         if result is None:  # only a BaseException escaping run_script (it catches all)
             record = session.stop("exception", 1, "stepdoctor runner failed")
@@ -166,12 +206,12 @@ def run(args: argparse.Namespace) -> int:
             report = _verified(report, keeper, result, out_dir, args.verify_budget)
         trace = None
         if capture is not None:
-            report, trace = _with_trace(report, capture, show=not args.no_report, width=args.width)
+            report, trace = _with_trace(report, capture, show=show, width=args.width)
         view = RenderInput(record=record, report=report, trace=trace, width=args.width)
-        if not args.no_report:  # without the trace's tables: _with_trace showed them
+        if show:  # without the trace's tables: _with_trace showed them
             sys.stderr.write(RENDERERS["text"].render(dataclasses.replace(view, trace=None)))
         for name, path in (("json", args.json_path), ("html", args.html_path)):
-            if path is not None:
+            if path is not None and (rank is None or rank.rank == 0):
                 path.write_text(RENDERERS[name].render(view), encoding="utf-8")
         if args.html_path is not None:
             stderr_line(f"HTML report: {args.html_path}")

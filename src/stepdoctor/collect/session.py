@@ -50,6 +50,7 @@ from stepdoctor.model import (
     RunRecord,
     StackSample,
 )
+from stepdoctor.probes.ranks import rank_from_env
 from stepdoctor.probes.run_meta import new_run_meta
 from stepdoctor.record import RecordWriter
 
@@ -194,7 +195,15 @@ class Session(BaseSession):
             # per-core CPU and the job's tree snapshotted on a thread of the reader's own
             # where /proc is there (the monitor then wakes only to flush)
             every = int(self._interval_s * 1e9) if ProcFs.available() else None
-            readers = [PsutilReader(sample_every_ns=every, nice=self._monitor_nice)]
+            # in a distributed job, torchrun's agent started every rank on this host: their
+            # CPU is the job's, not another process's
+            readers = [
+                PsutilReader(
+                    sample_every_ns=every,
+                    nice=self._monitor_nice,
+                    ranks_root=os.getppid() if rank_from_env() is not None else None,
+                )
+            ]
             self._nvml = NvmlReader.open()
             if self._nvml is not None:
                 readers.append(self._nvml)

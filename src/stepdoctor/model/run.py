@@ -53,6 +53,12 @@ class RunMeta:
     total_memory_bytes: int = 0
     clock_origin_ns: int = 0
     """``perf_counter_ns()`` at the start; every ``*_ns`` time in the record is on that clock."""
+    rank: int | None = None
+    """The process's rank in a distributed job (``RANK``, as torchrun sets it), or None."""
+    local_rank: int | None = None
+    """Its rank on its host (``LOCAL_RANK``)."""
+    world_size: int | None = None
+    """The job's number of ranks (``WORLD_SIZE``)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -139,6 +145,10 @@ class SystemSample:
     job_threads: int | None = None
     job_processes: int | None = None
     other_cpu_pct: float | None = None
+    """CPU of the processes outside the job: neither its tree nor its other ranks."""
+    ranks_cpu_pct: float | None = None
+    """In a distributed job, the CPU of its other ranks on this host (and of the launcher
+    that started them); None outside one."""
     disk_read_bytes: int | None = None
     disk_write_bytes: int | None = None
     net_sent_bytes: int | None = None

@@ -13,6 +13,7 @@ import psutil
 
 from stepdoctor._version import __version__
 from stepdoctor.model import RunMeta
+from stepdoctor.probes.ranks import rank_from_env
 
 __all__ = ["new_run_meta"]
 
@@ -28,6 +29,7 @@ def new_run_meta(command: tuple[str, ...], origin: int) -> RunMeta:
         affinity = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
         affinity = os.cpu_count() or 1
+    rank = rank_from_env()
     return RunMeta(
         run_id=uuid.uuid4().hex[:12],
         started_unix_s=time.time(),
@@ -41,4 +43,7 @@ def new_run_meta(command: tuple[str, ...], origin: int) -> RunMeta:
         affinity_cores=affinity,
         total_memory_bytes=psutil.virtual_memory().total,
         clock_origin_ns=origin,
+        rank=None if rank is None else rank.rank,
+        local_rank=None if rank is None else rank.local_rank,
+        world_size=None if rank is None else rank.world_size,
     )

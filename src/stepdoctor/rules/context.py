@@ -51,9 +51,11 @@ class RuleContext:
         kept = tuple(s for s in self.record.system if not any(a <= s.t_ns <= b for a, b in own))
         if not self.steps:
             return kept or self.record.system
+        # none when no sample fell in the steps' span: the samples before it are the job's
+        # start-up (imports, loading, a process group's set-up), not its training (a 2-rank
+        # DDP job of 0.1 s of steps had its 2 s start-up's RSS rise called a leak)
         start, end = self.steps[0].start_ns, self.steps[-1].end_ns
-        inside = tuple(s for s in kept if start <= s.t_ns <= end)
-        return inside or kept or self.record.system
+        return tuple(s for s in kept if start <= s.t_ns <= end)
 
     @cached_property
     def span_ns(self) -> tuple[int, int] | None:

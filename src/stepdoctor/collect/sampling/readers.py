@@ -188,6 +188,9 @@ class PsutilReader:
         sample_every_ns: snapshot on a thread at this interval (needs ``ProcFs`` counters).
         sampler: the thread (default: ``new_sampler``); tests pass their own.
         nice: the sampler thread's nice value (``None``: the job's).
+        ranks_root: in a distributed job, the process that started the ranks on this host
+            (torchrun's agent): it and its descendants outside the job's tree are the job's
+            other ranks, whose CPU is ``ranks_cpu_pct`` and not another process's.
     """
 
     name = "psutil"
@@ -208,8 +211,12 @@ class PsutilReader:
         sample_every_ns: int | None = None,
         sampler: Sampler | None = None,
         nice: int | None = None,
+        ranks_root: int | None = None,
     ) -> None:
         self._root = pid or os.getpid()
+        self._ranks_root = ranks_root
+        self._rank_cpu: dict[int, tuple[float, int, float]] = {}
+        """pid -> (CPU seconds, start, timer) of each process of the job's other ranks."""
         # The heap can be read only from inside the job's process (where the monitor runs).
         if heap is None and self._root == os.getpid():
             heap = HeapReader()
@@ -281,8 +288,10 @@ class PsutilReader:
         per_core = self._per_core(self._counters.cores())
         top, children = self._scan_if_due(t_ns)
         now = self._timer()
-        stats = {pid: self._counters.process(pid) for pid in list(self._tree_cpu)}
-        sample = self._system_sample(t_ns, per_core, self._tree(now, stats))
+        stats = {pid: self._counters.process(pid) for pid in (*self._tree_cpu, *self._rank_cpu)}
+        sample = self._system_sample(
+            t_ns, per_core, self._tree(now, stats), self._ranks(now, stats)
+        )
         return [self._with_io(sample, t_ns, top, children)]
 
     def _read_snapshots(self, t_ns: int) -> list[SystemSample | GpuSample]:
@@ -299,7 +308,8 @@ class PsutilReader:
             }
             per_core = self._per_core(parse_cores(contents[0]))
             tree = self._tree(taken_ns / 1e9, stats)
-            samples.append(self._system_sample(taken_ns + offset, per_core, tree))
+            ranks = self._ranks(taken_ns / 1e9, stats)
+            samples.append(self._system_sample(taken_ns + offset, per_core, tree, ranks))
         top, children = self._scan_if_due(t_ns)
         if samples:
             last = samples[-1]
@@ -310,7 +320,7 @@ class PsutilReader:
     def _set_files(self) -> None:
         assert self._sampler is not None
         assert self._procfs is not None
-        pids = tuple(self._tree_cpu)
+        pids = (*self._tree_cpu, *self._rank_cpu)
         paths = [self._procfs.stat_path()] + [self._procfs.process_path(pid) for pid in pids]
         self._generations[self._sampler.set_files(paths)] = pids
         while len(self._generations) > GENERATIONS_KEPT:
@@ -329,6 +339,7 @@ class PsutilReader:
         top: tuple[ProcessUsage, ...] = ()
         children: tuple[ProcessUsage, ...] = ()
         tree = before
+        walked: Mapping[int, tuple[int, str, float]] = {}
         if scan_due:
             self._last_scan = t_ns
             children = self._children_usage()
@@ -340,8 +351,20 @@ class PsutilReader:
             walked = self._walk()
             if self._children is None:
                 tree = self._tree_of(walked)
-            top = self._others(walked, tree, t_ns, report=not first)
+            top = self._others(walked, tree | set(self._rank_cpu), t_ns, report=not first)
         self._adopt(tree)
+        if self._ranks_root is not None and (scan_due or walk_due):
+            group = (
+                self._descendants(self._ranks_root)
+                if self._children is not None
+                else self._tree_of(walked, self._ranks_root)
+                if walk_due
+                else set(self._rank_cpu)
+            )
+            ranks_before = set(self._rank_cpu)
+            self._adopt_ranks(group - set(self._tree_cpu))
+            if self._sampler is not None and set(self._rank_cpu) != ranks_before:
+                self._set_files()
         for pid in set(self._tree_cpu) - before:  # new children: their rates count from now
             if scan_due and pid != self._root:
                 cpu_s, _, when = self._tree_cpu[pid]
@@ -369,7 +392,10 @@ class PsutilReader:
 
     @staticmethod
     def _system_sample(
-        t_ns: int, per_core: tuple[float, ...], tree: tuple[float, float, int, int | None, int, int]
+        t_ns: int,
+        per_core: tuple[float, ...],
+        tree: tuple[float, float, int, int | None, int, int],
+        ranks_cpu: float | None = None,
     ) -> SystemSample:
         job_cpu, children_cpu, rss, main_rss, threads, procs = tree
         return SystemSample(
@@ -381,7 +407,8 @@ class PsutilReader:
             main_rss_bytes=main_rss,
             job_threads=threads,
             job_processes=procs,
-            other_cpu_pct=max(0.0, sum(per_core) - job_cpu),
+            other_cpu_pct=max(0.0, sum(per_core) - job_cpu - (ranks_cpu or 0.0)),
+            ranks_cpu_pct=ranks_cpu,
         )
 
     def _with_io(
@@ -478,13 +505,16 @@ class PsutilReader:
                 children_cpu += pct
         return cpu, children_cpu, rss, main_rss, threads, len(self._tree_cpu)
 
-    def _tree_of(self, walked: Mapping[int, tuple[int, str, float]]) -> set[int]:
-        """The root and its descendants, by the parents a walk read."""
-        tree = {self._root}
+    def _tree_of(
+        self, walked: Mapping[int, tuple[int, str, float]], root: int | None = None
+    ) -> set[int]:
+        """``root`` (default: the job's) and its descendants, by the parents a walk read."""
+        root = self._root if root is None else root
+        tree = {root}
         children: dict[int, list[int]] = {}
         for pid, (ppid, _, _) in walked.items():
             children.setdefault(ppid, []).append(pid)
-        todo = [self._root]
+        todo = [root]
         while todo:
             for child in children.get(todo.pop(), ()):
                 if child not in tree:
@@ -492,11 +522,12 @@ class PsutilReader:
                     todo.append(child)
         return tree
 
-    def _descendants(self) -> set[int]:
-        """The root and its descendants, by their children files."""
+    def _descendants(self, root: int | None = None) -> set[int]:
+        """``root`` (default: the job's) and its descendants, by their children files."""
         assert self._children is not None
-        tree = {self._root}
-        todo = [self._root]
+        root = self._root if root is None else root
+        tree = {root}
+        todo = [root]
         while todo:
             for child in self._children(todo.pop()) or ():
                 if child not in tree:
@@ -512,6 +543,31 @@ class PsutilReader:
             if pid != self._root:
                 del self._tree_cpu[pid]
                 self._names.pop(pid, None)
+
+    def _adopt_ranks(self, group: set[int]) -> None:
+        """Follow the processes of the job's other ranks in ``group``, drop those gone."""
+        for pid in group - set(self._rank_cpu):
+            stat = self._counters.process(pid)
+            if stat is not None:
+                self._rank_cpu[pid] = (stat.cpu_s, stat.start, self._timer())
+        for pid in set(self._rank_cpu) - group:
+            del self._rank_cpu[pid]
+
+    def _ranks(self, now: float, stats: Mapping[int, ProcStat | None]) -> float | None:
+        """The CPU of the job's other ranks at ``now`` (None outside a distributed job)."""
+        if self._ranks_root is None:
+            return None
+        cpu = 0.0
+        for pid, (cpu_s, start, when) in list(self._rank_cpu.items()):
+            stat = stats.get(pid)
+            if pid not in stats:
+                continue
+            if stat is None or stat.start != start:
+                del self._rank_cpu[pid]
+                continue
+            self._rank_cpu[pid] = (stat.cpu_s, start, now)
+            cpu += round(100.0 * (stat.cpu_s - cpu_s) / (now - when), 1) if now > when else 0.0
+        return cpu
 
     def _others(
         self,

@@ -1,0 +1,103 @@
+"""``stepdoctor run --nproc-per-node N``: run N ranks through torch.distributed.run, each
+watched by ``stepdoctor run`` in its own process, then report the job from their records."""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import subprocess
+import sys
+from pathlib import Path
+
+from stepdoctor.cli._common import error_line
+from stepdoctor.errors import RecordError, UsageError
+from stepdoctor.model import Report, RunRecord
+from stepdoctor.probes.ranks import RANK_DIR_PREFIX, rank_from_env
+from stepdoctor.record import load_run
+from stepdoctor.render.formats import RENDERERS, RenderInput
+from stepdoctor.report import build_report
+from stepdoctor.watching import stderr_line
+
+__all__ = ["launch", "rank_records", "rank_table"]
+
+
+def launch(args: argparse.Namespace, out: Path, target: list[str]) -> int:
+    """Run ``target`` (a script or ``-m module``, then its arguments) as
+    ``args.nproc_per_node`` ranks; return torchrun's exit code.
+
+    Raises:
+        UsageError: options that measure one process, a process that is already a rank, or
+            no torch to launch with.
+    """
+    if args.experiments or args.verify:
+        raise UsageError(
+            "--experiments and --verify measure one process: run them without --nproc-per-node"
+        )
+    if rank_from_env() is not None:
+        raise UsageError(
+            "this process is already a rank (torchrun started it): drop --nproc-per-node"
+        )
+    if args.nproc_per_node < 1:
+        raise UsageError("--nproc-per-node must be 1 or more")
+    if importlib.util.find_spec("torch") is None:
+        raise UsageError("--nproc-per-node launches through torch.distributed.run: install torch")
+    command = [
+        sys.executable, "-m", "torch.distributed.run", "--standalone",
+        f"--nproc-per-node={args.nproc_per_node}",
+        "-m", "stepdoctor", "run", "--no-report", "--out", str(out),
+        "--interval", str(args.interval), "--stacks", args.stacks,
+        *(["--log-every", str(args.log_every)] if args.log_every else []),
+        *(["--trace"] if args.trace else []),
+        *target,
+    ]  # fmt: skip
+    stderr_line(
+        f"launching {args.nproc_per_node} ranks through torch.distributed.run; "
+        f"each rank's record in {out}/{RANK_DIR_PREFIX}N"
+    )
+    code = subprocess.call(command)
+    found = rank_records(out)
+    if not found:
+        error_line(f"no rank wrote a record under {out} (torch.distributed.run exit code {code})")
+        return code or 1
+    reports = {rank: build_report(record) for rank, record in found.items()}
+    first = min(found)
+    view = RenderInput(record=found[first], report=reports[first], width=args.width)
+    if not args.no_report:
+        sys.stderr.write(RENDERERS["text"].render(view))
+        sys.stderr.write(rank_table(reports))
+    for name, path in (("json", args.json_path), ("html", args.html_path)):
+        if path is not None:
+            path.write_text(RENDERERS[name].render(view), encoding="utf-8")
+    stderr_line(f"ranks' records: {out} (the report above is rank {first}'s)")
+    return code
+
+
+def rank_records(job: Path) -> dict[int, RunRecord]:
+    """The records of a job's ranks (``rank-N`` folders), by rank; a rank whose record cannot
+    be read is said in one line and left out."""
+    found: dict[int, RunRecord] = {}
+    for folder in sorted(job.glob(f"{RANK_DIR_PREFIX}*")):
+        try:
+            rank = int(folder.name[len(RANK_DIR_PREFIX) :])
+        except ValueError:
+            continue
+        try:
+            found[rank] = load_run(folder)
+        except (RecordError, OSError) as exc:
+            error_line(f"rank {rank}: its record could not be read ({exc})")
+    return found
+
+
+def rank_table(reports: dict[int, Report]) -> str:
+    """One line per rank: steps, mean step, throughput, data wait and the host."""
+    lines = ["", "Ranks", "rank  steps  mean step  samples/s  data wait  host"]
+    for rank, report in sorted(reports.items()):
+        s = report.summary
+        step = f"{s.mean_step_ms:.1f} ms" if s.mean_step_ms is not None else "-"
+        rate = f"{s.samples_per_sec:.0f}" if s.samples_per_sec is not None else "-"
+        wait = s.phase_share.get("data_wait")
+        lines.append(
+            f"{rank:>4}  {s.steps:>5}  {step:>9}  {rate:>9}  "
+            f"{'-' if wait is None else f'{wait:.0%}':>9}  {report.meta.hostname}"
+        )
+    return "\n".join(lines) + "\n"

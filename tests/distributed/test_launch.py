@@ -1,0 +1,94 @@
+"""Distributed runs on the CPU (gloo): ranks launched by ``stepdoctor run --nproc-per-node``
+and by torchrun, each with a record of its own; module-style jobs (``-m``)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from stepdoctor.record import load_run
+
+HERE = Path(__file__).parent
+pytestmark = pytest.mark.scenario
+
+
+def _stepdoctor(
+    *args: str, cwd: Path | None = None, **env: str
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "stepdoctor", *args],
+        capture_output=True, text=True, timeout=300, cwd=cwd,
+        env={**os.environ, "PYTHONWARNINGS": "ignore", **env},
+    )  # fmt: skip
+
+
+def test_nproc_per_node_runs_each_rank_watched_and_reports_the_job(tmp_path: Path) -> None:
+    out = tmp_path / "job"
+    proc = _stepdoctor("run", "--nproc-per-node", "2", "--out", str(out), "--json",
+                       str(tmp_path / "report.json"), str(HERE / "ddp_job.py"),
+                       DDP_STEPS="120")  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    for rank in (0, 1):
+        record = load_run(out / f"rank-{rank}")
+        assert (record.meta.rank, record.meta.world_size) == (rank, 2)
+        assert len(record.steps) == 120 and record.end is not None
+        # the other rank's CPU is the job's, not a competing process's
+        assert any(s.ranks_cpu_pct for s in record.system)
+    assert "Ranks\nrank  steps" in proc.stderr and (tmp_path / "report.json").is_file()
+    assert "the report above is rank 0's" in proc.stderr
+
+
+def test_torchrun_with_stepdoctor_as_the_module_records_each_rank(tmp_path: Path) -> None:
+    out = tmp_path / "job"
+    proc = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
+         "-m", "stepdoctor", "run", "--out", str(out), str(HERE / "ddp_job.py")],
+        capture_output=True, text=True, timeout=300,
+        env={**os.environ, "PYTHONWARNINGS": "ignore", "DDP_STEPS": "40"},
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert sorted(p.name for p in out.iterdir()) == ["rank-0", "rank-1"]
+    assert proc.stderr.count("Findings") <= 1  # only rank 0 prints its report
+
+
+def test_eight_ranks_on_one_host_write_eight_whole_records(tmp_path: Path) -> None:
+    out = tmp_path / "job"
+    proc = _stepdoctor("run", "--nproc-per-node", "8", "--no-report", "--stacks", "off",
+                       "--out", str(out), str(HERE / "tiny_job.py"))  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    records = {int(p.name.split("-")[1]): load_run(p) for p in out.iterdir()}
+    assert sorted(records) == list(range(8))
+    for rank, record in records.items():
+        assert record.meta.rank == rank and record.meta.world_size == 8
+        assert len(record.steps) == 40 and record.end is not None and record.end.status == "ok"
+    assert len({r.meta.pid for r in records.values()}) == 8
+
+
+def test_a_module_runs_as_python_m_would(tmp_path: Path) -> None:
+    package = tmp_path / "trainer"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "fit.py").write_text(
+        "import sys\n"
+        "import torch\n"
+        "model = torch.nn.Linear(4, 1)\n"
+        "opt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+        "for _ in range(int(sys.argv[1])):\n"
+        "    opt.zero_grad()\n"
+        "    model(torch.randn(8, 4)).sum().backward()\n"
+        "    opt.step()\n"
+        "print('argv', sys.argv[1:], __name__)\n"
+    )
+    proc = _stepdoctor("run", "--no-report", "--out", str(tmp_path / "run"), "-m",
+                       "trainer.fit", "25", cwd=tmp_path)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "argv ['25'] __main__" in proc.stdout
+    record = load_run(tmp_path / "run")
+    assert len(record.steps) == 25 and record.meta.command[2:] == ("-m", "trainer.fit", "25")
+    missing = _stepdoctor("run", "-m", "no_such_module_here", cwd=tmp_path)
+    assert missing.returncode != 0 and "no module named 'no_such_module_here'" in missing.stderr
+    assert "Traceback" not in missing.stderr
