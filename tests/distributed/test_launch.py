@@ -40,6 +40,19 @@ def test_nproc_per_node_runs_each_rank_watched_and_reports_the_job(tmp_path: Pat
         assert any(s.ranks_cpu_pct for s in record.system)
     assert "Ranks\nrank  steps" in proc.stderr and (tmp_path / "report.json").is_file()
     assert "the report above is rank 0's" in proc.stderr
+    job = proc.stderr.split("Ranks\n", 1)[1]
+    assert "No problems found" in job, job  # healthy ranks wait alike
+    assert all(load_run(out / f"rank-{r}").ddp for r in (0, 1))  # DDP's own timings kept
+
+
+def test_a_rank_with_slow_data_is_named_as_the_one_the_others_wait_for(tmp_path: Path) -> None:
+    out = tmp_path / "job"
+    proc = _stepdoctor("run", "--nproc-per-node", "2", "--width", "1000", "--out", str(out),
+                       str(HERE / "ddp_job.py"), DDP_STEPS="120", DDP_SLOW_RANK="1")  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    job = proc.stderr.split("The job, all ranks together:", 1)[1]
+    assert "Rank 1 holds the others back: the other rank loses" in job, job
+    assert "because of its data loading" in job
 
 
 def test_torchrun_with_stepdoctor_as_the_module_records_each_rank(tmp_path: Path) -> None:

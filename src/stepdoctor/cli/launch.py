@@ -11,9 +11,11 @@ from pathlib import Path
 
 from stepdoctor.cli._common import error_line
 from stepdoctor.errors import RecordError, UsageError
-from stepdoctor.model import Report, RunRecord
+from stepdoctor.jobs import RankRow, job_findings, rank_rows
+from stepdoctor.model import RunRecord
 from stepdoctor.probes.ranks import RANK_DIR_PREFIX, rank_from_env
 from stepdoctor.record import load_run
+from stepdoctor.render import render_findings
 from stepdoctor.render.formats import RENDERERS, RenderInput
 from stepdoctor.report import build_report
 from stepdoctor.watching import stderr_line
@@ -62,9 +64,15 @@ def launch(args: argparse.Namespace, out: Path, target: list[str]) -> int:
     reports = {rank: build_report(record) for rank, record in found.items()}
     first = min(found)
     view = RenderInput(record=found[first], report=reports[first], width=args.width)
+    rows = rank_rows(found, reports)
     if not args.no_report:
         sys.stderr.write(RENDERERS["text"].render(view))
-        sys.stderr.write(rank_table(reports))
+        sys.stderr.write(rank_table(rows))
+        sys.stderr.write(
+            render_findings(
+                job_findings(rows), width=args.width, heading="The job, all ranks together:"
+            )
+        )
     for name, path in (("json", args.json_path), ("html", args.html_path)):
         if path is not None:
             path.write_text(RENDERERS[name].render(view), encoding="utf-8")
@@ -88,16 +96,21 @@ def rank_records(job: Path) -> dict[int, RunRecord]:
     return found
 
 
-def rank_table(reports: dict[int, Report]) -> str:
-    """One line per rank: steps, mean step, throughput, data wait and the host."""
-    lines = ["", "Ranks", "rank  steps  mean step  samples/s  data wait  host"]
-    for rank, report in sorted(reports.items()):
-        s = report.summary
-        step = f"{s.mean_step_ms:.1f} ms" if s.mean_step_ms is not None else "-"
-        rate = f"{s.samples_per_sec:.0f}" if s.samples_per_sec is not None else "-"
-        wait = s.phase_share.get("data_wait")
+def rank_table(rows: list[RankRow]) -> str:
+    """One line per rank: steps, mean step, throughput, data wait, all-reduce time (DDP's
+    own) and the host."""
+    lines = [
+        "",
+        "Ranks",
+        "rank  steps  mean step  samples/s  data wait  all-reduce  host",
+    ]
+    for row in rows:
+        step = f"{row.mean_step_ms:.1f} ms" if row.mean_step_ms is not None else "-"
+        rate = f"{row.samples_per_sec:.0f}" if row.samples_per_sec is not None else "-"
+        wait = "-" if row.data_wait_share is None else f"{row.data_wait_share:.0%}"
+        comm = "-" if row.comm_ms is None else f"{row.comm_ms:.1f} ms"
         lines.append(
-            f"{rank:>4}  {s.steps:>5}  {step:>9}  {rate:>9}  "
-            f"{'-' if wait is None else f'{wait:.0%}':>9}  {report.meta.hostname}"
+            f"{row.rank:>4}  {row.steps:>5}  {step:>9}  {rate:>9}  {wait:>9}  {comm:>10}  "
+            f"{row.host}"
         )
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines) + "\n\n"

@@ -50,6 +50,7 @@ from stepdoctor.model import (
     RunRecord,
     StackSample,
 )
+from stepdoctor.probes.ddp import ddp_stats
 from stepdoctor.probes.ranks import rank_from_env
 from stepdoctor.probes.run_meta import new_run_meta
 from stepdoctor.record import RecordWriter
@@ -302,8 +303,12 @@ class Session(BaseSession):
             stacks_cpu_ns=self._stacks_cpu_ns(),
         )
         warnings: list[str] = []
+        ddp = [found for model in self.ddp_models if (found := ddp_stats(model))]
+        self.ddp_models.clear()
         if self._writer is not None:
             try:
+                if ddp:
+                    self._writer.write_items("ddp", ddp)
                 self._writer.write_end(end)
                 self._writer.close()
             except OSError as exc:
@@ -333,6 +338,7 @@ class Session(BaseSession):
             stacks=tuple(got.stacks),
             samples=tuple(got.samples),
             allocations=tuple(got.allocations),
+            ddp=tuple(ddp),
             end=end,
             warnings=tuple(warnings),
         )

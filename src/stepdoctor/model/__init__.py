@@ -42,6 +42,7 @@ if TYPE_CHECKING:
     from stepdoctor.model.run import (
         WARMUP_SAMPLES,
         ConcurrencyStat,
+        DdpStats,
         EnvFact,
         GpuProcess,
         GpuSample,
@@ -103,6 +104,7 @@ __all__ = [
     "CodeSite",
     "CodeStack",
     "ConcurrencyStat",
+    "DdpStats",
     "EnvFact",
     "Evidence",
     "Finding",
@@ -185,6 +187,7 @@ _HOMES = {
     "Report": "findings",
     "RunEnd": "run",
     "RunMeta": "run",
+    "DdpStats": "run",
     "RunRecord": "run",
     "SCHEMA_VERSION": "schema",
     "GC_PHASE": "stacks",

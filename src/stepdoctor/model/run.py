@@ -296,6 +296,31 @@ class Notice:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class DdpStats:
+    """What a ``DistributedDataParallel`` model's own logger measured (its
+    ``_get_ddp_logging_data()``, read when the run ends): averages over the iterations it
+    sampled (every 10th of the first ones, then fewer), in nanoseconds, and its settings."""
+
+    model: str
+    """The wrapped module's class."""
+    iterations: int
+    """The iteration of its last sample."""
+    forward_ns: int | None = None
+    backward_compute_ns: int | None = None
+    backward_comm_ns: int | None = None
+    """From the first gradient bucket's all-reduce launched to the last one done: it includes
+    waiting for the other ranks, who all finish a collective together."""
+    overlap_ns: int | None = None
+    """Of the communication, the part that ran while backward still computed."""
+    bucket_cap_bytes: int | None = None
+    find_unused_parameters: bool | None = None
+    static_graph: bool | None = None
+    gradient_as_bucket_view: bool | None = None
+    comm_hook: str = ""
+    backend: str = ""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ProfiledSpan:
     """A stretch of the run that stepdoctor's own torch.profiler capture slowed
     (``run --trace``): from the profiler's first recorded step to the end of writing its trace.
@@ -371,6 +396,8 @@ class RunRecord:
     the phase it fell in."""
     allocations: tuple[AllocationSite, ...] = ()
     """Lines whose allocations outlived a traced window (GC pressure, memory growth)."""
+    ddp: tuple[DdpStats, ...] = ()
+    """Each DistributedDataParallel model's own timings (a rank of a distributed job)."""
     end: RunEnd | None = None
     warnings: tuple[str, ...] = ()
     """Problems met while loading the record (truncated tail, say)."""

@@ -25,6 +25,7 @@ from stepdoctor.model import (
     CodeFrame,
     CodeStack,
     ConcurrencyStat,
+    DdpStats,
     EnvFact,
     GpuSample,
     LoaderInfo,
@@ -59,6 +60,7 @@ ITEM_TYPES: Final[dict[str, tuple[str, type]]] = {
     "stack": ("stacks", CodeStack),
     "sample": ("samples", StackSample),
     "allocation": ("allocations", AllocationSite),
+    "ddp": ("ddp", DdpStats),
 }
 
 #: line types whose latest line replaces the earlier ones rather than adding to them

@@ -158,10 +158,16 @@ def _finding_group(
     return Group(*parts)
 
 
-def render_findings(findings: Sequence[Finding], *, width: int = 100, color: bool = False) -> str:
-    """Ranked findings alone as terminal text (``stepdoctor trace``)."""
+def render_findings(
+    findings: Sequence[Finding],
+    *,
+    width: int = 100,
+    color: bool = False,
+    heading: str = "Findings, most important first:",
+) -> str:
+    """Ranked findings alone as terminal text (``stepdoctor trace``, a job's ranks)."""
     buffer = io.StringIO()
-    _console(buffer, width, color).print(_finding_group(findings))
+    _console(buffer, width, color).print(_finding_group(findings, heading))
     return buffer.getvalue()
 
 

@@ -83,6 +83,8 @@ class TorchSink(Protocol):
     clock: Callable[[], int]
     models: dict[int, Any]
     """``id(model) -> model`` until the monitor inspected it, then ``None``."""
+    ddp_models: list[Any]
+    """DistributedDataParallel models the monitor saw, kept for their timings at the end."""
     loaders: dict[int, LoaderInfo]
     loader_workers: list[tuple[int, int]]
     """``(pid, id(loader))`` of each DataLoader worker process started, in order."""

@@ -97,6 +97,10 @@ class BaseSession(ABC):
         self.trace_capture = trace
         self.clock = clock
         self.models: dict[int, Any] = {}
+        self.ddp_models: list[Any] = []
+        """DistributedDataParallel models kept (at most monitor.DDP_MODELS_KEPT) until the run
+        ends, when their own timings are read in the job's thread: read from the monitor's
+        thread they would race with the backward that writes them."""
         self.loaders: dict[int, LoaderInfo] = {}
         self.loader_workers: list[tuple[int, int]] = []
         self.batch_dtypes: list[str] = []

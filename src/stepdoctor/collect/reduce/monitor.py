@@ -58,6 +58,10 @@ logger = logging.getLogger(__name__)
 #: than in the middle of a parallel region (docs/overhead.md). Under full load it still gets
 #: CFS's share for nice 19 (weight 15 against 1024), more than its ~1% of a core.
 MONITOR_NICE = 19
+#: DistributedDataParallel models kept alive till the run ends, for their own timings
+#: (``probes/ddp.py``): a job wraps one model, or a few (a GAN's two); a loop making a new
+#: one each round must not have them all kept.
+DDP_MODELS_KEPT = 4
 
 
 class Collected:
@@ -293,6 +297,10 @@ class Monitor:
                 continue
             self._model_ids.add(model_id)
             self._sink.models[model_id] = None  # inspected: stop keeping the model alive
+            if hasattr(model, "_get_ddp_logging_data") and (
+                len(self._sink.ddp_models) < DDP_MODELS_KEPT
+            ):
+                self._sink.ddp_models.append(model)  # but a DDP model's timings: at the end
             shape, dtype = self._sink.model_inputs.get(model_id, ((), None))
             model_info = describe_model(model, model_id, input_shape=shape, input_dtype=dtype)
             self._reducer.model_names[model_id] = model_info.class_name

@@ -1,0 +1,241 @@
+"""One diagnosis for a distributed job from its ranks' records: a row per rank, and the rank
+the others wait for, with its cause and what it costs the job.
+
+In synchronous data parallelism (DDP) every rank's gradient all-reduce ends when the last
+rank joins it, so a rank that is late makes every other rank wait inside its all-reduces. The
+rank that spends the *least* time in them is the one the others wait for (the least-wait
+logic; the same as the trace rule ``stragglers``). Each rank's time in them is DDP's own
+measurement (``probes/ddp.py``); the cause is the phase in which the straggler spends more
+time a step than the other ranks do (its data wait, its computation, a callback, GC...).
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from stepdoctor.model import Evidence, Finding, Fix, Report, RunRecord, Severity, Speedup
+
+__all__ = [
+    "CAUSE_SHARE",
+    "CRITICAL_WAIT_SHARE",
+    "MIN_CRITICAL_STEPS",
+    "UNEXPLAINED_SHARE",
+    "WAIT_SHARE",
+    "RankRow",
+    "job_findings",
+    "rank_rows",
+]
+
+#: The other ranks losing this share of their step waiting for one rank is worth naming: the
+#: trace rule's threshold (comm-bound's TBP share: communication above 10% of the step).
+WAIT_SHARE = 0.10
+#: ...and critical from XProf's "highly" band for time spent waiting (input-bound's 20%)...
+CRITICAL_WAIT_SHARE = 0.20
+#: ...with at least this many steps per rank: a short run's waits are its start-up's.
+MIN_CRITICAL_STEPS = 20
+#: A phase names the cause when the straggler spends more time in it a step than the other
+#: ranks' median by at least this share of the time they wait for it.
+CAUSE_SHARE = 0.5
+#: A wait no phase explains is named only from this share of the step: DDP times a few
+#: iterations (the 10th, then every 100th), and two healthy ranks of
+#: tests/distributed/ddp_job.py on the 2-core reference machine came out 3-8% of the step
+#: apart in their all-reduce times.
+UNEXPLAINED_SHARE = 0.20
+
+#: Phases that can make one rank late, with what to look at (the job's own words).
+_CAUSES: Mapping[str, tuple[str, str]] = {
+    "data_wait": (
+        "its data loading",
+        "Its data loading is slower than the other ranks': look at its shard (larger or "
+        "slower-to-read samples, data on slower storage) and its DataLoader (num_workers, "
+        "prefetching); every rank should read alike.",
+    ),
+    "forward": (
+        "its forward computation",
+        "Its computation is slower than the other ranks': another process on its cores (pin "
+        "each rank's threads to cores of its own), a slower device or clock, or larger "
+        "batches on that rank (sequences padded longer).",
+    ),
+    "backward_compute": (
+        "its backward computation",
+        "Its computation is slower than the other ranks': another process on its cores (pin "
+        "each rank's threads to cores of its own), a slower device or clock, or larger "
+        "batches on that rank (sequences padded longer).",
+    ),
+    "optimizer": (
+        "its optimizer step",
+        "Its optimizer step is slower than the other ranks': state or work only it has "
+        "(a rank-0-only scheduler or EMA), or a slower device.",
+    ),
+    "other": (
+        "work between its phases",
+        "It does work between steps the others do not (logging, metrics or progress bars on "
+        "rank 0 alone): do it every N steps, or asynchronously, or on every rank alike.",
+    ),
+    "callbacks": (
+        "its callbacks",
+        "Its callbacks take longer than the other ranks' (logging or metrics on rank 0 "
+        "alone): run them every N steps, or asynchronously.",
+    ),
+    "checkpoint": (
+        "its checkpoints",
+        "It saves checkpoints while the others wait: save asynchronously "
+        "(torch.distributed.checkpoint.async_save) or less often.",
+    ),
+    "evaluation": (
+        "its evaluation",
+        "It evaluates while the others wait: evaluate on every rank (a shard each), or less often.",
+    ),
+    "gc": (
+        "its garbage-collector pauses",
+        "Its garbage collector pauses longer than the other ranks': gc.freeze() after "
+        "start-up, fewer Python objects per step.",
+    ),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class RankRow:
+    """One rank's line of the job's table."""
+
+    rank: int
+    host: str
+    steps: int
+    mean_step_ms: float | None
+    samples_per_sec: float | None
+    data_wait_share: float | None
+    comm_ms: float | None
+    """DDP's all-reduce time per sampled iteration (waiting for the other ranks included)."""
+    phase_ms: Mapping[str, float] = field(default_factory=dict)
+    """Time a step in each phase (``backward_compute`` from DDP; ``gc`` its pauses)."""
+
+
+def rank_rows(records: Mapping[int, RunRecord], reports: Mapping[int, Report]) -> list[RankRow]:
+    """A row per rank, in rank order."""
+    rows = []
+    for rank in sorted(records):
+        record, summary = records[rank], reports[rank].summary
+        step = summary.mean_step_ms
+        phases = {p: share * step for p, share in summary.phase_share.items()} if step else {}
+        if step:
+            phases["gc"] = summary.gc_share * step
+        ddp = record.ddp[0] if record.ddp else None
+        if ddp is not None and ddp.backward_compute_ns is not None:
+            phases["backward_compute"] = ddp.backward_compute_ns / 1e6
+        rows.append(
+            RankRow(
+                rank=rank,
+                host=record.meta.hostname,
+                steps=summary.steps,
+                mean_step_ms=step,
+                samples_per_sec=summary.samples_per_sec,
+                data_wait_share=summary.phase_share.get("data_wait"),
+                comm_ms=(
+                    ddp.backward_comm_ns / 1e6
+                    if ddp is not None and ddp.backward_comm_ns is not None
+                    else None
+                ),
+                phase_ms=phases,
+            )
+        )
+    return rows
+
+
+def job_findings(rows: list[RankRow]) -> list[Finding]:
+    """The straggler, by the least-wait logic, when the others lose ``WAIT_SHARE`` of their
+    step waiting for it; none with fewer than two ranks with DDP's timings."""
+    timed = [r for r in rows if r.comm_ms is not None and r.mean_step_ms]
+    if len(timed) < 2:
+        return []
+    slow = min(timed, key=lambda r: (r.comm_ms or 0.0, r.rank))
+    others = [r for r in timed if r is not slow]
+    waited = statistics.median(r.comm_ms or 0.0 for r in others)
+    step = statistics.median(r.mean_step_ms or 0.0 for r in others)
+    gap = waited - (slow.comm_ms or 0.0)
+    lost = gap / step if step else 0.0
+    if lost < WAIT_SHARE:
+        return []
+    excess = {
+        phase: slow.phase_ms.get(phase, 0.0)
+        - statistics.median(r.phase_ms.get(phase, 0.0) for r in others)
+        for phase in _CAUSES
+    }
+    phase, extra = max(excess.items(), key=lambda item: item[1])
+    found = extra >= CAUSE_SHARE * gap
+    if not found and lost < UNEXPLAINED_SHARE:
+        return []
+    critical = lost >= CRITICAL_WAIT_SHARE and min(r.steps for r in timed) >= MIN_CRITICAL_STEPS
+    everyone = (
+        f"all {len(others)} other ranks lose" if len(others) > 1 else "the other rank loses"
+    )
+    if found:
+        what, advice = _CAUSES[phase]
+        cause = (
+            f"{what}: {slow.phase_ms.get(phase, 0.0):.1f} ms a step against the others' "
+            f"{slow.phase_ms.get(phase, 0.0) - extra:.1f} ms."
+        )
+    else:
+        cause = (
+            "none of its phases stands out (each is within half the wait of the others'): its "
+            "whole step is slower, as when another process shares its cores or its clock is "
+            "lower."
+        )
+        advice = (
+            "Look at what runs beside this rank (processes on its cores, its CPU frequency) "
+            "and pin each rank's threads to cores of its own."
+        )
+    return [
+        Finding(
+            rule="stragglers",
+            ranks=(slow.rank,),
+            severity=Severity.CRITICAL if critical else Severity.WARNING,
+            title=(
+                f"Rank {slow.rank} holds the others back: {everyone} {lost:.0%} of "
+                "each step waiting for it"
+            ),
+            explanation=(
+                "Every rank's gradient all-reduce ends when the last rank joins it. Rank "
+                f"{slow.rank} spent {slow.comm_ms:.1f} ms a step in its all-reduces, the "
+                f"others {waited:.1f} ms (median): they wait {gap:.1f} ms for it, {lost:.0%} "
+                f"of their {step:.1f} ms step. Rank {slow.rank} is late because of {cause}"
+            ),
+            evidence=(
+                Evidence(
+                    metric="straggler's all-reduce time a step",
+                    value=round(slow.comm_ms or 0.0, 2),
+                    unit="ms",
+                    source="DDP logging data",
+                ),
+                Evidence(
+                    metric="other ranks' all-reduce time a step (median)",
+                    value=round(waited, 2),
+                    unit="ms",
+                    source="DDP logging data",
+                ),
+                Evidence(
+                    metric="other ranks' step lost waiting",
+                    value=round(lost, 3),
+                    unit="share",
+                    threshold=WAIT_SHARE,
+                    source="DDP logging data, steps",
+                ),
+                Evidence(
+                    metric=f"straggler's {phase} a step beyond the others'",
+                    value=round(extra, 2),
+                    unit="ms",
+                    threshold=round(CAUSE_SHARE * gap, 2),
+                    source="step phases",
+                ),
+            ),
+            speedup=Speedup(
+                factor=1 / (1 - min(lost, 0.95)),
+                basis=(
+                    f"1 / (1 - {lost:.2f}): the others' wait for rank {slow.rank} gone (every "
+                    "rank at the others' pace)"
+                ),
+            ),
+            fix=Fix(summary=advice),
+        )
+    ]

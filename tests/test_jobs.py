@@ -1,0 +1,68 @@
+"""A distributed job's diagnosis from its ranks: the rank the others wait for (least wait in
+the all-reduces), its cause from its own phases, and silence when the ranks wait alike."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from stepdoctor.jobs import (
+    CRITICAL_WAIT_SHARE,
+    MIN_CRITICAL_STEPS,
+    RankRow,
+    job_findings,
+    rank_rows,
+)
+from stepdoctor.model import DdpStats, Severity
+from stepdoctor.report import build_report
+from tests.builders import record, steps
+
+
+def _row(rank: int, comm: float, step: float = 20.0, steps_: int = 200, **phases: float) -> RankRow:
+    base = {"data_wait": 1.0, "forward": 4.0, "backward_compute": 6.0, "other": 0.5, "gc": 0.0}
+    return RankRow(rank=rank, host="h", steps=steps_, mean_step_ms=step, samples_per_sec=None,
+                   data_wait_share=None, comm_ms=comm, phase_ms={**base, **phases})  # fmt: skip
+
+
+def test_the_rank_that_waits_least_is_named_with_its_slow_phase() -> None:
+    rows = [_row(0, 9.0), _row(1, 1.0, data_wait=9.0), _row(2, 8.8), _row(3, 9.2)]
+    (f,) = job_findings(rows)
+    assert f.rule == "stragglers" and f.ranks == (1,)
+    assert f.title.startswith("Rank 1 holds the others back: all 3 other ranks lose 40%")
+    assert f.severity == Severity.CRITICAL  # 40% of the step, 200 steps
+    assert "its data loading: 9.0 ms a step against the others' 1.0 ms" in f.explanation
+    assert "shard" in f.fix.summary
+    assert f.speedup.factor == 1 / (1 - 0.4)
+
+
+def test_a_slow_callback_or_computation_is_the_cause_where_it_is() -> None:
+    (f,) = job_findings([_row(0, 6.0), _row(1, 1.0, other=5.0)])
+    assert f.ranks == (1,) and "work between its phases" in f.explanation
+    assert f.title.startswith("Rank 1 holds the others back: the other rank loses 25%")
+    (g,) = job_findings([_row(0, 8.0), _row(1, 1.0, backward_compute=13.0)])
+    assert g.ranks == (1,) and "its backward computation" in g.explanation
+
+
+def test_ranks_that_wait_alike_are_not_compared_into_a_straggler() -> None:
+    # 8% apart, no phase that explains it: the spread of DDP's few timed iterations
+    assert job_findings([_row(0, 3.0, step=3.7), _row(1, 2.7, step=3.7)]) == []
+    # an unexplained gap of a fifth of the step or more: named, the whole step slower
+    (f,) = job_findings([_row(0, 6.0), _row(1, 1.0)])
+    assert "none of its phases stands out" in f.explanation
+    assert job_findings([_row(0, 5.0)]) == []  # one rank
+    assert job_findings([_row(0, 5.0), dataclasses.replace(_row(1, 1.0), comm_ms=None)]) == []
+
+
+def test_no_critical_from_a_short_run() -> None:
+    rows = [_row(0, 9.0, steps_=MIN_CRITICAL_STEPS - 1), _row(1, 1.0, data_wait=9.0)]
+    (f,) = job_findings(rows)
+    assert CRITICAL_WAIT_SHARE <= (9.0 - 1.0) / 20.0 and f.severity == Severity.WARNING
+
+
+def test_rows_take_the_phases_from_the_report_and_the_wait_from_ddp() -> None:
+    s = steps(50, phases_ms={"data_wait": 2, "forward": 3, "backward": 5})
+    stats = DdpStats(model="Net", iterations=100, backward_compute_ns=4_000_000,
+                     backward_comm_ns=1_500_000)  # fmt: skip
+    rec = dataclasses.replace(record(s), ddp=(stats,))
+    (row,) = rank_rows({3: rec}, {3: build_report(rec)})
+    assert row.rank == 3 and row.comm_ms == 1.5 and row.phase_ms["backward_compute"] == 4.0
+    assert row.mean_step_ms is not None and abs(row.phase_ms["data_wait"] - 2.0) < 0.01
