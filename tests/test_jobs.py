@@ -27,7 +27,7 @@ def test_the_rank_that_waits_least_is_named_with_its_slow_phase() -> None:
     rows = [_row(0, 9.0), _row(1, 1.0, data_wait=9.0), _row(2, 8.8), _row(3, 9.2)]
     (f,) = job_findings(rows)
     assert f.rule == "stragglers" and f.ranks == (1,)
-    assert f.title.startswith("Rank 1 holds the others back: all 3 other ranks lose 40%")
+    assert f.title == "Rank 1 holds back 3 other ranks: 40% of each step lost waiting"
     assert f.severity == Severity.CRITICAL  # 40% of the step, 200 steps
     assert "its data loading: 9.0 ms a step against the others' 1.0 ms" in f.explanation
     assert "shard" in f.fix.summary
@@ -37,7 +37,7 @@ def test_the_rank_that_waits_least_is_named_with_its_slow_phase() -> None:
 def test_a_slow_callback_or_computation_is_the_cause_where_it_is() -> None:
     (f,) = job_findings([_row(0, 6.0), _row(1, 1.0, other=5.0)])
     assert f.ranks == (1,) and "work between its phases" in f.explanation
-    assert f.title.startswith("Rank 1 holds the others back: the other rank loses 25%")
+    assert f.title == "Rank 1 holds back the other rank: 25% of each step lost waiting"
     (g,) = job_findings([_row(0, 8.0), _row(1, 1.0, backward_compute=13.0)])
     assert g.ranks == (1,) and "its backward computation" in g.explanation
 

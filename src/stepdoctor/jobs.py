@@ -167,9 +167,7 @@ def job_findings(rows: list[RankRow]) -> list[Finding]:
     if not found and lost < UNEXPLAINED_SHARE:
         return []
     critical = lost >= CRITICAL_WAIT_SHARE and min(r.steps for r in timed) >= MIN_CRITICAL_STEPS
-    everyone = (
-        f"all {len(others)} other ranks lose" if len(others) > 1 else "the other rank loses"
-    )
+    everyone = f"{len(others)} other ranks" if len(others) > 1 else "the other rank"
     if found:
         what, advice = _CAUSES[phase]
         cause = (
@@ -191,10 +189,7 @@ def job_findings(rows: list[RankRow]) -> list[Finding]:
             rule="stragglers",
             ranks=(slow.rank,),
             severity=Severity.CRITICAL if critical else Severity.WARNING,
-            title=(
-                f"Rank {slow.rank} holds the others back: {everyone} {lost:.0%} of "
-                "each step waiting for it"
-            ),
+            title=(f"Rank {slow.rank} holds back {everyone}: {lost:.0%} of each step lost waiting"),
             explanation=(
                 "Every rank's gradient all-reduce ends when the last rank joins it. Rank "
                 f"{slow.rank} spent {slow.comm_ms:.1f} ms a step in its all-reduces, the "

@@ -51,8 +51,14 @@ def test_a_rank_with_slow_data_is_named_as_the_one_the_others_wait_for(tmp_path:
                        str(HERE / "ddp_job.py"), DDP_STEPS="120", DDP_SLOW_RANK="1")  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
     job = proc.stderr.split("The job, all ranks together:", 1)[1]
-    assert "Rank 1 holds the others back: the other rank loses" in job, job
+    assert "Rank 1 holds back the other rank:" in job, job
     assert "because of its data loading" in job
+    # the job's folder read again later: the same table and finding
+    again = _stepdoctor("report", "--width", "1000", str(out))
+    assert again.returncode == 0 and "Rank 1 holds back the other rank:" in again.stdout
+    refused = _stepdoctor("report", "--format", "json", str(out))
+    assert refused.returncode == 2 and "rank-0" in refused.stderr
+    assert "Traceback" not in refused.stderr
 
 
 def test_torchrun_with_stepdoctor_as_the_module_records_each_rank(tmp_path: Path) -> None:

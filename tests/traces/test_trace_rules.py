@@ -49,7 +49,7 @@ def test_the_straggler_is_the_rank_that_waits_least_in_collectives() -> None:
     (found,) = [f for f in trace_findings(analyse_paths([TRACES / "param_dlrm_v100_8rank"]))
                 if f.rule == "stragglers"]  # fmt: skip
     assert found.ranks == (7,)
-    assert found.title.startswith("Rank 7 holds the others back: all 7 other ranks lose")
+    assert found.title.startswith("Rank 7 holds back 7 other ranks: 27% of their GPU time")
     assert "host side" in found.explanation and "rank 7's process" in found.fix.summary
     lost = next(e for e in found.evidence if e.metric == "other ranks' GPU time lost waiting")
     assert 0.2 < lost.value < 0.35

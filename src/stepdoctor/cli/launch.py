@@ -12,7 +12,7 @@ from pathlib import Path
 from stepdoctor.cli._common import error_line
 from stepdoctor.errors import RecordError, UsageError
 from stepdoctor.jobs import RankRow, job_findings, rank_rows
-from stepdoctor.model import RunRecord
+from stepdoctor.model import Report, RunRecord
 from stepdoctor.probes.ranks import RANK_DIR_PREFIX, rank_from_env
 from stepdoctor.record import load_run
 from stepdoctor.render import render_findings
@@ -20,7 +20,7 @@ from stepdoctor.render.formats import RENDERERS, RenderInput
 from stepdoctor.report import build_report
 from stepdoctor.watching import stderr_line
 
-__all__ = ["launch", "rank_records", "rank_table"]
+__all__ = ["is_job_dir", "job_text", "launch", "rank_records", "rank_table"]
 
 
 def launch(args: argparse.Namespace, out: Path, target: list[str]) -> int:
@@ -64,20 +64,35 @@ def launch(args: argparse.Namespace, out: Path, target: list[str]) -> int:
     reports = {rank: build_report(record) for rank, record in found.items()}
     first = min(found)
     view = RenderInput(record=found[first], report=reports[first], width=args.width)
-    rows = rank_rows(found, reports)
     if not args.no_report:
         sys.stderr.write(RENDERERS["text"].render(view))
-        sys.stderr.write(rank_table(rows))
-        sys.stderr.write(
-            render_findings(
-                job_findings(rows), width=args.width, heading="The job, all ranks together:"
-            )
-        )
+        sys.stderr.write(job_text(found, reports, width=args.width))
     for name, path in (("json", args.json_path), ("html", args.html_path)):
         if path is not None:
             path.write_text(RENDERERS[name].render(view), encoding="utf-8")
     stderr_line(f"ranks' records: {out} (the report above is rank {first}'s)")
     return code
+
+
+def job_text(
+    records: dict[int, RunRecord], reports: dict[int, Report] | None = None, *, width: int = 100
+) -> str:
+    """The job's table of ranks and its findings (the straggler), as terminal text."""
+    reports = reports or {rank: build_report(record) for rank, record in records.items()}
+    rows = rank_rows(records, reports)
+    findings = job_findings(rows)
+    return rank_table(rows) + render_findings(
+        findings, width=width, heading="The job, all ranks together:"
+    )
+
+
+def is_job_dir(path: Path) -> bool:
+    """Whether ``path`` is a distributed job's folder: no record of its own, ranks' folders."""
+    return (
+        path.is_dir()
+        and not (path / "run.jsonl").exists()
+        and any(p.is_dir() for p in path.glob(f"{RANK_DIR_PREFIX}*"))
+    )
 
 
 def rank_records(job: Path) -> dict[int, RunRecord]:

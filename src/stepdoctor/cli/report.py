@@ -8,6 +8,8 @@ import sys
 from pathlib import Path
 
 from stepdoctor.cli._common import write_output
+from stepdoctor.cli.launch import is_job_dir, job_text, rank_records
+from stepdoctor.errors import UsageError
 from stepdoctor.model import Report, RunRecord, TraceSummary
 from stepdoctor.record import load_run
 from stepdoctor.render.formats import RENDERERS, RenderInput
@@ -46,6 +48,21 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 def run(args: argparse.Namespace) -> int:
     """Print the report (or write it to ``--output``); a profiler trace the run captured
     (``run --trace``) is analysed and folded in."""
+    if is_job_dir(Path(args.run_path)):  # a distributed job's folder: every rank's record
+        if args.format != "text" or args.speedscope is not None:
+            raise UsageError(
+                f"{args.run_path} holds a distributed job's ranks: its report is text; for "
+                f"one rank's {args.format} give that rank's folder ({args.run_path}/rank-0)"
+            )
+        records = rank_records(Path(args.run_path))
+        if not records:
+            raise UsageError(f"no rank's record in {args.run_path} could be read")
+        text = job_text(records, width=args.width)
+        if args.output is None:
+            sys.stdout.write(text)
+        else:
+            write_output(args.output, text)
+        return 0
     record = load_run(args.run_path)
     renderer = RENDERERS[args.format]
     report, trace = (

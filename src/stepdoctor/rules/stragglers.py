@@ -66,7 +66,7 @@ def stragglers(ctx: RuleContext) -> list[Finding]:
     their_compute = statistics.median(r.temporal.compute_us for r in others if r.temporal)
     ratio = compute / their_compute if their_compute else 1.0
     gpu_bound = ratio >= COMPUTE_SLOWER
-    everyone = f"all {len(others)} other ranks" if len(others) > 1 else "the other rank"
+    everyone = f"{len(others)} other ranks" if len(others) > 1 else "the other rank"
     if gpu_bound:
         cause = (
             f"its GPU computes for {ratio:.2f}x as long as the others' median: a slower or "
@@ -102,8 +102,7 @@ def stragglers(ctx: RuleContext) -> list[Finding]:
             ranks=(slow.rank,),
             severity=Severity.WARNING,
             title=(
-                f"Rank {slow.rank} holds the others back: {everyone} lose {lost:.0%} of "
-                "their GPU time waiting for it"
+                f"Rank {slow.rank} holds back {everyone}: {lost:.0%} of their GPU time lost waiting"
             ),
             explanation=(
                 f"In collectives every rank waits for the last one, inside the communication "
