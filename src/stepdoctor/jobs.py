@@ -38,10 +38,10 @@ MIN_CRITICAL_STEPS = 20
 #: A phase names the cause when the straggler spends more time in it a step than the other
 #: ranks' median by at least this share of the time they wait for it.
 CAUSE_SHARE = 0.5
-#: A wait no phase explains is named only from this share of the step: DDP times a few
-#: iterations (the 10th, then every 100th), and two healthy ranks of
-#: tests/distributed/ddp_job.py on the 2-core reference machine came out 3-8% of the step
-#: apart in their all-reduce times.
+#: A wait no phase explains is named only from this share of the step: two healthy ranks of
+#: tests/distributed/ddp_job.py on the 2-core reference machine came out 0-8% of the step
+#: apart in their all-reduce times (DDP timing every iteration on the CPU; on a GPU it times
+#: few, and the spread is wider).
 UNEXPLAINED_SHARE = 0.20
 
 #: Phases that can make one rank late, with what to look at (the job's own words).

@@ -21,6 +21,7 @@ the Python functions below, which stay the reference: both append the same event
 from __future__ import annotations
 
 import importlib
+import logging
 import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
@@ -74,6 +75,11 @@ NARROW_AFTER_CALLS = 64
 
 #: Batches whose dtypes are looked at (the first few are enough: a loader yields one dtype).
 DTYPE_CHECKS = 4
+#: A DistributedDataParallel model on the CPU times every iteration (DDP's default: its first
+#: ten, then one in a hundred; its timer is a clock read there, per iteration).
+DDP_SAMPLE_EVERY = 1
+
+logger = logging.getLogger(__name__)
 
 
 class TorchSink(Protocol):
@@ -103,6 +109,22 @@ class TorchSink(Protocol):
     """A scheduled torch.profiler capture stepped by the optimizer (``run --trace``)."""
     model_inputs: dict[int, tuple[tuple[int, ...], str | None]]
     """``id(model) -> (shape, dtype)`` of the first tensor of its first call."""
+
+
+def _sample_ddp_often(module: Any) -> None:
+    """Have a DistributedDataParallel model on the CPU time every iteration
+    (``DDP_SAMPLE_EVERY``), in the job's thread at its first call: DDP's own timings of a run
+    (``probes/ddp.py``) are then an average over its iterations, not over its first ten (its
+    warm-up) and one in a hundred. On a GPU DDP's timer waits for CUDA events at each timed
+    iteration, so there its default stays."""
+    setter = getattr(module, "_set_ddp_runtime_logging_sample_rate", None)
+    if setter is None:
+        return
+    try:
+        if all(p.device.type == "cpu" for p in module.parameters()):
+            setter(DDP_SAMPLE_EVERY)
+    except Exception as exc:  # a private API of torch: never break the job over it
+        logger.debug("stepdoctor: DDP's sample rate left as it was: %r", exc)
 
 
 def _input_of(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[tuple[int, ...], str | None]:
@@ -407,6 +429,7 @@ class TorchPatches:
             key = id(module)
             models[key] = module
             inputs[key] = _input_of(args, kwargs)
+            _sample_ddp_often(module)
             if trigger is not None:
                 trigger.saw_model(module, args, kwargs)
 
