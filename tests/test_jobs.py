@@ -9,12 +9,13 @@ from stepdoctor.jobs import (
     CRITICAL_WAIT_SHARE,
     MIN_CRITICAL_STEPS,
     RankRow,
+    hang_findings,
     job_findings,
     rank_rows,
 )
-from stepdoctor.model import DdpStats, Severity
+from stepdoctor.model import DdpStats, RunEnd, RunRecord, Severity
 from stepdoctor.report import build_report
-from tests.builders import record, steps
+from tests.builders import record, stacked, steps
 
 
 def _row(rank: int, comm: float, step: float = 20.0, steps_: int = 200, **phases: float) -> RankRow:
@@ -66,3 +67,28 @@ def test_rows_take_the_phases_from_the_report_and_the_wait_from_ddp() -> None:
     (row,) = rank_rows({3: rec}, {3: build_report(rec)})
     assert row.rank == 3 and row.comm_ms == 1.5 and row.phase_ms["backward_compute"] == 4.0
     assert row.mean_step_ms is not None and abs(row.phase_ms["data_wait"] - 2.0) < 0.01
+
+
+def _ranked(phases: dict[str, list[tuple[tuple[str, ...], int]]], end: RunEnd | None) -> RunRecord:
+    rec = stacked(record(steps(20, phases_ms={"forward": 5, "backward": 5})), phases,
+                  library=("Event.wait",))  # fmt: skip
+    return dataclasses.replace(rec, end=end)
+
+
+def test_a_rank_that_stopped_while_the_others_waited_is_named_with_its_stack() -> None:
+    waited = _ranked({"forward": [(("main", "fwd"), 5)], "backward": [(("main", "bwd"), 20)]},
+                     RunEnd(t_ns=1, status="exception", exit_code=1,
+                            error="RuntimeError: Timed out waiting 4000ms"))  # fmt: skip
+    stuck = _ranked({"forward": [(("main", "fwd"), 5)],
+                     "other": [(("main", "wait_for_reply", "Event.wait"), 20)]}, None)  # fmt: skip
+    (f,) = hang_findings({0: waited, 1: stuck})
+    assert f.rule == "hang" and f.ranks == (1,) and f.severity == Severity.CRITICAL
+    assert f.title == "Rank 1 stopped stepping; rank(s) 0 waited for it"
+    assert "wait_for_reply (/job/train.py:" in f.explanation and "in Event.wait" in f.explanation
+    assert "the process was stopped" in f.explanation and "Timed out" in f.explanation
+    assert any(e.value == "main > wait_for_reply > Event.wait" for e in f.evidence)
+    # every rank ended well: no hang; every rank outside the waiting phases: none named
+    done = RunEnd(t_ns=1, status="ok")
+    assert hang_findings({0: dataclasses.replace(waited, end=done),
+                          1: dataclasses.replace(stuck, end=done)}) == []  # fmt: skip
+    assert hang_findings({0: stuck, 1: dataclasses.replace(stuck, end=None)}) == []

@@ -15,15 +15,28 @@ import statistics
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from stepdoctor.model import Evidence, Finding, Fix, Report, RunRecord, Severity, Speedup
+from stepdoctor.model import (
+    CodeFrame,
+    Evidence,
+    Finding,
+    Fix,
+    Report,
+    RunRecord,
+    Severity,
+    Speedup,
+    StackSample,
+)
 
 __all__ = [
     "CAUSE_SHARE",
     "CRITICAL_WAIT_SHARE",
+    "HANG_SAMPLES",
     "MIN_CRITICAL_STEPS",
     "UNEXPLAINED_SHARE",
+    "WAITING_PHASES",
     "WAIT_SHARE",
     "RankRow",
+    "hang_findings",
     "job_findings",
     "rank_rows",
 ]
@@ -43,6 +56,13 @@ CAUSE_SHARE = 0.5
 #: apart in their all-reduce times (DDP timing every iteration on the CPU; on a GPU it times
 #: few, and the spread is wider).
 UNEXPLAINED_SHARE = 0.20
+
+#: Phases in which a rank of a DDP job waits for the others: the backward holds its gradient
+#: all-reduces (and their wait for a rank that does not come).
+WAITING_PHASES = frozenset({"backward"})
+#: The last stack samples of a rank's loop read to say where it stopped (at 50 Hz: its last
+#: 0.2 s before its record ends).
+HANG_SAMPLES = 10
 
 #: Phases that can make one rank late, with what to look at (the job's own words).
 _CAUSES: Mapping[str, tuple[str, str]] = {
@@ -234,3 +254,106 @@ def job_findings(rows: list[RankRow]) -> list[Finding]:
             fix=Fix(summary=advice),
         )
     ]
+
+
+def hang_findings(records: Mapping[int, RunRecord]) -> list[Finding]:
+    """A rank that stopped stepping while the others waited for it: the run did not end well
+    on every rank (a timeout, a rank killed), and exactly one rank's last stack samples are
+    outside the phases where ranks wait for each other (``WAITING_PHASES``) while the others'
+    are inside them. Its last phase and stack are named."""
+    if len(records) < 2 or all(
+        r.end is not None and r.end.status == "ok" for r in records.values()
+    ):
+        return []
+    last = {rank: _last_samples(record) for rank, record in records.items()}
+    if any(not samples for samples in last.values()):
+        return []  # a rank with no samples of its loop: nothing to tell them apart by
+    phase = {rank: _phase_of(samples) for rank, samples in last.items()}
+    stuck = [rank for rank, p in phase.items() if p not in WAITING_PHASES]
+    if len(stuck) != 1:
+        return []
+    (rank,) = stuck
+    record = records[rank]
+    frames = {f.id: f for f in record.frames}
+    stacks = {s.id: s.frames for s in record.stacks}
+    sample = last[rank][-1]
+    path = [frames[i] for i in stacks.get(sample.stack, ()) if i in frames]
+    where = _where(path, sample.line)
+    others = sorted(r for r in records if r != rank)
+    errors = [
+        f"rank {r}: {records[r].end.error}"  # type: ignore[union-attr]
+        for r in others
+        if records[r].end is not None and records[r].end.error  # type: ignore[union-attr]
+    ]
+    ended = (
+        "its record ends there (the process was stopped)"
+        if record.end is None
+        else (f"it ended with status {record.end.status}")
+    )
+    waiting = ", ".join(str(r) for r in others)
+    evidence = [
+        Evidence(
+            metric=f"rank {r}: steps, last phase",
+            value=f"{len(records[r].steps)}, {phase[r] or 'no phase'}",
+            source="steps, stack samples",
+        )
+        for r in sorted(records)
+    ]
+    evidence.append(
+        Evidence(
+            metric=f"rank {rank}'s stack (innermost last)",
+            value=" > ".join(f.function for f in path[-6:]) or "unknown",
+            source="stack samples",
+        )
+    )
+    return [
+        Finding(
+            rule="hang",
+            ranks=(rank,),
+            severity=Severity.CRITICAL,
+            title=f"Rank {rank} stopped stepping; rank(s) {waiting} waited for it",
+            explanation=(
+                f"Rank {rank} completed {len(record.steps)} steps, then stayed in "
+                f"'{phase[rank] or 'no phase'}' at {where}; {ended}. Rank(s) {waiting} were "
+                "waiting in their gradient all-reduce (backward), which cannot end without it"
+                + (f" ({'; '.join(errors)})." if errors else ".")
+            ),
+            evidence=tuple(evidence),
+            speedup=Speedup.none(f"none: the job makes no progress until rank {rank} moves on"),
+            fix=Fix(
+                summary=(
+                    f"Look at what rank {rank} does at {where}: every rank must reach each "
+                    "collective (the same number of batches per rank, the same branches, no "
+                    "rank-only work that blocks). A process-group timeout "
+                    "(init_process_group(timeout=...)) turns a hang into an error sooner."
+                ),
+            ),
+        )
+    ]
+
+
+def _last_samples(record: RunRecord) -> list[StackSample]:
+    """The last ``HANG_SAMPLES`` stack samples of the rank's loop (its own process)."""
+    loop = [s for s in record.samples if s.process == 0]
+    loop.sort(key=lambda s: s.t_ns)
+    return loop[-HANG_SAMPLES:]
+
+
+def _phase_of(samples: list[StackSample]) -> str:
+    """The phase most of ``samples`` were in."""
+    counts: dict[str, int] = {}
+    for sample in samples:
+        counts[sample.phase] = counts.get(sample.phase, 0) + 1
+    return max(counts.items(), key=lambda item: item[1])[0]
+
+
+def _where(path: list[CodeFrame], line: int) -> str:
+    """The innermost frame of the job's own code in ``path`` (outermost first), as
+    ``function (file:line)``, with the library call it was in."""
+    user = [i for i, f in enumerate(path) if f.user]
+    if not user:
+        return path[-1].function if path else "an unknown place"
+    i = user[-1]
+    frame = path[i]
+    inside = f", in {path[-1].function}" if i < len(path) - 1 else ""
+    return f"{frame.function} ({frame.file}:{line or frame.line}){inside}"

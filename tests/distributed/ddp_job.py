@@ -1,11 +1,15 @@
 """A small DistributedDataParallel job on the CPU (gloo): an MLP on synthetic data, each rank
 its shard. ``DDP_STEPS`` steps; ``DDP_SLOW_RANK`` makes that rank's data loading slow
-(a sleep per batch: a rank whose shard lives on slower storage)."""
+(a sleep per batch: a rank whose shard lives on slower storage); ``DDP_HANG_RANK`` makes that
+rank stop after ``DDP_HANG_AT`` steps (it waits on something that never comes) while the
+others wait in their all-reduce until the process group's timeout (``DDP_TIMEOUT_S``)."""
 
 from __future__ import annotations
 
 import os
+import threading
 import time
+from datetime import timedelta
 
 import torch
 import torch.distributed as dist
@@ -17,6 +21,14 @@ from torch.utils.data.distributed import DistributedSampler
 torch.set_num_threads(1)
 STEPS = int(os.environ.get("DDP_STEPS", "30"))
 SLOW_RANK = int(os.environ.get("DDP_SLOW_RANK", "-1"))
+HANG_RANK = int(os.environ.get("DDP_HANG_RANK", "-1"))
+HANG_AT = int(os.environ.get("DDP_HANG_AT", "20"))
+TIMEOUT_S = float(os.environ.get("DDP_TIMEOUT_S", "300"))
+
+
+def wait_for_reply(event: threading.Event) -> None:
+    """A rank-only wait that never ends (a reply from a service that never comes)."""
+    event.wait()
 
 
 class Rows(Dataset):  # type: ignore[type-arg]
@@ -38,7 +50,7 @@ class Rows(Dataset):  # type: ignore[type-arg]
 
 
 def main() -> None:
-    dist.init_process_group("gloo")
+    dist.init_process_group("gloo", timeout=timedelta(seconds=TIMEOUT_S))
     rank = dist.get_rank()
     data = Rows(4096, slow=rank == SLOW_RANK)
     loader = DataLoader(data, batch_size=32, sampler=DistributedSampler(data))
@@ -53,6 +65,8 @@ def main() -> None:
             nn.functional.cross_entropy(model(x), y).backward()
             opt.step()
             done += 1
+            if rank == HANG_RANK and done == HANG_AT:
+                wait_for_reply(threading.Event())
             if done >= STEPS:
                 break
     dist.destroy_process_group()

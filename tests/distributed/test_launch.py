@@ -113,3 +113,15 @@ def test_a_module_runs_as_python_m_would(tmp_path: Path) -> None:
     missing = _stepdoctor("run", "-m", "no_such_module_here", cwd=tmp_path)
     assert missing.returncode != 0 and "no module named 'no_such_module_here'" in missing.stderr
     assert "Traceback" not in missing.stderr
+
+
+def test_a_planted_hang_is_reported_with_the_stuck_ranks_stack(tmp_path: Path) -> None:
+    out = tmp_path / "job"
+    proc = _stepdoctor("run", "--nproc-per-node", "2", "--width", "1000", "--out", str(out),
+                       str(HERE / "ddp_job.py"), DDP_STEPS="60", DDP_HANG_RANK="1",
+                       DDP_HANG_AT="20", DDP_TIMEOUT_S="4")  # fmt: skip
+    assert proc.returncode != 0  # the job failed: its exit code is kept
+    job = proc.stderr.split("The job, all ranks together:", 1)[1]
+    assert "Rank 1 stopped stepping; rank(s) 0 waited for it" in job, job
+    assert "wait_for_reply" in job and "ddp_job.py" in job and "Timed out" in job
+    assert "Traceback" not in job

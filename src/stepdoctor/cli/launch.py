@@ -11,7 +11,7 @@ from pathlib import Path
 
 from stepdoctor.cli._common import error_line
 from stepdoctor.errors import RecordError, UsageError
-from stepdoctor.jobs import RankRow, job_findings, rank_rows
+from stepdoctor.jobs import RankRow, hang_findings, job_findings, rank_rows
 from stepdoctor.model import Report, RunRecord
 from stepdoctor.probes.ranks import RANK_DIR_PREFIX, rank_from_env
 from stepdoctor.record import load_run
@@ -80,7 +80,7 @@ def job_text(
     """The job's table of ranks and its findings (the straggler), as terminal text."""
     reports = reports or {rank: build_report(record) for rank, record in records.items()}
     rows = rank_rows(records, reports)
-    findings = job_findings(rows)
+    findings = hang_findings(records) or job_findings(rows)
     return rank_table(rows) + render_findings(
         findings, width=width, heading="The job, all ranks together:"
     )
