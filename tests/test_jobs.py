@@ -4,6 +4,9 @@ the all-reduces), its cause from its own phases, and silence when the ranks wait
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
+
+import pytest
 
 from stepdoctor.jobs import (
     CRITICAL_WAIT_SHARE,
@@ -12,10 +15,12 @@ from stepdoctor.jobs import (
     hang_findings,
     job_findings,
     rank_rows,
+    summarise_job,
 )
 from stepdoctor.model import DdpStats, RunEnd, RunRecord, Severity
+from stepdoctor.record import RecordWriter
 from stepdoctor.report import build_report
-from tests.builders import record, stacked, steps
+from tests.builders import meta, record, stacked, steps
 
 
 def _row(rank: int, comm: float, step: float = 20.0, steps_: int = 200, **phases: float) -> RankRow:
@@ -75,13 +80,17 @@ def _ranked(phases: dict[str, list[tuple[tuple[str, ...], int]]], end: RunEnd | 
     return dataclasses.replace(rec, end=end)
 
 
+def _rows(records: dict[int, RunRecord]) -> list[RankRow]:
+    return rank_rows(records, {rank: build_report(r) for rank, r in records.items()})
+
+
 def test_a_rank_that_stopped_while_the_others_waited_is_named_with_its_stack() -> None:
     waited = _ranked({"forward": [(("main", "fwd"), 5)], "backward": [(("main", "bwd"), 20)]},
                      RunEnd(t_ns=1, status="exception", exit_code=1,
                             error="RuntimeError: Timed out waiting 4000ms"))  # fmt: skip
     stuck = _ranked({"forward": [(("main", "fwd"), 5)],
                      "other": [(("main", "wait_for_reply", "Event.wait"), 20)]}, None)  # fmt: skip
-    (f,) = hang_findings({0: waited, 1: stuck})
+    (f,) = hang_findings(_rows({0: waited, 1: stuck}))
     assert f.rule == "hang" and f.ranks == (1,) and f.severity == Severity.CRITICAL
     assert f.title == "Rank 1 stopped stepping; rank(s) 0 waited for it"
     assert "wait_for_reply (/job/train.py:" in f.explanation and "in Event.wait" in f.explanation
@@ -89,6 +98,37 @@ def test_a_rank_that_stopped_while_the_others_waited_is_named_with_its_stack() -
     assert any(e.value == "main > wait_for_reply > Event.wait" for e in f.evidence)
     # every rank ended well: no hang; every rank outside the waiting phases: none named
     done = RunEnd(t_ns=1, status="ok")
-    assert hang_findings({0: dataclasses.replace(waited, end=done),
-                          1: dataclasses.replace(stuck, end=done)}) == []  # fmt: skip
-    assert hang_findings({0: stuck, 1: dataclasses.replace(stuck, end=None)}) == []
+    assert hang_findings(_rows({0: dataclasses.replace(waited, end=done),
+                                1: dataclasses.replace(stuck, end=done)})) == []  # fmt: skip
+    assert hang_findings(_rows({0: stuck, 1: dataclasses.replace(stuck, end=None)})) == []
+
+
+def _job_folder(job: Path, slow_rank: int) -> None:
+    """A job of three ranks written as their records: ``slow_rank`` waits least, for data."""
+    for rank in range(3):
+        slow = rank == slow_rank
+        w = RecordWriter(job / f"rank-{rank}", dataclasses.replace(meta(), rank=rank, world_size=3))
+        w.write_items("steps", steps(60, phases_ms={"data_wait": 9 if slow else 1,
+                                                    "forward": 4, "backward": 10}))  # fmt: skip
+        comm = 1_000_000 if slow else 9_000_000
+        w.write_items("ddp", [DdpStats(model="Net", iterations=59, backward_compute_ns=4_000_000,
+                                       backward_comm_ns=comm)])  # fmt: skip
+        w.write_end(RunEnd(t_ns=10**10, status="ok"))
+        w.close()
+    (job / "rank-9").mkdir()  # a folder with no record: said, left out
+    (job / "rank-9" / "run.jsonl").write_text("not json\n")
+
+
+@pytest.mark.parametrize("executor", ["serial", "process", "dask"])
+def test_the_job_is_mapped_rank_by_rank_on_any_executor(tmp_path: Path, executor: str) -> None:
+    _job_folder(tmp_path, slow_rank=2)
+    rows, problems = summarise_job(tmp_path, executor=executor)
+    assert [r.rank for r in rows] == [0, 1, 2] and [r.comm_ms for r in rows] == [9.0, 9.0, 1.0]
+    assert len(problems) == 1 and problems[0].startswith("rank-9: its record could not be read")
+    (f,) = job_findings(rows)
+    assert f.ranks == (2,) and "its data loading" in f.explanation
+
+
+def test_an_unknown_executor_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="executor must be"):
+        summarise_job(tmp_path, executor="threads")

@@ -11,10 +11,16 @@ time a step than the other ranks do (its data wait, its computation, a callback,
 
 from __future__ import annotations
 
+import concurrent.futures
+import multiprocessing
+import os
 import statistics
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
 
+from stepdoctor.errors import MissingExtraError, RecordError
 from stepdoctor.model import (
     CodeFrame,
     Evidence,
@@ -26,6 +32,9 @@ from stepdoctor.model import (
     Speedup,
     StackSample,
 )
+from stepdoctor.probes.ranks import RANK_DIR_PREFIX
+from stepdoctor.record import load_run
+from stepdoctor.report import build_report
 
 __all__ = [
     "CAUSE_SHARE",
@@ -38,7 +47,10 @@ __all__ = [
     "RankRow",
     "hang_findings",
     "job_findings",
+    "rank_row",
     "rank_rows",
+    "summarise_job",
+    "summarise_rank",
 ]
 
 #: The other ranks losing this share of their step waiting for one rank is worth naming: the
@@ -130,37 +142,122 @@ class RankRow:
     """DDP's all-reduce time per sampled iteration (waiting for the other ranks included)."""
     phase_ms: Mapping[str, float] = field(default_factory=dict)
     """Time a step in each phase (``backward_compute`` from DDP; ``gc`` its pauses)."""
+    completed: int = 0
+    """Steps the rank completed (warm-up included)."""
+    status: str | None = None
+    """How the rank's run ended (``RunEnd.status``); None: its record has no end (stopped)."""
+    error: str = ""
+    last_phase: str = ""
+    """The phase most of its loop's last stack samples were in (``HANG_SAMPLES``)."""
+    last_where: str = ""
+    """Where its loop's last sample was: the innermost frame of its own code, and the call."""
+    last_stack: str = ""
+    """Its last sample's innermost frames, outermost first."""
+
+
+def rank_row(rank: int, record: RunRecord, report: Report) -> RankRow:
+    """A rank's row: what the job's diagnosis needs of its record and report."""
+    summary = report.summary
+    step = summary.mean_step_ms
+    phases = {p: share * step for p, share in summary.phase_share.items()} if step else {}
+    if step:
+        phases["gc"] = summary.gc_share * step
+    ddp = record.ddp[0] if record.ddp else None
+    if ddp is not None and ddp.backward_compute_ns is not None:
+        phases["backward_compute"] = ddp.backward_compute_ns / 1e6
+    last = _last_samples(record)
+    frames = {f.id: f for f in record.frames}
+    stacks = {s.id: s.frames for s in record.stacks}
+    path = [frames[i] for i in stacks.get(last[-1].stack, ()) if i in frames] if last else []
+    return RankRow(
+        rank=rank,
+        host=record.meta.hostname,
+        steps=summary.steps,
+        mean_step_ms=step,
+        samples_per_sec=summary.samples_per_sec,
+        data_wait_share=summary.phase_share.get("data_wait"),
+        comm_ms=(
+            ddp.backward_comm_ns / 1e6
+            if ddp is not None and ddp.backward_comm_ns is not None
+            else None
+        ),
+        phase_ms=phases,
+        completed=len(record.steps),
+        status=None if record.end is None else record.end.status,
+        error="" if record.end is None else record.end.error,
+        last_phase=_phase_of(last) if last else "",
+        last_where=_where(path, last[-1].line) if last else "",
+        last_stack=" > ".join(f.function for f in path[-6:]),
+    )
 
 
 def rank_rows(records: Mapping[int, RunRecord], reports: Mapping[int, Report]) -> list[RankRow]:
     """A row per rank, in rank order."""
-    rows = []
-    for rank in sorted(records):
-        record, summary = records[rank], reports[rank].summary
-        step = summary.mean_step_ms
-        phases = {p: share * step for p, share in summary.phase_share.items()} if step else {}
-        if step:
-            phases["gc"] = summary.gc_share * step
-        ddp = record.ddp[0] if record.ddp else None
-        if ddp is not None and ddp.backward_compute_ns is not None:
-            phases["backward_compute"] = ddp.backward_compute_ns / 1e6
-        rows.append(
-            RankRow(
-                rank=rank,
-                host=record.meta.hostname,
-                steps=summary.steps,
-                mean_step_ms=step,
-                samples_per_sec=summary.samples_per_sec,
-                data_wait_share=summary.phase_share.get("data_wait"),
-                comm_ms=(
-                    ddp.backward_comm_ns / 1e6
-                    if ddp is not None and ddp.backward_comm_ns is not None
-                    else None
-                ),
-                phase_ms=phases,
-            )
+    return [rank_row(rank, records[rank], reports[rank]) for rank in sorted(records)]
+
+
+def summarise_rank(folder: Path) -> RankRow | str:
+    """The map step: one rank's folder read into its row (a str: why it could not be read)."""
+    try:
+        record = load_run(folder)
+    except (RecordError, OSError) as exc:
+        return f"{folder.name}: its record could not be read ({exc})"
+    rank = record.meta.rank
+    if rank is None:
+        try:
+            rank = int(folder.name[len(RANK_DIR_PREFIX) :])
+        except ValueError:
+            return f"{folder.name}: not a rank's folder"
+    return rank_row(rank, record, build_report(record))
+
+
+def summarise_job(
+    job: Path, *, executor: str = "process", scheduler: str | None = None
+) -> tuple[list[RankRow], list[str]]:
+    """Every rank's row of a job's folder (``rank-N`` folders), and a line for each rank whose
+    record could not be read. The map runs on ``executor``: ``process`` (a process pool, one
+    process per core at most), ``serial``, or ``dask`` (a Dask cluster: the scheduler at
+    ``scheduler``, or a local one; the ``[dask]`` extra).
+
+    Raises:
+        MissingExtraError: ``dask`` without Dask's ``distributed`` installed.
+        ValueError: an unknown executor.
+    """
+    folders = sorted(p for p in job.glob(f"{RANK_DIR_PREFIX}*") if p.is_dir())
+    if executor == "serial" or (executor == "process" and len(folders) < 2):
+        results = [summarise_rank(f) for f in folders]
+    elif executor == "process":
+        workers = max(1, min(len(folders), os.cpu_count() or 1))
+        context = multiprocessing.get_context("spawn")  # no fork of a process with threads
+        with concurrent.futures.ProcessPoolExecutor(workers, mp_context=context) as pool:
+            results = list(pool.map(summarise_rank, folders))
+    elif executor == "dask":
+        results = _on_dask(folders, scheduler)
+    else:
+        raise ValueError(f"executor must be process, serial or dask, not {executor!r}")
+    rows = sorted((r for r in results if isinstance(r, RankRow)), key=lambda r: r.rank)
+    return rows, [r for r in results if isinstance(r, str)]
+
+
+def _on_dask(folders: list[Path], scheduler: str | None) -> list[RankRow | str]:
+    """The map on a Dask cluster: the scheduler at ``scheduler``, or a local one."""
+    try:
+        from distributed import Client, LocalCluster
+    except ImportError as exc:
+        raise MissingExtraError("distributed", "dask") from exc
+    cluster: Any = None
+    if scheduler is None:
+        workers = max(1, min(len(folders), os.cpu_count() or 1))
+        cluster = LocalCluster(  # type: ignore[no-untyped-call]
+            n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None
         )
-    return rows
+    try:
+        with Client(scheduler or cluster) as client:  # type: ignore[no-untyped-call]
+            futures = client.map(summarise_rank, folders, pure=False)
+            return list(client.gather(futures))
+    finally:
+        if cluster is not None:
+            cluster.close()
 
 
 def job_findings(rows: list[RankRow]) -> list[Finding]:
@@ -256,75 +353,61 @@ def job_findings(rows: list[RankRow]) -> list[Finding]:
     ]
 
 
-def hang_findings(records: Mapping[int, RunRecord]) -> list[Finding]:
+def hang_findings(rows: list[RankRow]) -> list[Finding]:
     """A rank that stopped stepping while the others waited for it: the run did not end well
-    on every rank (a timeout, a rank killed), and exactly one rank's last stack samples are
+    on every rank (a timeout, a rank stopped), and exactly one rank's last stack samples are
     outside the phases where ranks wait for each other (``WAITING_PHASES``) while the others'
     are inside them. Its last phase and stack are named."""
-    if len(records) < 2 or all(
-        r.end is not None and r.end.status == "ok" for r in records.values()
-    ):
+    if len(rows) < 2 or all(r.status == "ok" for r in rows):
         return []
-    last = {rank: _last_samples(record) for rank, record in records.items()}
-    if any(not samples for samples in last.values()):
+    if any(not r.last_phase for r in rows):
         return []  # a rank with no samples of its loop: nothing to tell them apart by
-    phase = {rank: _phase_of(samples) for rank, samples in last.items()}
-    stuck = [rank for rank, p in phase.items() if p not in WAITING_PHASES]
+    stuck = [r for r in rows if r.last_phase not in WAITING_PHASES]
     if len(stuck) != 1:
         return []
-    (rank,) = stuck
-    record = records[rank]
-    frames = {f.id: f for f in record.frames}
-    stacks = {s.id: s.frames for s in record.stacks}
-    sample = last[rank][-1]
-    path = [frames[i] for i in stacks.get(sample.stack, ()) if i in frames]
-    where = _where(path, sample.line)
-    others = sorted(r for r in records if r != rank)
-    errors = [
-        f"rank {r}: {records[r].end.error}"  # type: ignore[union-attr]
-        for r in others
-        if records[r].end is not None and records[r].end.error  # type: ignore[union-attr]
-    ]
+    (row,) = stuck
+    others = [r for r in rows if r is not row]
+    errors = [f"rank {r.rank}: {r.error}" for r in others if r.error]
     ended = (
         "its record ends there (the process was stopped)"
-        if record.end is None
-        else (f"it ended with status {record.end.status}")
+        if row.status is None
+        else f"it ended with status {row.status}"
     )
-    waiting = ", ".join(str(r) for r in others)
+    waiting = ", ".join(str(r.rank) for r in others)
     evidence = [
         Evidence(
-            metric=f"rank {r}: steps, last phase",
-            value=f"{len(records[r].steps)}, {phase[r] or 'no phase'}",
+            metric=f"rank {r.rank}: steps, last phase",
+            value=f"{r.completed}, {r.last_phase}",
             source="steps, stack samples",
         )
-        for r in sorted(records)
+        for r in rows
     ]
     evidence.append(
         Evidence(
-            metric=f"rank {rank}'s stack (innermost last)",
-            value=" > ".join(f.function for f in path[-6:]) or "unknown",
+            metric=f"rank {row.rank}'s stack (innermost last)",
+            value=row.last_stack or "unknown",
             source="stack samples",
         )
     )
     return [
         Finding(
             rule="hang",
-            ranks=(rank,),
+            ranks=(row.rank,),
             severity=Severity.CRITICAL,
-            title=f"Rank {rank} stopped stepping; rank(s) {waiting} waited for it",
+            title=f"Rank {row.rank} stopped stepping; rank(s) {waiting} waited for it",
             explanation=(
-                f"Rank {rank} completed {len(record.steps)} steps, then stayed in "
-                f"'{phase[rank] or 'no phase'}' at {where}; {ended}. Rank(s) {waiting} were "
+                f"Rank {row.rank} completed {row.completed} steps, then stayed in "
+                f"'{row.last_phase}' at {row.last_where}; {ended}. Rank(s) {waiting} were "
                 "waiting in their gradient all-reduce (backward), which cannot end without it"
                 + (f" ({'; '.join(errors)})." if errors else ".")
             ),
             evidence=tuple(evidence),
-            speedup=Speedup.none(f"none: the job makes no progress until rank {rank} moves on"),
+            speedup=Speedup.none(f"none: the job makes no progress until rank {row.rank} moves on"),
             fix=Fix(
                 summary=(
-                    f"Look at what rank {rank} does at {where}: every rank must reach each "
-                    "collective (the same number of batches per rank, the same branches, no "
-                    "rank-only work that blocks). A process-group timeout "
+                    f"Look at what rank {row.rank} does at {row.last_where}: every rank must "
+                    "reach each collective (the same number of batches per rank, the same "
+                    "branches, no rank-only work that blocks). A process-group timeout "
                     "(init_process_group(timeout=...)) turns a hang into an error sooner."
                 ),
             ),

@@ -11,8 +11,8 @@ from pathlib import Path
 
 from stepdoctor.cli._common import error_line
 from stepdoctor.errors import RecordError, UsageError
-from stepdoctor.jobs import RankRow, hang_findings, job_findings, rank_rows
-from stepdoctor.model import Report, RunRecord
+from stepdoctor.jobs import RankRow, hang_findings, job_findings, summarise_job
+from stepdoctor.model import RunRecord
 from stepdoctor.probes.ranks import RANK_DIR_PREFIX, rank_from_env
 from stepdoctor.record import load_run
 from stepdoctor.render import render_findings
@@ -20,7 +20,7 @@ from stepdoctor.render.formats import RENDERERS, RenderInput
 from stepdoctor.report import build_report
 from stepdoctor.watching import stderr_line
 
-__all__ = ["is_job_dir", "job_text", "launch", "rank_records", "rank_table"]
+__all__ = ["is_job_dir", "job_text", "launch", "rank_record", "rank_table"]
 
 
 def launch(args: argparse.Namespace, out: Path, target: list[str]) -> int:
@@ -57,30 +57,33 @@ def launch(args: argparse.Namespace, out: Path, target: list[str]) -> int:
         f"each rank's record in {out}/{RANK_DIR_PREFIX}N"
     )
     code = subprocess.call(command)
-    found = rank_records(out)
-    if not found:
+    folders = sorted(p for p in out.glob(f"{RANK_DIR_PREFIX}*") if p.is_dir())
+    if not folders:
         error_line(f"no rank wrote a record under {out} (torch.distributed.run exit code {code})")
         return code or 1
-    reports = {rank: build_report(record) for rank, record in found.items()}
-    first = min(found)
-    view = RenderInput(record=found[first], report=reports[first], width=args.width)
+    first = rank_record(out)
+    view = None if first is None else RenderInput(record=first, report=build_report(first),
+                                                  width=args.width)  # fmt: skip
     if not args.no_report:
-        sys.stderr.write(RENDERERS["text"].render(view))
-        sys.stderr.write(job_text(found, reports, width=args.width))
+        if view is not None:
+            sys.stderr.write(RENDERERS["text"].render(view))
+        sys.stderr.write(job_text(out, width=args.width))
     for name, path in (("json", args.json_path), ("html", args.html_path)):
-        if path is not None:
+        if path is not None and view is not None:
             path.write_text(RENDERERS[name].render(view), encoding="utf-8")
-    stderr_line(f"ranks' records: {out} (the report above is rank {first}'s)")
+    shown = "" if first is None else f" (the report above is rank {first.meta.rank}'s)"
+    stderr_line(f"ranks' records: {out}{shown}")
     return code
 
 
-def job_text(
-    records: dict[int, RunRecord], reports: dict[int, Report] | None = None, *, width: int = 100
-) -> str:
-    """The job's table of ranks and its findings (the straggler), as terminal text."""
-    reports = reports or {rank: build_report(record) for rank, record in records.items()}
-    rows = rank_rows(records, reports)
-    findings = hang_findings(records) or job_findings(rows)
+def job_text(job: Path, *, width: int = 100, executor: str = "process",
+             scheduler: str | None = None) -> str:  # fmt: skip
+    """The job's table of ranks and its findings (a hang, else the straggler), as terminal
+    text, its ranks' records read by ``jobs.summarise_job`` (map) and judged together."""
+    rows, problems = summarise_job(job, executor=executor, scheduler=scheduler)
+    for line in problems:
+        error_line(line)
+    findings = hang_findings(rows) or job_findings(rows)
     return rank_table(rows) + render_findings(
         findings, width=width, heading="The job, all ranks together:"
     )
@@ -95,20 +98,21 @@ def is_job_dir(path: Path) -> bool:
     )
 
 
-def rank_records(job: Path) -> dict[int, RunRecord]:
-    """The records of a job's ranks (``rank-N`` folders), by rank; a rank whose record cannot
-    be read is said in one line and left out."""
-    found: dict[int, RunRecord] = {}
-    for folder in sorted(job.glob(f"{RANK_DIR_PREFIX}*")):
+def rank_record(job: Path) -> RunRecord | None:
+    """The record of the job's lowest rank that can be read (its report is shown in full)."""
+    for folder in sorted(job.glob(f"{RANK_DIR_PREFIX}*"), key=_rank_of):
         try:
-            rank = int(folder.name[len(RANK_DIR_PREFIX) :])
-        except ValueError:
+            return load_run(folder)
+        except (RecordError, OSError):
             continue
-        try:
-            found[rank] = load_run(folder)
-        except (RecordError, OSError) as exc:
-            error_line(f"rank {rank}: its record could not be read ({exc})")
-    return found
+    return None
+
+
+def _rank_of(folder: Path) -> int:
+    try:
+        return int(folder.name[len(RANK_DIR_PREFIX) :])
+    except ValueError:
+        return 1 << 30
 
 
 def rank_table(rows: list[RankRow]) -> str:

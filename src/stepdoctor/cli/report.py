@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from stepdoctor.cli._common import write_output
-from stepdoctor.cli.launch import is_job_dir, job_text, rank_records
+from stepdoctor.cli.launch import is_job_dir, job_text
 from stepdoctor.errors import UsageError
 from stepdoctor.model import Report, RunRecord, TraceSummary
 from stepdoctor.record import load_run
@@ -42,6 +42,18 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     )
     p.add_argument("-o", "--output", type=Path, metavar="FILE", help="write here, not stdout")
     p.add_argument("--width", type=int, default=100, help="width of the text report")
+    p.add_argument(
+        "--executor",
+        choices=("process", "serial", "dask"),
+        default="process",
+        help="a distributed job's folder: where its ranks' records are read (a process pool, "
+        "this process, or a Dask cluster: the [dask] extra)",
+    )
+    p.add_argument(
+        "--dask-scheduler",
+        metavar="ADDRESS",
+        help="with --executor dask: the scheduler to use (default: a local cluster)",
+    )
     p.set_defaults(handler=run)
 
 
@@ -54,10 +66,10 @@ def run(args: argparse.Namespace) -> int:
                 f"{args.run_path} holds a distributed job's ranks: its report is text; for "
                 f"one rank's {args.format} give that rank's folder ({args.run_path}/rank-0)"
             )
-        records = rank_records(Path(args.run_path))
-        if not records:
-            raise UsageError(f"no rank's record in {args.run_path} could be read")
-        text = job_text(records, width=args.width)
+        text = job_text(
+            Path(args.run_path), width=args.width, executor=args.executor,
+            scheduler=args.dask_scheduler,
+        )  # fmt: skip
         if args.output is None:
             sys.stdout.write(text)
         else:
