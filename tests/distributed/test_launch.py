@@ -125,3 +125,13 @@ def test_a_planted_hang_is_reported_with_the_stuck_ranks_stack(tmp_path: Path) -
     assert "Rank 1 stopped stepping; rank(s) 0 waited for it" in job, job
     assert "wait_for_reply" in job and "ddp_job.py" in job and "Timed out" in job
     assert "Traceback" not in job
+
+
+def test_a_world_of_one_rank_is_one_run(tmp_path: Path) -> None:
+    out = tmp_path / "job"
+    proc = _stepdoctor("run", "--nproc-per-node", "1", "--stacks", "off", "--out", str(out),
+                       str(HERE / "tiny_job.py"))  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    record = load_run(out)  # no rank folders: a world of one is not distributed
+    assert len(record.steps) == 40 and record.meta.rank is None
+    assert "a world of one rank" in proc.stderr and "steps: 40" in proc.stderr

@@ -58,21 +58,26 @@ def launch(args: argparse.Namespace, out: Path, target: list[str]) -> int:
     )
     code = subprocess.call(command)
     folders = sorted(p for p in out.glob(f"{RANK_DIR_PREFIX}*") if p.is_dir())
-    if not folders:
+    alone = (out / "run.jsonl").is_file()  # a world of one is no distributed job: one record
+    if not folders and not alone:
         error_line(f"no rank wrote a record under {out} (torch.distributed.run exit code {code})")
         return code or 1
-    first = rank_record(out)
+    first = _load(out) if alone else rank_record(out)
     view = None if first is None else RenderInput(record=first, report=build_report(first),
                                                   width=args.width)  # fmt: skip
     if not args.no_report:
         if view is not None:
             sys.stderr.write(RENDERERS["text"].render(view))
-        sys.stderr.write(job_text(out, width=args.width))
+        if folders:
+            sys.stderr.write(job_text(out, width=args.width))
     for name, path in (("json", args.json_path), ("html", args.html_path)):
         if path is not None and view is not None:
             path.write_text(RENDERERS[name].render(view), encoding="utf-8")
-    shown = "" if first is None else f" (the report above is rank {first.meta.rank}'s)"
-    stderr_line(f"ranks' records: {out}{shown}")
+    if alone:
+        stderr_line(f"run record: {out / 'run.jsonl'} (a world of one rank)")
+    else:
+        shown = "" if first is None else f" (the report above is rank {first.meta.rank}'s)"
+        stderr_line(f"ranks' records: {out}{shown}")
     return code
 
 
@@ -101,11 +106,17 @@ def is_job_dir(path: Path) -> bool:
 def rank_record(job: Path) -> RunRecord | None:
     """The record of the job's lowest rank that can be read (its report is shown in full)."""
     for folder in sorted(job.glob(f"{RANK_DIR_PREFIX}*"), key=_rank_of):
-        try:
-            return load_run(folder)
-        except (RecordError, OSError):
-            continue
+        found = _load(folder)
+        if found is not None:
+            return found
     return None
+
+
+def _load(folder: Path) -> RunRecord | None:
+    try:
+        return load_run(folder)
+    except (RecordError, OSError):
+        return None
 
 
 def _rank_of(folder: Path) -> int:
