@@ -132,3 +132,13 @@ def test_the_job_is_mapped_rank_by_rank_on_any_executor(tmp_path: Path, executor
 def test_an_unknown_executor_is_refused(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="executor must be"):
         summarise_job(tmp_path, executor="threads")
+
+
+def test_a_rank_slowed_where_other_processes_took_the_cores_is_info() -> None:
+    contended = dataclasses.replace(_row(1, 1.0, backward_compute=13.0), others_cpu_share=0.4)
+    (f,) = job_findings([_row(0, 8.0), contended])
+    assert f.severity == Severity.INFO and "Other processes used 40%" in f.explanation
+    # its own slow data is the job's, whatever the machine
+    slow_data = dataclasses.replace(_row(1, 1.0, data_wait=9.0), others_cpu_share=0.4)
+    (g,) = job_findings([_row(0, 9.0), slow_data])
+    assert g.severity != Severity.INFO

@@ -35,9 +35,12 @@ from stepdoctor.model import (
 from stepdoctor.probes.ranks import RANK_DIR_PREFIX
 from stepdoctor.record import load_run
 from stepdoctor.report import build_report
+from stepdoctor.rules.competing_processes import WARNING_SHARE as COMPETING_SHARE
 
 __all__ = [
     "CAUSE_SHARE",
+    "COMPUTE_PHASES",
+    "CONTENDED_SHARE",
     "CRITICAL_WAIT_SHARE",
     "HANG_SAMPLES",
     "MIN_CRITICAL_STEPS",
@@ -63,6 +66,13 @@ MIN_CRITICAL_STEPS = 20
 #: A phase names the cause when the straggler spends more time in it a step than the other
 #: ranks' median by at least this share of the time they wait for it.
 CAUSE_SHARE = 0.5
+#: Phases that are the rank's computation: slower there while other processes take its host's
+#: CPUs (competing-processes' warning share or more), the rank fell behind where they took
+#: its cores, not for anything of the job's: said as info (measured: two healthy ranks of
+#: tests/distributed/ddp_job.py beside two busy processes on the 2 cores, one rank's backward
+#: 1.4x the other's, 16% of the step lost).
+COMPUTE_PHASES = frozenset({"forward", "backward_compute", "optimizer"})
+CONTENDED_SHARE = COMPETING_SHARE
 #: A wait no phase explains is named only from this share of the step: two healthy ranks of
 #: tests/distributed/ddp_job.py on the 2-core reference machine came out 0-8% of the step
 #: apart in their all-reduce times (DDP timing every iteration on the CPU; on a GPU it times
@@ -144,6 +154,8 @@ class RankRow:
     """Time a step in each phase (``backward_compute`` from DDP; ``gc`` its pauses)."""
     completed: int = 0
     """Steps the rank completed (warm-up included)."""
+    others_cpu_share: float | None = None
+    """The share of its host's CPUs processes outside the job used during its steps."""
     status: str | None = None
     """How the rank's run ended (``RunEnd.status``); None: its record has no end (stopped)."""
     error: str = ""
@@ -166,6 +178,13 @@ def rank_row(rank: int, record: RunRecord, report: Report) -> RankRow:
     if ddp is not None and ddp.backward_compute_ns is not None:
         phases["backward_compute"] = ddp.backward_compute_ns / 1e6
     last = _last_samples(record)
+    span = (record.steps[0].start_ns, record.steps[-1].end_ns) if record.steps else None
+    others = [
+        s.other_cpu_pct
+        for s in record.system
+        if s.other_cpu_pct is not None and span is not None and span[0] <= s.t_ns <= span[1]
+    ]
+    capacity = 100.0 * (record.meta.cpu_count or 1)
     frames = {f.id: f for f in record.frames}
     stacks = {s.id: s.frames for s in record.stacks}
     path = [frames[i] for i in stacks.get(last[-1].stack, ()) if i in frames] if last else []
@@ -183,6 +202,7 @@ def rank_row(rank: int, record: RunRecord, report: Report) -> RankRow:
         ),
         phase_ms=phases,
         completed=len(record.steps),
+        others_cpu_share=sum(others) / len(others) / capacity if others else None,
         status=None if record.end is None else record.end.status,
         error="" if record.end is None else record.end.error,
         last_phase=_phase_of(last) if last else "",
@@ -284,6 +304,11 @@ def job_findings(rows: list[RankRow]) -> list[Finding]:
     if not found and lost < UNEXPLAINED_SHARE:
         return []
     critical = lost >= CRITICAL_WAIT_SHARE and min(r.steps for r in timed) >= MIN_CRITICAL_STEPS
+    contended = (
+        (not found or phase in COMPUTE_PHASES)
+        and slow.others_cpu_share is not None
+        and slow.others_cpu_share >= CONTENDED_SHARE
+    )
     everyone = f"{len(others)} other ranks" if len(others) > 1 else "the other rank"
     if found:
         what, advice = _CAUSES[phase]
@@ -305,13 +330,22 @@ def job_findings(rows: list[RankRow]) -> list[Finding]:
         Finding(
             rule="stragglers",
             ranks=(slow.rank,),
-            severity=Severity.CRITICAL if critical else Severity.WARNING,
+            severity=(
+                Severity.INFO if contended else Severity.CRITICAL if critical else Severity.WARNING
+            ),
             title=(f"Rank {slow.rank} holds back {everyone}: {lost:.0%} of each step lost waiting"),
             explanation=(
                 "Every rank's gradient all-reduce ends when the last rank joins it. Rank "
                 f"{slow.rank} spent {slow.comm_ms:.1f} ms a step in its all-reduces, the "
                 f"others {waited:.1f} ms (median): they wait {gap:.1f} ms for it, {lost:.0%} "
                 f"of their {step:.1f} ms step. Rank {slow.rank} is late because of {cause}"
+                + (
+                    f" Other processes used {slow.others_cpu_share:.0%} of its host's CPUs "
+                    "meanwhile: it fell behind where they took its cores (see "
+                    "competing-processes), not for anything of the job's."
+                    if contended and slow.others_cpu_share is not None
+                    else ""
+                )
             ),
             evidence=(
                 Evidence(

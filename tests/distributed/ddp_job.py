@@ -24,6 +24,10 @@ SLOW_RANK = int(os.environ.get("DDP_SLOW_RANK", "-1"))
 HANG_RANK = int(os.environ.get("DDP_HANG_RANK", "-1"))
 HANG_AT = int(os.environ.get("DDP_HANG_AT", "20"))
 TIMEOUT_S = float(os.environ.get("DDP_TIMEOUT_S", "300"))
+#: Hidden units: the default makes a step of ~10-20 ms on one core, so that the scheduler's
+#: noise on a shared machine (a rank waiting a fraction of a millisecond more for a core) is
+#: a small share of it.
+WIDTH = int(os.environ.get("DDP_WIDTH", "1024"))
 
 
 def wait_for_reply(event: threading.Event) -> None:
@@ -55,7 +59,13 @@ def main() -> None:
     data = Rows(4096, slow=rank == SLOW_RANK)
     loader = DataLoader(data, batch_size=32, sampler=DistributedSampler(data))
     model = DistributedDataParallel(
-        nn.Sequential(nn.Linear(64, 256), nn.ReLU(), nn.Linear(256, 10))
+        nn.Sequential(
+            nn.Linear(64, WIDTH),
+            nn.ReLU(),
+            nn.Linear(WIDTH, WIDTH),
+            nn.ReLU(),
+            nn.Linear(WIDTH, 10),
+        )
     )
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     done = 0

@@ -41,7 +41,9 @@ def test_nproc_per_node_runs_each_rank_watched_and_reports_the_job(tmp_path: Pat
     assert "Ranks\nrank  steps" in proc.stderr and (tmp_path / "report.json").is_file()
     assert "the report above is rank 0's" in proc.stderr
     job = proc.stderr.split("Ranks\n", 1)[1]
-    assert "No problems found" in job, job  # healthy ranks wait alike
+    # healthy ranks wait alike: no straggler (on a busy machine, one that other processes
+    # slowed is said as info)
+    assert "[WARNING]" not in job and "[CRITICAL]" not in job, job
     for rank in (0, 1):  # DDP's own timings kept, of every iteration (not 1 in 100)
         (ddp,) = load_run(out / f"rank-{rank}").ddp
         assert ddp.iterations > 100 and ddp.backward_comm_ns and ddp.backend == "gloo"
