@@ -32,10 +32,12 @@ from stepdoctor.model import (
     Speedup,
     StackSample,
 )
-from stepdoctor.probes.ranks import RANK_DIR_PREFIX
+from stepdoctor.probes.ranks import rank_dirs, rank_of_dir
 from stepdoctor.record import load_run
 from stepdoctor.report import build_report
+from stepdoctor.rules import RuleContext
 from stepdoctor.rules.competing_processes import WARNING_SHARE as COMPETING_SHARE
+from stepdoctor.rules.competing_processes import others_share
 
 __all__ = [
     "CAUSE_SHARE",
@@ -178,13 +180,6 @@ def rank_row(rank: int, record: RunRecord, report: Report) -> RankRow:
     if ddp is not None and ddp.backward_compute_ns is not None:
         phases["backward_compute"] = ddp.backward_compute_ns / 1e6
     last = _last_samples(record)
-    span = (record.steps[0].start_ns, record.steps[-1].end_ns) if record.steps else None
-    others = [
-        s.other_cpu_pct
-        for s in record.system
-        if s.other_cpu_pct is not None and span is not None and span[0] <= s.t_ns <= span[1]
-    ]
-    capacity = 100.0 * (record.meta.cpu_count or 1)
     frames = {f.id: f for f in record.frames}
     stacks = {s.id: s.frames for s in record.stacks}
     path = [frames[i] for i in stacks.get(last[-1].stack, ()) if i in frames] if last else []
@@ -202,7 +197,7 @@ def rank_row(rank: int, record: RunRecord, report: Report) -> RankRow:
         ),
         phase_ms=phases,
         completed=len(record.steps),
-        others_cpu_share=sum(others) / len(others) / capacity if others else None,
+        others_cpu_share=others_share(RuleContext(record)),
         status=None if record.end is None else record.end.status,
         error="" if record.end is None else record.end.error,
         last_phase=_phase_of(last) if last else "",
@@ -222,12 +217,9 @@ def summarise_rank(folder: Path) -> RankRow | str:
         record = load_run(folder)
     except (RecordError, OSError) as exc:
         return f"{folder.name}: its record could not be read ({exc})"
-    rank = record.meta.rank
+    rank = record.meta.rank if record.meta.rank is not None else rank_of_dir(folder)
     if rank is None:
-        try:
-            rank = int(folder.name[len(RANK_DIR_PREFIX) :])
-        except ValueError:
-            return f"{folder.name}: not a rank's folder"
+        return f"{folder.name}: not a rank's folder"
     return rank_row(rank, record, build_report(record))
 
 
@@ -243,7 +235,7 @@ def summarise_job(
         MissingExtraError: ``dask`` without Dask's ``distributed`` installed.
         ValueError: an unknown executor.
     """
-    folders = sorted(p for p in job.glob(f"{RANK_DIR_PREFIX}*") if p.is_dir())
+    folders = rank_dirs(job)
     if executor == "serial" or (executor == "process" and len(folders) < 2):
         results = [summarise_rank(f) for f in folders]
     elif executor == "process":

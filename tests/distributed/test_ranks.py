@@ -7,7 +7,14 @@ from pathlib import Path
 
 import psutil
 
-from stepdoctor.probes.ranks import RankInfo, job_dir, rank_dir, rank_from_env
+from stepdoctor.probes.ranks import (
+    RankInfo,
+    job_dir,
+    rank_dir,
+    rank_dirs,
+    rank_from_env,
+    rank_of_dir,
+)
 
 
 def test_ranks_come_from_torchruns_variables() -> None:
@@ -30,3 +37,12 @@ def test_every_local_rank_names_the_same_job_folder(tmp_path: Path) -> None:
     expected = tmp_path / f"job-{parent.pid}-{int(parent.create_time())}"
     assert job_dir(unnamed, tmp_path) == expected  # the launcher: every rank's parent
     assert rank_dir(expected, unnamed) == expected / "rank-0"
+
+
+def test_ranks_folders_are_found_in_rank_order(tmp_path: Path) -> None:
+    for name in ("rank-10", "rank-2", "rank-x", "other"):
+        (tmp_path / name).mkdir()
+    (tmp_path / "rank-3").write_text("a file, not a folder")
+    assert [p.name for p in rank_dirs(tmp_path)] == ["rank-2", "rank-10"]
+    assert rank_of_dir(tmp_path / "rank-7") == 7 and rank_of_dir(tmp_path / "rank-x") is None
+    assert rank_of_dir(tmp_path / "other") is None

@@ -13,7 +13,7 @@ from stepdoctor.cli._common import error_line
 from stepdoctor.errors import RecordError, UsageError
 from stepdoctor.jobs import RankRow, hang_findings, job_findings, summarise_job
 from stepdoctor.model import RunRecord
-from stepdoctor.probes.ranks import RANK_DIR_PREFIX, rank_from_env
+from stepdoctor.probes.ranks import RANK_DIR_PREFIX, rank_dirs, rank_from_env
 from stepdoctor.record import load_run
 from stepdoctor.render import render_findings
 from stepdoctor.render.formats import RENDERERS, RenderInput
@@ -57,7 +57,7 @@ def launch(args: argparse.Namespace, out: Path, target: list[str]) -> int:
         f"each rank's record in {out}/{RANK_DIR_PREFIX}N"
     )
     code = subprocess.call(command)
-    folders = sorted(p for p in out.glob(f"{RANK_DIR_PREFIX}*") if p.is_dir())
+    folders = rank_dirs(out)
     alone = (out / "run.jsonl").is_file()  # a world of one is no distributed job: one record
     if not folders and not alone:
         error_line(f"no rank wrote a record under {out} (torch.distributed.run exit code {code})")
@@ -96,16 +96,12 @@ def job_text(job: Path, *, width: int = 100, executor: str = "process",
 
 def is_job_dir(path: Path) -> bool:
     """Whether ``path`` is a distributed job's folder: no record of its own, ranks' folders."""
-    return (
-        path.is_dir()
-        and not (path / "run.jsonl").exists()
-        and any(p.is_dir() for p in path.glob(f"{RANK_DIR_PREFIX}*"))
-    )
+    return path.is_dir() and not (path / "run.jsonl").exists() and bool(rank_dirs(path))
 
 
 def rank_record(job: Path) -> RunRecord | None:
     """The record of the job's lowest rank that can be read (its report is shown in full)."""
-    for folder in sorted(job.glob(f"{RANK_DIR_PREFIX}*"), key=_rank_of):
+    for folder in rank_dirs(job):
         found = _load(folder)
         if found is not None:
             return found
@@ -117,13 +113,6 @@ def _load(folder: Path) -> RunRecord | None:
         return load_run(folder)
     except (RecordError, OSError):
         return None
-
-
-def _rank_of(folder: Path) -> int:
-    try:
-        return int(folder.name[len(RANK_DIR_PREFIX) :])
-    except ValueError:
-        return 1 << 30
 
 
 def rank_table(rows: list[RankRow]) -> str:

@@ -19,7 +19,15 @@ from pathlib import Path
 
 import psutil
 
-__all__ = ["RANK_DIR_PREFIX", "RankInfo", "job_dir", "rank_dir", "rank_from_env"]
+__all__ = [
+    "RANK_DIR_PREFIX",
+    "RankInfo",
+    "job_dir",
+    "rank_dir",
+    "rank_dirs",
+    "rank_from_env",
+    "rank_of_dir",
+]
 
 RANK_DIR_PREFIX = "rank-"
 
@@ -69,3 +77,19 @@ def job_dir(info: RankInfo, base: Path | None = None) -> Path:
 def rank_dir(job: Path, info: RankInfo) -> Path:
     """The folder of this rank's record in the job's folder."""
     return job / f"{RANK_DIR_PREFIX}{info.rank}"
+
+
+def rank_of_dir(folder: Path) -> int | None:
+    """The rank a ``rank-N`` folder is named for (None: not such a folder)."""
+    if not folder.name.startswith(RANK_DIR_PREFIX):
+        return None
+    try:
+        return int(folder.name[len(RANK_DIR_PREFIX) :])
+    except ValueError:
+        return None
+
+
+def rank_dirs(job: Path) -> list[Path]:
+    """The ranks' folders of a job's folder, in rank order."""
+    found = [(rank_of_dir(p), p) for p in job.glob(f"{RANK_DIR_PREFIX}*") if p.is_dir()]
+    return [p for rank, p in sorted((r, p) for r, p in found if r is not None)]

@@ -57,15 +57,23 @@ def _top(ctx: RuleContext) -> list[ProcessUsage]:
     return sorted(ranked, key=lambda p: -p.cpu_pct)[:5]
 
 
-def _cpu(ctx: RuleContext) -> Finding | None:
+def others_share(ctx: RuleContext) -> float | None:
+    """The share of the machine's CPUs processes outside the job used during its steps, on
+    average (None: not read)."""
     others = [s.other_cpu_pct for s in ctx.system if s.other_cpu_pct is not None]
+    if not others:
+        return None
+    return sum(others) / len(others) / (100.0 * (ctx.record.meta.cpu_count or ctx.cores))
+
+
+def _cpu(ctx: RuleContext) -> Finding | None:
     jobs = [s.job_cpu_pct for s in ctx.system if s.job_cpu_pct is not None]
-    if not others or not jobs:
+    share = others_share(ctx)
+    if share is None or not jobs:
         return None
     capacity = 100.0 * (ctx.record.meta.cpu_count or ctx.cores)
-    other = sum(others) / len(others)
+    other = share * capacity
     job = sum(jobs) / len(jobs)
-    share = other / capacity
     rung = grade(share, warning=WARNING_SHARE, critical=CRITICAL_SHARE)
     if rung is None:
         return None

@@ -16,6 +16,7 @@ from stepdoctor.model import WORKER_PHASE, Evidence, Finding, Fix, LoaderInfo, P
 from stepdoctor.rules._facts import fact_int
 from stepdoctor.rules._severity import grade
 from stepdoctor.rules.competing_processes import WARNING_SHARE as COMPETING_SHARE
+from stepdoctor.rules.competing_processes import others_share
 from stepdoctor.rules.context import RuleContext, speedup_if_removed
 from stepdoctor.rules.registry import rule
 
@@ -294,9 +295,7 @@ def _handoff_fix(
 ) -> Fix:
     """The workers keep up; the wait is handing batches over: fewer, larger hand-offs, or
     none where making a batch costs the loop less than receiving it."""
-    others = [s.other_cpu_pct for s in ctx.system if s.other_cpu_pct is not None]
-    capacity = 100.0 * (ctx.record.meta.cpu_count or ctx.cores)
-    other = sum(others) / len(others) / capacity if others else 0.0
+    other = others_share(ctx) or 0.0
     busy_machine = (
         f" Other processes used {other:.0%} of the CPUs meanwhile: a worker waiting for a core "
         "answers late."
