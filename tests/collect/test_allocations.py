@@ -73,9 +73,9 @@ def test_growth_is_what_both_halves_added() -> None:
 
 def test_kept_tensors_are_grouped_with_what_holds_them() -> None:
     torch = pytest.importorskip("torch")
-    from stepdoctor.collect.sampling.allocations import _new_tensor_refs, _tensor_ids
+    from stepdoctor.collect.sampling.allocations import _new_tensor_refs, _tensors_alive
 
-    before = _tensor_ids()
+    before = _tensors_alive()
     w = torch.ones(64, 32, requires_grad=True)
     transient = [w * 2 for _ in range(3)]
     for _ in range(4):
@@ -87,6 +87,48 @@ def test_kept_tensors_are_grouped_with_what_holds_them() -> None:
     assert kept.count == 4 and "list 'KEPT'" in kept.caller
     assert not any(s.function.startswith("float32[64, 32] with MulBackward0") and s.count == 3
                    for s in sites)  # fmt: skip
+
+
+def test_a_tensor_made_at_a_freed_tensors_id_counts_as_new() -> None:
+    """An id is no identity: the job's next tensor often takes the id of one freed since the
+    window began (CPython reuses the block freed last); it is still new."""
+    torch = pytest.importorskip("torch")
+    import weakref
+
+    from stepdoctor.collect.sampling.allocations import _new_tensor_refs, _tensors_alive
+
+    old = torch.zeros(1)
+    KEPT.append(torch.ones(3))
+    made = KEPT[-1]
+    reused = {id(made): weakref.ref(old)}  # its id was another tensor's at the start
+    assert any(r() is made for r in _new_tensor_refs(reused))
+    del old  # and that tensor is gone
+    assert any(r() is made for r in _new_tensor_refs(reused))
+    assert not any(r() is made for r in _new_tensor_refs(_tensors_alive()))
+
+
+def test_the_window_holds_steps_enough_at_the_jobs_pace() -> None:
+    """Slow steps (a loaded machine, a big model) lengthen the window to ``WINDOW_STEPS``
+    steps at the pace before it, up to ``MAX_WINDOW_NS``; fast ones keep the time window.
+    The pace comes from the steps' own times: the monitor that counts them may lag."""
+    ms = 1_000_000
+    for steps, last_end, expected in (
+        (1000, 1000 * ms, allocations.MIN_WINDOW_NS),  # 1 ms steps: the shortest window
+        (10, 10 * ms, allocations.MIN_WINDOW_NS),  # 1 ms steps, the monitor behind
+        (10, 1000 * ms, allocations.WINDOW_STEPS * 100 * ms),  # 100 ms steps
+        (1, 1000 * ms, allocations.MAX_WINDOW_NS),  # 1 s steps
+    ):
+        now = [0]
+        window = AllocationWindow(ROOTS, clock=lambda now=now: now[0])
+        window.warmed_up(100, steps=(5, 0))
+        now[0] = WAIT_NS
+        window.tick(200, (5 + steps, last_end))  # grew: it starts
+        assert window.started_ns == WAIT_NS and window._window_ns == expected, steps
+        now[0] += expected - 1
+        window.tick(200, (5 + steps, last_end))
+        assert window.ended_ns is None  # not before its time
+        window.stop()
+        assert not tracemalloc.is_tracing()
 
 
 def test_the_window_opens_after_warm_up_on_a_full_collection_and_closes() -> None:
@@ -114,15 +156,19 @@ def test_the_window_opens_after_warm_up_on_a_full_collection_and_closes() -> Non
 def test_the_timekeeper_ends_the_window_without_the_monitor(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """The monitor (nice 19) may not run for seconds on a busy machine: once started, the
-    window takes its middle reading and ends on its own thread, and the monitor's next tick
+    """The monitor (nice 19) may not run for seconds on a busy machine: once due, the
+    window starts, takes its middle reading and ends on its own thread, and the monitor's next tick
     reports it once."""
     monkeypatch.setattr(allocations, "WAIT_NS", 0)
     monkeypatch.setattr(allocations, "MIN_WINDOW_NS", 200_000_000)
     window = AllocationWindow(ROOTS, clock=time.perf_counter_ns, window_s=0.2)
     window.arm()
     window.warmed_up(100)
-    assert not window.tick(200) and window.started_ns is not None  # grew: the monitor starts it
+    assert not window.tick(200)  # grew: due, and the timekeeper starts it
+    deadline = time.monotonic() + 60  # liveness only
+    while window.started_ns is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert window.started_ns is not None
     keep_records(500)
     deadline = time.monotonic() + 60  # liveness only: it ends 0.2 s after it started
     while window.ended_ns is None and time.monotonic() < deadline:

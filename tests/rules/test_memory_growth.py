@@ -211,3 +211,32 @@ def test_memory_read_only_before_the_steps_is_not_judged() -> None:
     early = [dataclasses.replace(x, t_ns=x.t_ns - 10 * 10**9) for x in rising]  # before them
     ctx = RuleContext(record(s, system=early))
     assert ctx.system == () and memory_growth(ctx) == []
+
+
+def test_a_heap_rising_along_a_noisy_trend_is_a_leak_while_rss_stalls() -> None:
+    """Measured on memory_growth.py's mild dose beside two busy processes: each reading falls
+    anywhere in a step (a 16 MiB gradient held from backward to zero_grad), so successive
+    readings need not rise; RSS stood still for seconds after the allocation window (the job
+    reused what tracemalloc freed). The trend of the heap is the leak."""
+    s = steps(150, phases_ms={"forward": 50})
+    read = [192, 195, 199, 188, 193, 216, 220, 208, 224, 214, 220, 242, 232, 255, 242]
+    system = _with_heap(s, lambda i: 480 * MIB, lambda i: read[min(i // 5, len(read) - 1)] * MIB)
+    (f,) = memory_growth(RuleContext(record(s, system=system)))
+    assert f.title.startswith("Memory the job holds grows every step")
+    assert f.severity is not Severity.INFO
+    ev = {e.metric: e.value for e in f.evidence}
+    assert ev["trend t-statistic"] >= 4 and ev["rise"] >= 32
+
+
+def test_a_heap_that_rose_and_stopped_or_rose_a_little_is_no_leak() -> None:
+    """A cache filled in the first half (then flat), or a steady rise under 32 MiB: the heap
+    alone names no leak."""
+    s = steps(150, phases_ms={"forward": 50})
+    filled = _with_heap(s, lambda i: 480 * MIB, lambda i: (150 + 2 * min(i, 35)) * MIB)
+    assert memory_growth(RuleContext(record(s, system=filled))) == []
+    little = _with_heap(s, lambda i: 480 * MIB, lambda i: 150 * MIB + i * MIB // 4)
+    assert memory_growth(RuleContext(record(s, system=little))) == []
+    swinging = _with_heap(  # readings anywhere in a step: +-16 MiB around a flat heap
+        s, lambda i: 480 * MIB, lambda i: (150 + 16 * (i * 7 % 3 == 0)) * MIB
+    )
+    assert memory_growth(RuleContext(record(s, system=swinging))) == []

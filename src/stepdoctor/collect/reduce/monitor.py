@@ -21,7 +21,7 @@ from stepdoctor.collect.hooks.trigger import (
     EXPERIMENT_AFTER_SAMPLES,
     EXPERIMENT_AFTER_STEPS,
 )
-from stepdoctor.collect.reduce.progress import MARK_SIZE, Progress
+from stepdoctor.collect.reduce.progress import MARK_SIZE, Progress, last_end_ns
 from stepdoctor.collect.reduce.reducer import Reducer, concurrency_stats
 from stepdoctor.collect.reduce.samples import SamplePairer
 from stepdoctor.collect.sampling.allocations import AllocationWindow
@@ -75,6 +75,8 @@ class Collected:
         self.step_rows: list[bytes] = []
         """The reducer's rows, one chunk a flush (``take_rows``)."""
         self.step_count = 0
+        self.last_step_end_ns = 0
+        """When the last step reduced so far ended."""
         self.system: list[SystemSample] = []
         self.gpu: list[GpuSample] = []
         self.loaders: list[LoaderInfo] = []
@@ -226,6 +228,7 @@ class Monitor:
         if rows:
             self.collected.step_rows.append(rows)
             self.collected.step_count += len(marks) // MARK_SIZE
+            self.collected.last_step_end_ns = last_end_ns(marks)
             self._pending_rows = rows
         if marks:
             self._log_progress(marks)
@@ -394,10 +397,11 @@ class Monitor:
             return
         got = self.collected
         rss = next((s.main_rss_bytes for s in reversed(got.system) if s.main_rss_bytes), None)
+        steps = (got.step_count, got.last_step_end_ns)
         if got.step_count >= EXPERIMENT_AFTER_STEPS:
-            window.warmed_up(rss)
+            window.warmed_up(rss, steps)
         was_open = window.started_ns is not None
-        ended = window.stop() if final else window.tick(rss)
+        ended = window.stop() if final else window.tick(rss, steps)
         if not was_open and window.started_ns is not None:
             self._steps_at_window = got.step_count
         if window.skipped:

@@ -19,7 +19,15 @@ from dataclasses import dataclass
 
 from stepdoctor.model import Phase, StepTiming
 
-__all__ = ["MARK_FIELDS", "MARK_SIZE", "NO_BATCH", "Progress", "ProgressLine", "marks_of"]
+__all__ = [
+    "MARK_FIELDS",
+    "MARK_SIZE",
+    "NO_BATCH",
+    "Progress",
+    "ProgressLine",
+    "last_end_ns",
+    "marks_of",
+]
 
 #: What a step's progress mark holds, int64 each (native byte order).
 MARK_FIELDS = (
@@ -36,6 +44,11 @@ def _batch_mark(batch: object) -> int:
     if isinstance(batch, int) and NO_BATCH < batch < 2**63:
         return int(batch)  # a bool as 0 or 1
     return NO_BATCH
+
+
+def last_end_ns(marks: bytes) -> int:
+    """The end of the last step of ``marks`` (not empty)."""
+    return int(memoryview(marks).cast("q")[len(marks) // 8 - _N + MARK_FIELDS.index("end_ns")])
 
 
 def marks_of(steps: Sequence[StepTiming]) -> bytes:

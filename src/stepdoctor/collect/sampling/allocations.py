@@ -53,12 +53,14 @@ __all__ = [
     "FULL_COLLECTIONS",
     "GROWTH_MIN_BYTES",
     "GROWTH_SHARE",
+    "MAX_WINDOW_NS",
     "MIN_WINDOW_NS",
     "OLD_TAIL",
     "TOP_ALLOCATION_SITES",
     "TRACE_FRAMES",
     "WAIT_NS",
     "WINDOW_S",
+    "WINDOW_STEPS",
     "AllocationWindow",
     "grown_types",
     "kept_tensors",
@@ -73,6 +75,13 @@ logger = logging.getLogger(__name__)
 WINDOW_S = 2.0
 #: The shortest window: a few steps of a typical job.
 MIN_WINDOW_NS = 1_000_000_000
+#: ...and at least this many steps at the pace of the steps before it, so that something the
+#: job keeps every few steps is made in the window's first half and seen alive at its end
+#: (tests/scenarios/memory_growth.py keeps a copy every 4th step). Tracing slows the steps
+#: (1.26x measured on memory_growth.py), so each half holds a little under half of these.
+WINDOW_STEPS = 20
+#: ...but no longer than this, whatever the pace: a job of slow steps keeps most of them.
+MAX_WINDOW_NS = 10_000_000_000
 #: Time watched after warm-up before a window may start. The window's steps, and the system
 #: samples taken in it, are left out of the rules (tracemalloc's own memory and the census
 #: move the job's memory): it is at most a tenth of the time watched before it, so the rules
@@ -123,7 +132,8 @@ class AllocationWindow:
         self._full_collections = _full_collections()
         self._base_rss: int | None = None
         self._warm_ns = 0
-        self._tensors_before: set[int] = set()
+        self._warm_steps: StepsSoFar | None = None
+        self._tensors_before: TensorsAlive = {}
         self._types_before: Counter[str] = Counter()
         self._main: types.ModuleType | None = None
         self._tensors_middle: list[weakref.ref[Any]] = []
@@ -138,6 +148,10 @@ class AllocationWindow:
         self._opened = threading.Event()
         """Set when the window starts, or when no window will run (the timekeeper's cue)."""
         self._timekeeper: threading.Thread | None = None
+        self._due = False
+        """The monitor found the window due; the timekeeper starts it."""
+        self._closed = False
+        """The run ended: no window starts now."""
         self._reported = False
 
     def arm(self) -> None:
@@ -150,10 +164,17 @@ class AllocationWindow:
             self._timekeeper.start()
 
     def _keep_time(self) -> None:
-        """The timekeeper: once the window starts, take its middle reading and end it when
-        due, whatever the monitor's share of the CPU."""
+        """The timekeeper: once the window is due, start it, take its middle reading and end
+        it when due, whatever the monitor's share of the CPU. The census that starts it holds
+        the GIL for tens of milliseconds: a thread at nice 19 that other processes keep off the
+        cores holds it for seconds (measured: 2 steps in an 8.8 s window, the job's pace 43 ms
+        a step, with two busy processes on the two cores)."""
         try:
             self._opened.wait()
+            with self._lock:
+                if not self._due or self._closed:
+                    return
+                self._start(self._clock())
             for due in (self._window_ns // 2, self._window_ns):
                 started = self.started_ns
                 if started is None:
@@ -177,16 +198,19 @@ class AllocationWindow:
     def done(self) -> bool:
         return self.ended_ns is not None or bool(self.skipped)
 
-    def warmed_up(self, rss_bytes: int | None) -> None:
-        """The job's warm-up is over: later growth and full collections count from now."""
+    def warmed_up(self, rss_bytes: int | None, steps: StepsSoFar | None = None) -> None:
+        """The job's warm-up is over (``steps``: the steps made by then): later growth and
+        full collections count from now."""
         if self._base_rss is None:
             self._base_rss = rss_bytes or 0
             self._full_collections = _full_collections()
             self._warm_ns = self._clock()
+            self._warm_steps = steps
 
-    def tick(self, rss_bytes: int | None) -> bool:
-        """Start the window when due (and, without a timekeeper, end it); return True once,
-        when it has ended (sites ready)."""
+    def tick(self, rss_bytes: int | None, steps: StepsSoFar | None = None) -> bool:
+        """Find the window due (and, without a timekeeper, start and end it); return True
+        once, when it has ended (sites ready). ``steps``: the steps made so far (the window's
+        length follows their pace)."""
         with self._lock:
             if self._reported or self._base_rss is None:
                 return False
@@ -197,7 +221,8 @@ class AllocationWindow:
                 return False
             now = self._clock()
             if self.started_ns is None:
-                self._maybe_start(now, rss_bytes)
+                if not self._due:
+                    self._maybe_start(now, rss_bytes, steps)
                 return False
             if self._timekeeper is None:
                 self._advance(now)
@@ -205,18 +230,26 @@ class AllocationWindow:
                 return self._reported
             return False
 
-    def _maybe_start(self, now: int, rss_bytes: int | None) -> None:
-        if now - self._warm_ns < WAIT_NS:
+    def _maybe_start(self, now: int, rss_bytes: int | None, steps: StepsSoFar | None) -> None:
+        watched = now - self._warm_ns
+        if watched < WAIT_NS:
             return
         grew = bool(
             rss_bytes and self._base_rss and rss_bytes > self._base_rss * (1 + GROWTH_SHARE)
         )
         full = _full_collections() - self._full_collections >= FULL_COLLECTIONS
-        if grew or full:
-            # a tenth of the time watched so far: the job's rules keep the rest
-            self._window_ns = max(MIN_WINDOW_NS, min(self._window_ns, (now - self._warm_ns) // 10))
+        if not (grew or full):
+            return
+        # a tenth of the time watched so far: the job's rules keep the rest
+        window = max(MIN_WINDOW_NS, min(self._window_ns, watched // 10))
+        pace = _pace(self._warm_steps, steps)
+        if pace is not None:
+            window = max(window, min(MAX_WINDOW_NS, WINDOW_STEPS * pace))
+        self._window_ns = window
+        self._due = True
+        if self._timekeeper is None:
             self._start(now)
-            self._opened.set()
+        self._opened.set()
 
     def _advance(self, now: int) -> None:
         """Take the middle reading, or end the window, when due (the lock held)."""
@@ -224,7 +257,7 @@ class AllocationWindow:
         if self._middle is None and now - self.started_ns >= self._window_ns // 2:
             self._middle = held_by_traceback()[0]
             self._tensors_middle = _new_tensor_refs(self._tensors_before)
-            self._tensors_before = set()
+            self._tensors_before = {}
         if now - self.started_ns >= self._window_ns:
             self._finish()
 
@@ -232,8 +265,9 @@ class AllocationWindow:
         """The run ends: end a window still open; return whether one ended that was not
         reported yet. Its sites are kept when it ran at least half its length (a shorter one
         saw the job's end, not its steps)."""
-        self._opened.set()  # a timekeeper still waiting for a window: none will come
         with self._lock:
+            self._closed = True
+            self._opened.set()  # a timekeeper still waiting for a window: none will come
             if self._reported or self.started_ns is None:
                 return False
             self._reported = True
@@ -251,7 +285,7 @@ class AllocationWindow:
         if tracemalloc.is_tracing():
             self.skipped = "tracemalloc was already on (the job's own): no allocation window"
             return
-        self._tensors_before = _tensor_ids()
+        self._tensors_before = _tensors_alive()
         self._types_before = objects_by_type()
         # the job's script as a module: runpy takes it out of sys.modules when the script
         # returns, which may come before the window's census
@@ -276,6 +310,18 @@ class AllocationWindow:
             self.ended_ns = self._clock()
 
 
+StepsSoFar = tuple[int, int]
+"""The steps the job has made so far and the last one's end (the record's clock)."""
+
+
+def _pace(since: StepsSoFar | None, now: StepsSoFar | None) -> int | None:
+    """Nanoseconds a step between two counts of the steps, from the steps' own times: the
+    monitor that counts them may lag the job on a busy machine."""
+    if since is None or now is None or now[0] <= since[0]:
+        return None
+    return (now[1] - since[1]) // (now[0] - since[0])
+
+
 def _tensor_type() -> type | None:
     tensor = getattr(sys.modules.get("torch"), "Tensor", None)
     return tensor if isinstance(tensor, type) else None
@@ -292,18 +338,30 @@ def _tensors() -> list[Any]:
     return tensors
 
 
-def _tensor_ids() -> set[int]:
-    """The ids of the tensors alive now."""
-    return {id(t) for t in _tensors()}
+TensorsAlive = dict[int, "weakref.ref[Any]"]
+"""The tensors alive at a moment, by id, each held weakly: an id alone is no identity (a
+tensor freed since frees its id, and the job's next tensor often gets it: CPython's allocator
+hands out the block freed last)."""
 
 
-def _new_tensor_refs(before: set[int]) -> list[weakref.ref[Any]]:
-    """Weak references to the tensors alive now that were not in ``before`` (ids)."""
+def _tensors_alive() -> TensorsAlive:
+    """The tensors alive now, by id."""
+    alive: TensorsAlive = {}
+    for obj in _tensors():
+        with contextlib.suppress(TypeError):
+            alive[id(obj)] = weakref.ref(obj)
+    return alive
+
+
+def _new_tensor_refs(before: TensorsAlive) -> list[weakref.ref[Any]]:
+    """Weak references to the tensors alive now that were not alive at ``before``."""
     refs = []
     for obj in _tensors():
-        if id(obj) not in before:
-            with contextlib.suppress(TypeError):
-                refs.append(weakref.ref(obj))
+        old = before.get(id(obj))
+        if old is not None and old() is obj:
+            continue
+        with contextlib.suppress(TypeError):
+            refs.append(weakref.ref(obj))
     return refs
 
 
