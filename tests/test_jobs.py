@@ -12,6 +12,7 @@ from stepdoctor.jobs import (
     CRITICAL_WAIT_SHARE,
     MIN_CRITICAL_STEPS,
     RankRow,
+    comm_findings,
     hang_findings,
     job_findings,
     rank_rows,
@@ -20,7 +21,7 @@ from stepdoctor.jobs import (
 from stepdoctor.model import DdpStats, RunEnd, RunRecord, Severity
 from stepdoctor.record import RecordWriter
 from stepdoctor.report import build_report
-from tests.builders import meta, record, stacked, steps
+from tests.builders import meta, record, samples, stacked, steps
 
 
 def _row(rank: int, comm: float, step: float = 20.0, steps_: int = 200, **phases: float) -> RankRow:
@@ -142,3 +143,103 @@ def test_a_rank_slowed_where_other_processes_took_the_cores_is_info() -> None:
     slow_data = dataclasses.replace(_row(1, 1.0, data_wait=9.0), others_cpu_share=0.4)
     (g,) = job_findings([_row(0, 9.0), slow_data])
     assert g.severity != Severity.INFO
+
+
+def _timed(
+    rank: int,
+    comm: float,
+    step: float = 20.0,
+    *,
+    overlap: float = 0.0,
+    micro: float | None = 1.0,
+    steps_: int = 200,
+    **settings: object,
+) -> RankRow:
+    ddp = DdpStats(model="Net", iterations=steps_, backward_comm_ns=int(comm * 1e6),
+                   overlap_ns=int(overlap * 1e6), bucket_cap_bytes=25 * 2**20, backend="gloo",
+                   **settings)  # type: ignore[arg-type]  # fmt: skip
+    return dataclasses.replace(_row(rank, comm, step, steps_), ddp=ddp, micro_batches=micro)
+
+
+def test_all_reduces_the_backward_does_not_hide_are_the_jobs_cost() -> None:
+    rows = [_timed(0, 7.2, 12.7), _timed(1, 7.0, 12.7)]
+    (f,) = comm_findings(rows)
+    assert f.rule == "comm-bound" and f.severity == Severity.CRITICAL  # 55%, 200 steps
+    assert f.title == "Gradient all-reduces take 55% of each step that the backward does not hide"
+    assert "7.0 ms a step on rank 1, the rank that waits least" in f.explanation
+    assert "bucket_cap_mb=25" in f.explanation and "comm hook none" in f.explanation
+    assert "larger batch" in f.fix.summary and "bucket_cap_mb" in f.fix.summary
+    assert "fp16_compress_hook" in f.fix.summary and "no_sync" in f.fix.summary
+    assert "It accumulates" not in f.fix.summary  # one backward a step
+    assert abs(f.speedup.factor - 1 / (1 - 7.0 / 12.7)) < 1e-9
+
+
+def test_the_fixes_are_those_that_apply() -> None:
+    accumulating = [_timed(0, 5.0, micro=4.0), _timed(1, 5.0, micro=4.0, comm_hook="fp16")]
+    (f,) = comm_findings(accumulating)
+    assert "It accumulates 4 micro-batches a step" in f.fix.summary
+    assert "fp16_compress_hook" in f.fix.summary  # rank 0 waits least (a tie: the lower rank)
+    hooked = [_timed(0, 5.0, comm_hook="fp16_compress_hook"), _timed(1, 5.1)]
+    (g,) = comm_findings(hooked)
+    assert "comm hook fp16_compress_hook" in g.explanation and "compress" not in g.fix.summary
+    overlapped = [_timed(0, 9.0, overlap=6.0), _timed(1, 9.0, overlap=6.0,
+                                                      find_unused_parameters=True)]  # fmt: skip
+    (h,) = comm_findings(overlapped)  # 3 ms of 20 exposed: 15%, warning
+    assert h.severity == Severity.WARNING and "bucket_cap_mb starts" not in h.fix.summary
+    (u,) = comm_findings([_timed(0, 9.0, overlap=6.0, find_unused_parameters=True),
+                          _timed(1, 9.1)])  # fmt: skip
+    assert "find_unused_parameters=True walks" in u.fix.summary
+
+
+def test_communication_the_backward_hides_or_a_wait_for_a_straggler_is_no_comm_cost() -> None:
+    assert comm_findings([_timed(0, 9.0, overlap=8.0), _timed(1, 9.0, overlap=8.0)]) == []
+    # the others' all-reduces are long because they wait for rank 1; its own is short
+    assert comm_findings([_timed(0, 9.0), _timed(1, 1.0), _timed(2, 9.2)]) == []
+    assert comm_findings([_timed(0, 9.0)]) == []  # one rank: no all-reduce to judge
+    assert comm_findings([_row(0, 9.0), _row(1, 9.0)]) == []  # no DDP timings
+    short = [_timed(0, 9.0, steps_=MIN_CRITICAL_STEPS - 1), _timed(1, 9.0)]
+    (f,) = comm_findings(short)
+    assert f.severity == Severity.WARNING
+
+
+def test_a_rank_whose_clock_is_held_down_is_named_for_its_clock() -> None:
+    """Rank 1 computes 30% longer; its GPU ran at 71% of its maximum clock (power cap, heat)
+    where the others ran at 98%: the clock is the cause, and no busy host makes it info."""
+    fast = {"gpu_clock": 0.98}
+    rows = [dataclasses.replace(_row(r, 9.0), **fast) for r in (0, 2)]
+    slow = dataclasses.replace(_row(1, 1.0, forward=5.2, backward_compute=10.8), gpu_clock=0.71,
+                               gpu_throttled=("software power cap", "software thermal slowdown"),
+                               others_cpu_share=0.5)  # fmt: skip
+    (f,) = job_findings([*rows, slow])
+    assert f.ranks == (1,) and f.severity == Severity.CRITICAL
+    assert "its GPU's clock: 71% of its maximum against the others' 98% (software power cap, " \
+           "software thermal slowdown)" in f.explanation  # fmt: skip
+    assert "nvidia-smi" in f.fix.summary
+    # the host's CPUs at a lower clock: the same, in MHz
+    cpu = [dataclasses.replace(_row(0, 8.0), cpu_mhz=3000.0),
+           dataclasses.replace(_row(1, 1.0, backward_compute=13.0), cpu_mhz=2100.0)]  # fmt: skip
+    (g,) = job_findings(cpu)
+    assert "its host's CPU clock: 2100 MHz against the others' 3000 MHz" in g.explanation
+    # a clock 2% lower does not explain a 40% wait: the phase that does is named
+    slight = [dataclasses.replace(_row(0, 9.0), cpu_mhz=3000.0),
+              dataclasses.replace(_row(1, 1.0, data_wait=9.0), cpu_mhz=2940.0)]  # fmt: skip
+    (h,) = job_findings(slight)
+    assert "its data loading" in h.explanation and "clock" not in h.explanation
+
+
+def test_rows_read_the_ranks_clocks_from_its_samples() -> None:
+    from stepdoctor.model import GpuProcess, GpuSample
+
+    s = steps(40, phases_ms={"forward": 10})
+    mine = GpuProcess(pid=1, name="python", mem_bytes=None, is_job=True)
+    gpu = tuple(
+        GpuSample(t_ns=x.start_ns, index=i, util_pct=90.0, sm_clock_mhz=1400 if i else 1900,
+                  max_sm_clock_mhz=1980, clock_reasons=0x20 if i else 0,
+                  processes=(mine,) if i == 1 else ())
+        for x in s for i in (0, 1)
+    )  # fmt: skip
+    system = tuple(dataclasses.replace(x, cpu_mhz=2600.0) for x in samples(s))
+    rec = dataclasses.replace(record(s, system=system), gpu=gpu)
+    (row,) = rank_rows({0: rec}, {0: build_report(rec)})
+    assert row.cpu_mhz == 2600.0  # the host's
+    assert row.gpu_clock == 1400 / 1980 and row.gpu_throttled == ("software thermal slowdown",)

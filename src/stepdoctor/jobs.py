@@ -20,9 +20,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from stepdoctor.collect.sampling.nvml import THROTTLING, clock_reasons
 from stepdoctor.errors import MissingExtraError, RecordError
 from stepdoctor.model import (
     CodeFrame,
+    DdpStats,
     Evidence,
     Finding,
     Fix,
@@ -36,6 +38,7 @@ from stepdoctor.probes.ranks import rank_dirs, rank_of_dir
 from stepdoctor.record import load_run
 from stepdoctor.report import build_report
 from stepdoctor.rules import RuleContext
+from stepdoctor.rules.comm_bound import COMM_SHARE, POOR_OVERLAP
 from stepdoctor.rules.competing_processes import WARNING_SHARE as COMPETING_SHARE
 from stepdoctor.rules.competing_processes import others_share
 
@@ -50,6 +53,7 @@ __all__ = [
     "WAITING_PHASES",
     "WAIT_SHARE",
     "RankRow",
+    "comm_findings",
     "hang_findings",
     "job_findings",
     "rank_row",
@@ -167,6 +171,16 @@ class RankRow:
     """Where its loop's last sample was: the innermost frame of its own code, and the call."""
     last_stack: str = ""
     """Its last sample's innermost frames, outermost first."""
+    ddp: DdpStats | None = None
+    """Its first DDP model's own timings and settings."""
+    micro_batches: float | None = None
+    """Backward passes a step (above 1: gradient accumulation)."""
+    cpu_mhz: float | None = None
+    """Its host's CPUs' median clock during its steps."""
+    gpu_clock: float | None = None
+    """Its GPU's median SM clock during its steps, as a share of the GPU's maximum."""
+    gpu_throttled: tuple[str, ...] = ()
+    """Why its GPU's clock was held down (power, heat) in at least half its readings."""
 
 
 def rank_row(rank: int, record: RunRecord, report: Report) -> RankRow:
@@ -203,7 +217,36 @@ def rank_row(rank: int, record: RunRecord, report: Report) -> RankRow:
         last_phase=_phase_of(last) if last else "",
         last_where=_where(path, last[-1].line) if last else "",
         last_stack=" > ".join(f.function for f in path[-6:]),
+        ddp=ddp,
+        micro_batches=summary.micro_batches_per_step,
+        **_clocks(RuleContext(record)),
     )
+
+
+def _clocks(ctx: RuleContext) -> dict[str, Any]:
+    """The rank's CPU clock, and its GPU's (the GPU its process used; the only one, else)
+    with the throttling reasons seen in at least half its readings, over its measured
+    steps."""
+    span = (ctx.steps[0].start_ns, ctx.steps[-1].end_ns) if ctx.steps else None
+    mhz = [s.cpu_mhz for s in ctx.system if s.cpu_mhz]
+    gpus = [g for g in ctx.record.gpu if span is None or span[0] <= g.t_ns <= span[1]]
+    mine = {g.index for g in gpus if any(p.is_job for p in g.processes)}
+    if not mine and len({g.index for g in gpus}) == 1:
+        mine = {g.index for g in gpus}
+    clocked = [g for g in gpus if g.index in mine and g.sm_clock_mhz and g.max_sm_clock_mhz]
+    held = [g.clock_reasons & THROTTLING for g in clocked if g.clock_reasons is not None]
+    reasons = {name for mask in held for name in clock_reasons(mask)}
+    return {
+        "cpu_mhz": statistics.median(mhz) if mhz else None,
+        "gpu_clock": (
+            statistics.median((g.sm_clock_mhz or 0) / (g.max_sm_clock_mhz or 1) for g in clocked)
+            if clocked
+            else None
+        ),
+        "gpu_throttled": tuple(
+            sorted(r for r in reasons if 2 * sum(r in clock_reasons(m) for m in held) >= len(held))
+        ),
+    }
 
 
 def rank_rows(records: Mapping[int, RunRecord], reports: Mapping[int, Report]) -> list[RankRow]:
@@ -293,16 +336,20 @@ def job_findings(rows: list[RankRow]) -> list[Finding]:
     }
     phase, extra = max(excess.items(), key=lambda item: item[1])
     found = extra >= CAUSE_SHARE * gap
-    if not found and lost < UNEXPLAINED_SHARE:
+    clock = _clock_cause(slow, others, gap) if not found or phase in COMPUTE_PHASES else None
+    if not found and clock is None and lost < UNEXPLAINED_SHARE:
         return []
     critical = lost >= CRITICAL_WAIT_SHARE and min(r.steps for r in timed) >= MIN_CRITICAL_STEPS
     contended = (
-        (not found or phase in COMPUTE_PHASES)
+        clock is None
+        and (not found or phase in COMPUTE_PHASES)
         and slow.others_cpu_share is not None
         and slow.others_cpu_share >= CONTENDED_SHARE
     )
     everyone = f"{len(others)} other ranks" if len(others) > 1 else "the other rank"
-    if found:
+    if clock is not None:
+        cause, advice = clock
+    elif found:
         what, advice = _CAUSES[phase]
         cause = (
             f"{what}: {slow.phase_ms.get(phase, 0.0):.1f} ms a step against the others' "
@@ -333,8 +380,8 @@ def job_findings(rows: list[RankRow]) -> list[Finding]:
                 f"of their {step:.1f} ms step. Rank {slow.rank} is late because of {cause}"
                 + (
                     f" Other processes used {slow.others_cpu_share:.0%} of its host's CPUs "
-                    "meanwhile: it fell behind where they took its cores (see "
-                    "competing-processes), not for anything of the job's."
+                    "meanwhile: it fell behind where they took its cores (see the finding on "
+                    "other processes), not for anything of the job's."
                     if contended and slow.others_cpu_share is not None
                     else ""
                 )
@@ -379,12 +426,170 @@ def job_findings(rows: list[RankRow]) -> list[Finding]:
     ]
 
 
-def hang_findings(rows: list[RankRow]) -> list[Finding]:
+def _clock_cause(slow: RankRow, others: list[RankRow], gap: float) -> tuple[str, str] | None:
+    """The straggler's lower clock as its cause, when its computation at the others' clock
+    would save at least ``CAUSE_SHARE`` of the wait: its GPU's SM clock (a share of its
+    maximum, with the throttling reasons NVML gave), else its host's CPU clock."""
+    compute = sum(slow.phase_ms.get(p, 0.0) for p in COMPUTE_PHASES)
+    theirs = [r.gpu_clock for r in others if r.gpu_clock]
+    if (
+        slow.gpu_clock
+        and theirs
+        and compute * (statistics.median(theirs) / slow.gpu_clock - 1) >= CAUSE_SHARE * gap
+    ):
+        why = f" ({', '.join(slow.gpu_throttled)})" if slow.gpu_throttled else ""
+        return (
+            f"its GPU's clock: {slow.gpu_clock:.0%} of its maximum against the others' "
+            f"{statistics.median(theirs):.0%}{why}.",
+            "Its GPU runs slower than the others': look at its power limit and cooling "
+            "(nvidia-smi -q -d PERFORMANCE,POWER,TEMPERATURE); a node whose GPUs throttle "
+            "holds back the whole job, so fix or drain it.",
+        )
+    mhz = [r.cpu_mhz for r in others if r.cpu_mhz]
+    if (
+        slow.cpu_mhz
+        and mhz
+        and compute * (statistics.median(mhz) / slow.cpu_mhz - 1) >= CAUSE_SHARE * gap
+    ):
+        return (
+            f"its host's CPU clock: {slow.cpu_mhz:.0f} MHz against the others' "
+            f"{statistics.median(mhz):.0f} MHz.",
+            "Its host's CPUs run at a lower clock than the others': look at its frequency "
+            "governor (cpupower frequency-info), power limits and cooling.",
+        )
+    return None
+
+
+def comm_findings(rows: list[RankRow]) -> list[Finding]:
+    """The gradient all-reduces' own cost, when the part of it the backward does not hide is
+    ``COMM_SHARE`` of the step or more. Measured on the rank that waits least in them (it
+    arrives last, so its all-reduce time is the communication itself, not a wait for
+    others); critical from ``CRITICAL_WAIT_SHARE`` with ``MIN_CRITICAL_STEPS`` steps."""
+    timed = [r for r in rows if r.comm_ms is not None and r.mean_step_ms and r.ddp is not None]
+    if len(timed) < 2:
+        return []
+    base = min(timed, key=lambda r: (r.comm_ms or 0.0, r.rank))
+    ddp = base.ddp or DdpStats(model="", iterations=0)
+    comm, step = base.comm_ms or 0.0, base.mean_step_ms or 1.0
+    overlap = min(comm, (ddp.overlap_ns or 0) / 1e6)
+    exposed = (comm - overlap) / step
+    if exposed < COMM_SHARE:
+        return []
+    hidden = overlap / comm if comm else 0.0
+    critical = exposed >= CRITICAL_WAIT_SHARE and min(r.steps for r in timed) >= MIN_CRITICAL_STEPS
+    fixes = _comm_fixes(ddp, base.micro_batches, hidden)
+    settings = _ddp_settings(ddp)
+    return [
+        Finding(
+            rule="comm-bound",
+            ranks=tuple(r.rank for r in timed),
+            severity=Severity.CRITICAL if critical else Severity.WARNING,
+            title=(
+                f"Gradient all-reduces take {exposed:.0%} of each step that the backward "
+                "does not hide"
+            ),
+            explanation=(
+                f"Each step all-reduces the gradients across the {len(timed)} ranks: "
+                f"{comm:.1f} ms a step on rank {base.rank}, the rank that waits least for the "
+                f"others (its time is the communication itself), of its {step:.1f} ms step. "
+                f"{overlap:.1f} ms of it ran while the backward still computed ({hidden:.0%}); "
+                f"the rest, {comm - overlap:.1f} ms, every rank waits for. DDP's settings: "
+                f"{settings}."
+            ),
+            evidence=(
+                Evidence(
+                    metric="all-reduce time a step (the rank that waits least)",
+                    value=round(comm, 2),
+                    unit="ms",
+                    source="DDP logging data",
+                ),
+                Evidence(
+                    metric="of it, overlapped with the backward",
+                    value=round(hidden, 3),
+                    unit="share",
+                    threshold=POOR_OVERLAP / 100,
+                    source="DDP logging data",
+                ),
+                Evidence(
+                    metric="exposed all-reduce time, share of the step",
+                    value=round(exposed, 3),
+                    unit="share",
+                    threshold=COMM_SHARE,
+                    source="DDP logging data, steps",
+                ),
+            ),
+            speedup=Speedup(
+                factor=1 / (1 - min(exposed, 0.95)),
+                basis=(
+                    f"1 / (1 - {exposed:.2f}): the exposed all-reduce time hidden behind the "
+                    "backward or shared by more samples a step (a bound: the all-reduce "
+                    "still takes the cores or the network it takes)"
+                ),
+            ),
+            fix=Fix(summary=" ".join(fixes)),
+        )
+    ]
+
+
+def _comm_fixes(ddp: DdpStats, micro_batches: float | None, hidden: float) -> list[str]:
+    """What applies to this job, in DDP's own terms, most effective first."""
+    fixes = []
+    if micro_batches is not None and micro_batches > 1:
+        fixes.append(
+            f"It accumulates {micro_batches:.0f} micro-batches a step: run all but the last "
+            "inside `with model.no_sync():`, one all-reduce a step instead of one a "
+            "micro-batch."
+        )
+    fixes.append(
+        "An all-reduce costs the same whatever the batch: more samples a rank a step (a larger "
+        "batch, or gradient accumulation with no_sync) share it."
+    )
+    if hidden < POOR_OVERLAP / 100:
+        cap = f"{ddp.bucket_cap_bytes / 2**20:.0f} MiB" if ddp.bucket_cap_bytes else "25 MiB"
+        fixes.append(
+            f"Little of it overlaps the backward: DDP all-reduces the gradients in buckets of "
+            f"up to {cap}, each once all of its gradients are ready, so a bucket that holds "
+            "gradients the backward makes late waits for its end; a smaller bucket_cap_mb "
+            "starts more of them during the backward (more, smaller all-reduces: measure both)."
+        )
+    if not ddp.comm_hook:
+        fixes.append(
+            "Compress the gradients: model.register_comm_hook(None, "
+            "torch.distributed.algorithms.ddp_comm_hooks.default_hooks.fp16_compress_hook) "
+            "(bf16_compress_hook) halves the bytes; powerSGD_hook cuts more."
+        )
+    if ddp.find_unused_parameters:
+        fixes.append(
+            "find_unused_parameters=True walks the autograd graph every step and holds back "
+            "buckets: set it False unless some parameters get no gradient."
+        )
+    if ddp.static_graph is False:
+        fixes.append("static_graph=True, if the graph is the same every step.")
+    return fixes
+
+
+def _ddp_settings(ddp: DdpStats) -> str:
+    """DDP's settings that bear on its communication, in its own argument names."""
+    parts = [
+        f"backend {ddp.backend or 'unknown'}",
+        "bucket_cap_mb="
+        + (f"{ddp.bucket_cap_bytes / 2**20:g}" if ddp.bucket_cap_bytes else "unknown"),
+        f"comm hook {ddp.comm_hook or 'none'}",
+    ]
+    for name in ("find_unused_parameters", "static_graph", "gradient_as_bucket_view"):
+        value = getattr(ddp, name)
+        if value is not None:
+            parts.append(f"{name}={value}")
+    return ", ".join(parts)
+
+
+def hang_findings(rows: list[RankRow], *, ended: bool = True) -> list[Finding]:
     """A rank that stopped stepping while the others waited for it: the run did not end well
-    on every rank (a timeout, a rank stopped), and exactly one rank's last stack samples are
-    outside the phases where ranks wait for each other (``WAITING_PHASES``) while the others'
-    are inside them. Its last phase and stack are named."""
-    if len(rows) < 2 or all(r.status == "ok" for r in rows):
+    on every rank (a timeout, a rank stopped), or it has not ended (``ended`` False: the
+    launcher saw no step for a while), and exactly one rank's last stack samples are outside
+    the phases where ranks wait for each other (``WAITING_PHASES``) while the others' are
+    inside them. Its last phase and stack are named."""
+    if len(rows) < 2 or (ended and all(r.status == "ok" for r in rows)):
         return []
     if any(not r.last_phase for r in rows):
         return []  # a rank with no samples of its loop: nothing to tell them apart by
@@ -394,11 +599,13 @@ def hang_findings(rows: list[RankRow]) -> list[Finding]:
     (row,) = stuck
     others = [r for r in rows if r is not row]
     errors = [f"rank {r.rank}: {r.error}" for r in others if r.error]
-    ended = (
-        "its record ends there (the process was stopped)"
-        if row.status is None
-        else f"it ended with status {row.status}"
-    )
+    if not ended:
+        how = "it is still there"
+    elif row.status is None:
+        how = "its record ends there (the process was stopped)"
+    else:
+        how = f"it ended with status {row.status}"
+    were = "were" if ended else "are"
     waiting = ", ".join(str(r.rank) for r in others)
     evidence = [
         Evidence(
@@ -420,10 +627,14 @@ def hang_findings(rows: list[RankRow]) -> list[Finding]:
             rule="hang",
             ranks=(row.rank,),
             severity=Severity.CRITICAL,
-            title=f"Rank {row.rank} stopped stepping; rank(s) {waiting} waited for it",
+            title=(
+                f"Rank {row.rank} stopped stepping; rank(s) {waiting} "
+                + ("waited" if ended else "wait")
+                + " for it"
+            ),
             explanation=(
                 f"Rank {row.rank} completed {row.completed} steps, then stayed in "
-                f"'{row.last_phase}' at {row.last_where}; {ended}. Rank(s) {waiting} were "
+                f"'{row.last_phase}' at {row.last_where}; {how}. Rank(s) {waiting} {were} "
                 "waiting in their gradient all-reduce (backward), which cannot end without it"
                 + (f" ({'; '.join(errors)})." if errors else ".")
             ),

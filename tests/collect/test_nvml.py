@@ -73,3 +73,43 @@ def test_readings_become_gpu_samples_with_job_and_other_processes() -> None:
 
 def test_no_driver_means_no_reader() -> None:
     assert NvmlReader.open(ReplayNvml(fail_init=True)) is None
+
+
+class ClockedNvml(ReplayNvml):
+    """A GPU held below its maximum clock by its power cap and heat (the values an H100's
+    nvidia-smi -q shows: max SM clock 1980 MHz), with no temperature sensor readable."""
+
+    NVML_CLOCK_SM = 1
+    NVML_TEMPERATURE_GPU = 0
+
+    def nvmlDeviceGetClockInfo(self, h: str, kind: int) -> int:
+        assert kind == self.NVML_CLOCK_SM
+        return 1410
+
+    def nvmlDeviceGetMaxClockInfo(self, h: str, kind: int) -> int:
+        return 1980
+
+    def nvmlDeviceGetCurrentClocksEventReasons(self, h: str) -> int:
+        return 0x4 | 0x20
+
+    def nvmlDeviceGetTemperature(self, h: str, sensor: int) -> int:
+        raise RuntimeError("NVML_ERROR_NOT_SUPPORTED")
+
+
+def test_clocks_and_why_they_are_low_are_read_where_nvml_has_them() -> None:
+    from stepdoctor.collect.sampling.nvml import THROTTLING, clock_reasons
+
+    reader = NvmlReader.open(ClockedNvml())
+    assert reader is not None
+    (sample,) = reader.read(10)
+    assert (sample.sm_clock_mhz, sample.max_sm_clock_mhz) == (1410, 1980)
+    assert sample.clock_reasons is not None and sample.clock_reasons & THROTTLING
+    assert clock_reasons(sample.clock_reasons) == [
+        "software power cap",
+        "software thermal slowdown",
+    ]
+    assert sample.temperature_c is None  # not supported there: no reading, no error
+    old = NvmlReader.open(ReplayNvml())  # a pynvml without the clock functions
+    assert old is not None
+    (plain,) = old.read(10)
+    assert plain.sm_clock_mhz is None and plain.clock_reasons is None

@@ -1,5 +1,9 @@
 """A small DistributedDataParallel job on the CPU (gloo): an MLP on synthetic data, each rank
-its shard. ``DDP_STEPS`` steps; ``DDP_SLOW_RANK`` makes that rank's data loading slow
+its shard. ``DDP_STEPS`` steps of ``DDP_BATCH`` samples a rank (at the default 32 the
+gradient all-reduce is about half of a step: communication-bound); ``DDP_HOOK=fp16`` compresses
+the gradients (DDP's fp16 comm hook); ``DDP_PIN=1`` pins each rank to the core of its local
+rank's number (a CPU hog on one of those cores slows that rank alone); ``DDP_SLOW_RANK`` makes
+that rank's data loading slow
 (a sleep per batch: a rank whose shard lives on slower storage); ``DDP_HANG_RANK`` makes that
 rank stop after ``DDP_HANG_AT`` steps (it waits on something that never comes) while the
 others wait in their all-reduce until the process group's timeout (``DDP_TIMEOUT_S``)."""
@@ -28,6 +32,9 @@ TIMEOUT_S = float(os.environ.get("DDP_TIMEOUT_S", "300"))
 #: noise on a shared machine (a rank waiting a fraction of a millisecond more for a core) is
 #: a small share of it.
 WIDTH = int(os.environ.get("DDP_WIDTH", "1024"))
+BATCH = int(os.environ.get("DDP_BATCH", "32"))
+HOOK = os.environ.get("DDP_HOOK", "")
+PIN = os.environ.get("DDP_PIN") == "1"
 
 
 def wait_for_reply(event: threading.Event) -> None:
@@ -54,10 +61,13 @@ class Rows(Dataset):  # type: ignore[type-arg]
 
 
 def main() -> None:
+    if PIN:  # before the process group's threads start: they are pinned with it
+        cores = sorted(os.sched_getaffinity(0))
+        os.sched_setaffinity(0, {cores[int(os.environ["LOCAL_RANK"]) % len(cores)]})
     dist.init_process_group("gloo", timeout=timedelta(seconds=TIMEOUT_S))
     rank = dist.get_rank()
     data = Rows(4096, slow=rank == SLOW_RANK)
-    loader = DataLoader(data, batch_size=32, sampler=DistributedSampler(data))
+    loader = DataLoader(data, batch_size=BATCH, sampler=DistributedSampler(data))
     model = DistributedDataParallel(
         nn.Sequential(
             nn.Linear(64, WIDTH),
@@ -67,6 +77,10 @@ def main() -> None:
             nn.Linear(WIDTH, 10),
         )
     )
+    if HOOK == "fp16":
+        from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+
+        model.register_comm_hook(None, default_hooks.fp16_compress_hook)
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     done = 0
     while done < STEPS:

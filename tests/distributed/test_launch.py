@@ -117,16 +117,24 @@ def test_a_module_runs_as_python_m_would(tmp_path: Path) -> None:
     assert "Traceback" not in missing.stderr
 
 
-def test_a_planted_hang_is_reported_with_the_stuck_ranks_stack(tmp_path: Path) -> None:
+def test_a_planted_hang_is_reported_while_it_waits_and_after(tmp_path: Path) -> None:
+    """Rank 1 stops after 20 steps; rank 0 waits in its all-reduce until the process group's
+    timeout (20 s). 3 s without a step, the launcher says which rank the others wait for and
+    where it is; when the timeout ends the job, the job's report says it again."""
     out = tmp_path / "job"
     proc = _stepdoctor("run", "--nproc-per-node", "2", "--width", "1000", "--out", str(out),
-                       str(HERE / "ddp_job.py"), DDP_STEPS="60", DDP_HANG_RANK="1",
-                       DDP_HANG_AT="20", DDP_TIMEOUT_S="4")  # fmt: skip
+                       "--stall-after", "3", str(HERE / "ddp_job.py"), DDP_STEPS="60",
+                       DDP_HANG_RANK="1", DDP_HANG_AT="20", DDP_TIMEOUT_S="20")  # fmt: skip
     assert proc.returncode != 0  # the job failed: its exit code is kept
-    job = proc.stderr.split("The job, all ranks together:", 1)[1]
-    assert "Rank 1 stopped stepping; rank(s) 0 waited for it" in job, job
-    assert "wait_for_reply" in job and "ddp_job.py" in job and "Timed out" in job
-    assert "Traceback" not in job
+    live, after = proc.stderr.split("The job, all ranks together:", 1)
+    assert "no rank has completed a step for" in live, proc.stderr[-5000:]
+    assert "(steps so far: rank 0: 20, rank 1: 20); the job is still running" in live
+    waiting = live.split("The job, while it waits:", 1)[1]
+    assert "Rank 1 stopped stepping; rank(s) 0 wait for it" in waiting, waiting
+    assert "wait_for_reply" in waiting and "it is still there" in waiting
+    assert "Rank 1 stopped stepping; rank(s) 0 waited for it" in after, after
+    assert "wait_for_reply" in after and "ddp_job.py" in after, after
+    assert "Traceback" not in after
 
 
 def test_a_world_of_one_rank_is_one_run(tmp_path: Path) -> None:

@@ -173,3 +173,20 @@ def test_overlapping_the_wait_cannot_claim_cores_the_job_already_uses() -> None:
                   facts=env(cpu__affinity=4))  # fmt: skip
     (g,) = input_bound(RuleContext(idle))
     assert g.speedup.factor == pytest.approx(1 / 0.6)  # three cores to spare
+
+
+def test_a_hand_off_late_behind_the_jobs_own_threads_is_their_symptom() -> None:
+    """tests/scenarios/workers_oversubscription.py: 4 workers and 2 intra-op threads on 2
+    cores; the workers idle, the loop waits 10-17% for batches a worker hands over once it
+    gets a core. Told as info, pointing at thread-oversubscription, whatever the share."""
+    s = steps(100, phases_ms={"data_wait": 17, "forward": 42, "backward": 41})
+    crowded = record(s, cores=2, loaders=[_decoder(workers=4)], system=samples(s),
+                     facts=env(cpu__affinity=2, torch__num_threads=2))  # fmt: skip
+    (f,) = input_bound(RuleContext(stacked(crowded, {WORKER_PHASE: [(IDLE, 190), (FETCHING, 10)]})))
+    assert f.severity == Severity.INFO
+    assert "runs 6 compute threads on 2 cores (see the finding on threads)" in f.fix.summary
+    # one worker and one intra-op thread on the same 2 cores: the hand-off's own grading
+    roomy = record(s, cores=2, loaders=[_decoder(workers=1)], system=samples(s),
+                   facts=env(cpu__affinity=2, torch__num_threads=1))  # fmt: skip
+    (g,) = input_bound(RuleContext(stacked(roomy, {WORKER_PHASE: [(IDLE, 190), (FETCHING, 10)]})))
+    assert g.severity == Severity.WARNING and "finding on threads" not in g.fix.summary

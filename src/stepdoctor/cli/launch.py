@@ -10,8 +10,9 @@ import sys
 from pathlib import Path
 
 from stepdoctor.cli._common import error_line
+from stepdoctor.cli.stall import StallWatch, stall_text
 from stepdoctor.errors import RecordError, UsageError
-from stepdoctor.jobs import RankRow, hang_findings, job_findings, summarise_job
+from stepdoctor.jobs import RankRow, comm_findings, hang_findings, job_findings, summarise_job
 from stepdoctor.model import RunRecord
 from stepdoctor.probes.ranks import RANK_DIR_PREFIX, rank_dirs, rank_from_env
 from stepdoctor.record import load_run
@@ -20,7 +21,10 @@ from stepdoctor.render.formats import RENDERERS, RenderInput
 from stepdoctor.report import build_report
 from stepdoctor.watching import stderr_line
 
-__all__ = ["is_job_dir", "job_text", "launch", "rank_record", "rank_table"]
+__all__ = ["POLL_S", "is_job_dir", "job_text", "launch", "rank_record", "rank_table"]
+
+#: How often the launcher looks at its ranks' records (they are flushed every second).
+POLL_S = 1.0
 
 
 def launch(args: argparse.Namespace, out: Path, target: list[str]) -> int:
@@ -56,7 +60,7 @@ def launch(args: argparse.Namespace, out: Path, target: list[str]) -> int:
         f"launching {args.nproc_per_node} ranks through torch.distributed.run; "
         f"each rank's record in {out}/{RANK_DIR_PREFIX}N"
     )
-    code = subprocess.call(command)
+    code = _run_watched(command, out, args)
     folders = rank_dirs(out)
     alone = (out / "run.jsonl").is_file()  # a world of one is no distributed job: one record
     if not folders and not alone:
@@ -81,14 +85,34 @@ def launch(args: argparse.Namespace, out: Path, target: list[str]) -> int:
     return code
 
 
+def _run_watched(command: list[str], out: Path, args: argparse.Namespace) -> int:
+    """Run the launcher, telling a stall of every rank while it lasts (``stall.py``)."""
+    watch = StallWatch(out, args.nproc_per_node, args.stall_after)
+    proc = subprocess.Popen(command)
+    try:
+        while True:
+            try:
+                return proc.wait(timeout=POLL_S)
+            except subprocess.TimeoutExpired:
+                pass
+            if args.stall_after > 0 and watch.poll():
+                try:
+                    sys.stderr.write(stall_text(out, watch, width=args.width))
+                except Exception as exc:  # never stop the job over our own bug
+                    error_line(f"the ranks' records could not be read for the stall: {exc!r}")
+    except KeyboardInterrupt:  # the launcher got it too (one process group): let it stop
+        return proc.wait()
+
+
 def job_text(job: Path, *, width: int = 100, executor: str = "process",
              scheduler: str | None = None) -> str:  # fmt: skip
-    """The job's table of ranks and its findings (a hang, else the straggler), as terminal
-    text, its ranks' records read by ``jobs.summarise_job`` (map) and judged together."""
+    """The job's table of ranks and its findings (a hang, else the straggler and the
+    communication's cost), as terminal text, its ranks' records read by
+    ``jobs.summarise_job`` (map) and judged together."""
     rows, problems = summarise_job(job, executor=executor, scheduler=scheduler)
     for line in problems:
         error_line(line)
-    findings = hang_findings(rows) or job_findings(rows)
+    findings = hang_findings(rows) or [*job_findings(rows), *comm_findings(rows)]
     return rank_table(rows) + render_findings(
         findings, width=width, heading="The job, all ranks together:"
     )

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from stepdoctor.cli._common import error_line
 from stepdoctor.cli.launch import launch
+from stepdoctor.cli.stall import STALL_AFTER_S
 from stepdoctor.collect import Session, default_run_dir
 from stepdoctor.collect.hooks.profiling import TraceCapture
 from stepdoctor.collect.hooks.trigger import ExperimentTrigger, ObjectKeeper
@@ -119,6 +120,15 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         metavar="N",
         help="run N ranks of the job on this machine through torch.distributed.run "
         "(torchrun --standalone), each watched, each rank's record in OUT/rank-N",
+    )
+    p.add_argument(
+        "--stall-after",
+        type=float,
+        default=STALL_AFTER_S,
+        metavar="SECONDS",
+        help="with --nproc-per-node: when no rank has completed a step for this long, say "
+        f"which rank the others wait for and where it is, while the job waits (default "
+        f"{STALL_AFTER_S:.0f}; 0: never)",
     )
     p.add_argument("--no-report", action="store_true", help="do not print the diagnosis")
     p.add_argument("--width", type=int, default=100, help="width of the printed report")

@@ -153,6 +153,9 @@ class SystemSample:
     disk_write_bytes: int | None = None
     net_sent_bytes: int | None = None
     net_recv_bytes: int | None = None
+    cpu_mhz: float | None = None
+    """The CPUs' mean current clock (``psutil.cpu_freq``), read with disk/net; None where
+    unreadable or not read at this sample."""
     top_others: tuple[ProcessUsage, ...] = ()
     job_children: tuple[ProcessUsage, ...] = ()
     """Each of the job's child processes (DataLoader workers, processes it started itself) with
@@ -181,6 +184,11 @@ class GpuSample:
     mem_used_bytes: int | None = None
     mem_total_bytes: int | None = None
     processes: tuple[GpuProcess, ...] = ()
+    sm_clock_mhz: int | None = None
+    max_sm_clock_mhz: int | None = None
+    clock_reasons: int | None = None
+    """NVML's clock event (throttle) reasons, a bit mask (``nvml.CLOCK_REASONS``)."""
+    temperature_c: int | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -12,13 +12,27 @@ prefetching (waiting needs no core), faster storage.
 
 from __future__ import annotations
 
-from stepdoctor.model import WORKER_PHASE, Evidence, Finding, Fix, LoaderInfo, Phase, Speedup
+from stepdoctor.model import (
+    WORKER_PHASE,
+    Evidence,
+    Finding,
+    Fix,
+    LoaderInfo,
+    Phase,
+    Severity,
+    Speedup,
+)
 from stepdoctor.rules._facts import fact_int
-from stepdoctor.rules._severity import grade
+from stepdoctor.rules._severity import Rung, grade
 from stepdoctor.rules.competing_processes import WARNING_SHARE as COMPETING_SHARE
 from stepdoctor.rules.competing_processes import others_share
 from stepdoctor.rules.context import RuleContext, speedup_if_removed
 from stepdoctor.rules.registry import rule
+from stepdoctor.rules.thread_oversubscription import (
+    OVERSUBSCRIBED,
+    ComputeThreads,
+    compute_threads,
+)
 
 __all__ = [
     "CAUSES",
@@ -105,6 +119,11 @@ def input_bound(ctx: RuleContext) -> list[Finding]:
     )
     if rung is None:
         return []
+    crowded = compute_threads(ctx) if handoff else None
+    if crowded is not None and crowded.per_core >= OVERSUBSCRIBED:
+        # the hand-off waits for a worker that waits for a core behind the job's own threads:
+        # a symptom of thread-oversubscription, told there
+        rung = Rung(severity=Severity.INFO, threshold=WARNING_SHARE)
     if cheap:
         cause, busy, busy_how = "indexing", None, ""
     elif handoff:
@@ -199,7 +218,7 @@ def input_bound(ctx: RuleContext) -> list[Finding]:
             evidence=tuple(evidence),
             speedup=_speedup(ctx, share, cause),
             fix=(
-                _handoff_fix(ctx, busy or 0.0, per_sample_ms, wait_ms, loader)
+                _handoff_fix(ctx, busy or 0.0, per_sample_ms, wait_ms, loader, crowded=crowded)
                 if cause == "handoff"
                 else _cure(
                     cause,
@@ -292,6 +311,8 @@ def _handoff_fix(
     per_sample_ms: float | None,
     wait_ms: float,
     loader: LoaderInfo | None,
+    *,
+    crowded: ComputeThreads | None = None,
 ) -> Fix:
     """The workers keep up; the wait is handing batches over: fewer, larger hand-offs, or
     none where making a batch costs the loop less than receiving it."""
@@ -302,6 +323,12 @@ def _handoff_fix(
         if other >= COMPETING_SHARE
         else ""
     )
+    if crowded is not None and crowded.per_core >= OVERSUBSCRIBED:
+        busy_machine += (
+            f" The job itself runs {crowded.demand} compute threads on {crowded.cores} cores "
+            "(see the finding on threads): a worker waiting for a core behind them answers "
+            "late. Fix that first."
+        )
     batch = loader.batch_size if loader is not None and loader.batch_size else None
     per_batch = (
         f" Making a batch costs {per_sample_ms * batch:.1f} ms of CPU here against "

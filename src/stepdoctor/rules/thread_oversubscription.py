@@ -12,16 +12,58 @@ Fix: one intra-op thread per core the training process owns.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from stepdoctor.model import Evidence, Finding, Fix, Severity, Speedup
 from stepdoctor.rules._facts import fact_int
 from stepdoctor.rules.context import RuleContext
 from stepdoctor.rules.registry import rule
 
-__all__ = ["OVERSUBSCRIBED", "thread_oversubscription"]
+__all__ = ["OVERSUBSCRIBED", "ComputeThreads", "compute_threads", "thread_oversubscription"]
 
 #: Runnable compute threads per core from which the rule fires. DL4J's guide (step 13): native
 #: thread pools sized past the physical cores lose throughput to cache thrashing and spinning.
 OVERSUBSCRIBED = 2.0
+
+
+@dataclass(frozen=True, slots=True)
+class ComputeThreads:
+    """The compute threads the job runs on this machine against its usable cores."""
+
+    intra: int
+    """torch's intra-op threads a process."""
+    ranks: int
+    workers: int
+    cores: int
+
+    @property
+    def demand(self) -> int:
+        """Threads that compute at once: every rank's intra-op pool, and the DataLoader
+        workers (one intra-op thread each, as torch sets them)."""
+        return self.intra * self.ranks + self.workers
+
+    @property
+    def per_core(self) -> float:
+        return self.demand / self.cores
+
+
+def compute_threads(ctx: RuleContext) -> ComputeThreads | None:
+    """The job's compute threads, or None where its intra-op pool size is unknown."""
+    record = ctx.record
+    threads = record.env_value("torch.num_threads")
+    intra = (
+        threads
+        if isinstance(threads, int)
+        else fact_int(record, "env.OMP_NUM_THREADS") or fact_int(record, "pools.max_threads")
+    )
+    if intra is None:
+        return None
+    return ComputeThreads(
+        intra=intra,
+        ranks=max(1, fact_int(record, "env.LOCAL_WORLD_SIZE") or 1),
+        workers=max((lo.num_workers for lo in record.loaders), default=0),
+        cores=ctx.cores,
+    )
 
 
 @rule(
@@ -33,20 +75,13 @@ OVERSUBSCRIBED = 2.0
 def thread_oversubscription(ctx: RuleContext) -> list[Finding]:
     """Flag compute threads at twice the usable cores or more."""
     record = ctx.record
-    cores = ctx.cores
+    found = compute_threads(ctx)
+    if found is None:
+        return []
     threads = record.env_value("torch.num_threads")
     omp = record.env_value("env.OMP_NUM_THREADS")
-    omp_threads = fact_int(record, "env.OMP_NUM_THREADS")
-    pool = fact_int(record, "pools.max_threads")
-    intra = threads if isinstance(threads, int) else omp_threads or pool
-    if intra is None:
-        return []
-    ranks = max(1, fact_int(record, "env.LOCAL_WORLD_SIZE") or 1)
-    workers = max((lo.num_workers for lo in record.loaders), default=0)
-    # Torch's DataLoader workers run with one intra-op thread each; every rank on the
-    # machine runs its own intra-op pool.
-    demand = intra * ranks + workers
-    ratio = demand / cores
+    intra, ranks, workers, cores = found.intra, found.ranks, found.workers, found.cores
+    demand, ratio = found.demand, found.per_core
     unset_with_ranks = ranks > 1 and omp is None
     if ratio < OVERSUBSCRIBED and not unset_with_ranks:
         return []

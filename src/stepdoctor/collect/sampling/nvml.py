@@ -16,7 +16,23 @@ import psutil
 
 from stepdoctor.model import GpuProcess, GpuSample, SystemSample
 
-__all__ = ["NvmlReader"]
+__all__ = ["CLOCK_REASONS", "THROTTLING", "NvmlReader", "clock_reasons"]
+
+#: NVML's clock event reasons (``nvmlClocksEventReason*``, formerly ``ClocksThrottleReason*``):
+#: why the SM clock is below its maximum.
+CLOCK_REASONS = {
+    0x1: "idle",
+    0x2: "application clocks setting",
+    0x4: "software power cap",
+    0x8: "hardware slowdown",
+    0x10: "sync boost",
+    0x20: "software thermal slowdown",
+    0x40: "hardware thermal slowdown",
+    0x80: "hardware power brake",
+    0x100: "display clock setting",
+}
+#: The reasons that slow a busy GPU against its will: power and heat.
+THROTTLING = 0x4 | 0x8 | 0x20 | 0x40 | 0x80
 
 #: The job's process tree (a scan of /proc) is looked up at most this often; a GPU process
 #: that starts in between is named at the next look-up.
@@ -97,9 +113,31 @@ class NvmlReader:
                     mem_used_bytes=int(mem.used),
                     mem_total_bytes=int(mem.total),
                     processes=tuple(procs),
+                    **self._clocks(handle),
                 )
             )
         return samples
+
+    def _clocks(self, handle: object) -> dict[str, int | None]:
+        """The SM clock, its maximum, why it is lower and the temperature; a reading the
+        driver or GPU does not support is None."""
+        nvml = self._nvml
+        sm = getattr(nvml, "NVML_CLOCK_SM", 1)
+        reasons = getattr(nvml, "nvmlDeviceGetCurrentClocksEventReasons", None) or getattr(
+            nvml, "nvmlDeviceGetCurrentClocksThrottleReasons", None
+        )
+        return {
+            "sm_clock_mhz": _optional(getattr(nvml, "nvmlDeviceGetClockInfo", None), handle, sm),
+            "max_sm_clock_mhz": _optional(
+                getattr(nvml, "nvmlDeviceGetMaxClockInfo", None), handle, sm
+            ),
+            "clock_reasons": _optional(reasons, handle),
+            "temperature_c": _optional(
+                getattr(nvml, "nvmlDeviceGetTemperature", None),
+                handle,
+                getattr(nvml, "NVML_TEMPERATURE_GPU", 0),
+            ),
+        }
 
     def _job(self, t_ns: int) -> set[int]:
         if self._job_pids is not None:
@@ -115,6 +153,21 @@ class NvmlReader:
         if name is None:
             name = self._proc_names[pid] = _process_name(pid)
         return name
+
+
+def clock_reasons(mask: int) -> list[str]:
+    """The names of the reasons set in ``mask``."""
+    return [name for bit, name in CLOCK_REASONS.items() if mask & bit]
+
+
+def _optional(read: Any, *args: object) -> int | None:
+    """``read(*args)`` as an int, None where NVML (or its version here) does not have it."""
+    if read is None:
+        return None
+    try:
+        return int(read(*args))
+    except Exception:  # NVMLError_NotSupported and kin, or a stand-in without the function
+        return None
 
 
 def _text(value: object) -> str:

@@ -1,0 +1,124 @@
+"""A distributed job whose ranks stopped stepping, told while it waits.
+
+A rank that stops (a deadlock, a rank-only wait, a collective the others never join) leaves
+the other ranks waiting in their collectives until the process group's timeout: 30 minutes
+by default, with nothing said meanwhile. The launcher (``stepdoctor run --nproc-per-node``)
+reads the steps its ranks' records gain (each rank's monitor flushes every second; only the
+bytes appended since the last look are read), and when no rank has completed a step for
+``--stall-after`` seconds it reads the records as they are and says which rank the others
+wait for, its last phase and where in its code it is (``jobs.hang_findings``), once per stall.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from stepdoctor.jobs import hang_findings, summarise_job
+from stepdoctor.probes.ranks import rank_dirs, rank_of_dir
+from stepdoctor.render import render_findings
+
+__all__ = ["STALL_AFTER_S", "StallWatch", "stall_text"]
+
+#: No step on any rank for this long is a stall worth telling: well beyond a step, an
+#: evaluation or a checkpoint of a typical job, and far below the process group's default
+#: timeout (30 minutes for gloo, 10 for NCCL).
+STALL_AFTER_S = 120.0
+#: Bytes of a record line read to tell a steps line (``{"type":"steps",...``) from others.
+_HEAD = 32
+
+
+class StallWatch:
+    """Counts the steps in a job folder's rank records as they grow; ``stalled`` says once
+    when none grew for ``after_s`` seconds after every rank of the ``world`` had a record.
+
+    Args:
+        job: the job's folder (``OUT``: ``rank-N`` folders appear as the ranks start).
+        world: ranks expected.
+        after_s: seconds without a step on any rank.
+        clock: seconds, monotonic.
+    """
+
+    def __init__(
+        self,
+        job: Path,
+        world: int,
+        after_s: float = STALL_AFTER_S,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._job = job
+        self._world = world
+        self._after_s = after_s
+        self._clock = clock
+        self._offsets: dict[int, int] = {}
+        self._partial: dict[int, bytes] = {}
+        self.steps: dict[int, int] = {}
+        """Steps in each rank's record so far."""
+        self._changed = clock()
+        self._told = False
+
+    def poll(self) -> bool:
+        """Read what the records gained; return True once per stall, when it is due."""
+        grew = False
+        for folder in rank_dirs(self._job):
+            rank = rank_of_dir(folder)
+            if rank is not None:
+                grew |= self._read(rank, folder / "run.jsonl")
+        now = self._clock()
+        if grew or len(self.steps) < self._world:
+            self._changed = now
+            self._told = False
+            return False
+        if self._told or now - self._changed < self._after_s:
+            return False
+        self._told = True
+        return True
+
+    @property
+    def idle_s(self) -> float:
+        """Seconds since a rank last gained a step (or a rank's record appeared)."""
+        return self._clock() - self._changed
+
+    def _read(self, rank: int, path: Path) -> bool:
+        """Count the steps in the lines appended to ``path``; whether there were any."""
+        try:
+            with path.open("rb") as f:
+                f.seek(self._offsets.get(rank, 0))
+                data = f.read()
+        except OSError:  # not written yet, or gone: nothing gained
+            return False
+        if rank not in self.steps:
+            self.steps[rank] = 0
+        self._offsets[rank] = self._offsets.get(rank, 0) + len(data)
+        lines = (self._partial.pop(rank, b"") + data).split(b"\n")
+        self._partial[rank] = lines.pop()  # the last one, not ended yet
+        gained = 0
+        for line in lines:
+            if b'"type":"steps"' not in line[:_HEAD]:
+                continue
+            try:
+                rows = json.loads(line).get("rows", [])
+            except ValueError:  # a torn line: the reader says so at the end
+                continue
+            gained += len(rows) if isinstance(rows, list) else 0
+        self.steps[rank] += gained
+        return gained > 0
+
+
+def stall_text(job: Path, watch: StallWatch, *, width: int = 100) -> str:
+    """What the ranks' records say of a stall: the rank the others wait for when one stands
+    out, else each rank's steps."""
+    counts = ", ".join(f"rank {r}: {n}" for r, n in sorted(watch.steps.items()))
+    head = (
+        f"\n[stepdoctor] no rank has completed a step for {watch.idle_s:.0f} s "
+        f"(steps so far: {counts}); the job is still running.\n"
+    )
+    rows, _ = summarise_job(job, executor="serial")
+    findings = hang_findings(rows, ended=False)
+    if not findings:
+        phases = ", ".join(f"rank {r.rank} in '{r.last_phase or 'unknown'}'" for r in rows)
+        return head + f"[stepdoctor] their last samples: {phases}.\n"
+    return head + render_findings(findings, width=width, heading="The job, while it waits:")
