@@ -243,3 +243,19 @@ def test_rows_read_the_ranks_clocks_from_its_samples() -> None:
     (row,) = rank_rows({0: rec}, {0: build_report(rec)})
     assert row.cpu_mhz == 2600.0  # the host's
     assert row.gpu_clock == 1400 / 1980 and row.gpu_throttled == ("software thermal slowdown",)
+
+
+def test_other_processes_beside_a_slow_computation_are_named() -> None:
+    """A CPU hog on the straggler's core (tests/distributed: rank 1 pinned to core 1 beside
+    a busy shell there): its backward 1.5x the other's, other processes a sixth of the host."""
+    hogged = dataclasses.replace(_row(1, 1.0, backward_compute=13.0), others_cpu_share=0.17,
+                                 busiest_others="sh (pid 7, 49%)")  # fmt: skip
+    (f,) = job_findings([_row(0, 8.0), hogged])
+    assert f.severity == Severity.CRITICAL and "its backward computation" in f.explanation
+    assert "used 17% of its host's CPUs meanwhile (the busiest: sh (pid 7, 49%))" in f.explanation
+    assert "one that runs on its cores slows its computation" in f.explanation
+    # slow data is no computation: the others on the host are not its cause
+    data = dataclasses.replace(_row(1, 1.0, data_wait=9.0), others_cpu_share=0.17,
+                               busiest_others="sh (pid 7, 49%)")  # fmt: skip
+    (g,) = job_findings([_row(0, 9.0), data])
+    assert "busiest" not in g.explanation

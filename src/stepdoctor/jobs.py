@@ -40,7 +40,7 @@ from stepdoctor.report import build_report
 from stepdoctor.rules import RuleContext
 from stepdoctor.rules.comm_bound import COMM_SHARE, POOR_OVERLAP
 from stepdoctor.rules.competing_processes import WARNING_SHARE as COMPETING_SHARE
-from stepdoctor.rules.competing_processes import others_share
+from stepdoctor.rules.competing_processes import busiest_others, named, others_share
 
 __all__ = [
     "CAUSE_SHARE",
@@ -79,6 +79,9 @@ CAUSE_SHARE = 0.5
 #: 1.4x the other's, 16% of the step lost).
 COMPUTE_PHASES = frozenset({"forward", "backward_compute", "optimizer"})
 CONTENDED_SHARE = COMPETING_SHARE
+#: Other processes using this share of the straggler's host are named beside a cause in its
+#: computation (one on its cores slows it; with ``CONTENDED_SHARE`` or more it is info).
+OTHERS_NOTED = 0.10
 #: A wait no phase explains is named only from this share of the step: two healthy ranks of
 #: tests/distributed/ddp_job.py on the 2-core reference machine came out 0-8% of the step
 #: apart in their all-reduce times (DDP timing every iteration on the CPU; on a GPU it times
@@ -181,6 +184,8 @@ class RankRow:
     """Its GPU's median SM clock during its steps, as a share of the GPU's maximum."""
     gpu_throttled: tuple[str, ...] = ()
     """Why its GPU's clock was held down (power, heat) in at least half its readings."""
+    busiest_others: str = ""
+    """The processes outside the job that used the most CPU on its host during its steps."""
 
 
 def rank_row(rank: int, record: RunRecord, report: Report) -> RankRow:
@@ -193,6 +198,7 @@ def rank_row(rank: int, record: RunRecord, report: Report) -> RankRow:
     ddp = record.ddp[0] if record.ddp else None
     if ddp is not None and ddp.backward_compute_ns is not None:
         phases["backward_compute"] = ddp.backward_compute_ns / 1e6
+    ctx = RuleContext(record)
     last = _last_samples(record)
     frames = {f.id: f for f in record.frames}
     stacks = {s.id: s.frames for s in record.stacks}
@@ -211,7 +217,8 @@ def rank_row(rank: int, record: RunRecord, report: Report) -> RankRow:
         ),
         phase_ms=phases,
         completed=len(record.steps),
-        others_cpu_share=others_share(RuleContext(record)),
+        others_cpu_share=others_share(ctx),
+        busiest_others=named(busiest_others(ctx)[:3]),
         status=None if record.end is None else record.end.status,
         error="" if record.end is None else record.end.error,
         last_phase=_phase_of(last) if last else "",
@@ -219,7 +226,7 @@ def rank_row(rank: int, record: RunRecord, report: Report) -> RankRow:
         last_stack=" > ".join(f.function for f in path[-6:]),
         ddp=ddp,
         micro_batches=summary.micro_batches_per_step,
-        **_clocks(RuleContext(record)),
+        **_clocks(ctx),
     )
 
 
@@ -378,12 +385,10 @@ def job_findings(rows: list[RankRow]) -> list[Finding]:
                 f"{slow.rank} spent {slow.comm_ms:.1f} ms a step in its all-reduces, the "
                 f"others {waited:.1f} ms (median): they wait {gap:.1f} ms for it, {lost:.0%} "
                 f"of their {step:.1f} ms step. Rank {slow.rank} is late because of {cause}"
-                + (
-                    f" Other processes used {slow.others_cpu_share:.0%} of its host's CPUs "
-                    "meanwhile: it fell behind where they took its cores (see the finding on "
-                    "other processes), not for anything of the job's."
-                    if contended and slow.others_cpu_share is not None
-                    else ""
+                + _others_note(
+                    slow,
+                    contended=contended,
+                    computing=clock is None and (not found or phase in COMPUTE_PHASES),
                 )
             ),
             evidence=(
@@ -424,6 +429,24 @@ def job_findings(rows: list[RankRow]) -> list[Finding]:
             fix=Fix(summary=advice),
         )
     ]
+
+
+def _others_note(slow: RankRow, *, contended: bool, computing: bool) -> str:
+    """What other processes on the straggler's host did, where its computation is late."""
+    share = slow.others_cpu_share
+    if share is None or not computing or share < OTHERS_NOTED:
+        return ""
+    busiest = f" (the busiest: {slow.busiest_others})" if slow.busiest_others else ""
+    if contended:
+        return (
+            f" Other processes used {share:.0%} of its host's CPUs meanwhile{busiest}: it fell "
+            "behind where they took its cores (see the finding on other processes), not for "
+            "anything of the job's."
+        )
+    return (
+        f" Other processes used {share:.0%} of its host's CPUs meanwhile{busiest}: one that "
+        "runs on its cores slows its computation."
+    )
 
 
 def _clock_cause(slow: RankRow, others: list[RankRow], gap: float) -> tuple[str, str] | None:

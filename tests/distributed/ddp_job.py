@@ -1,12 +1,13 @@
 """A small DistributedDataParallel job on the CPU (gloo): an MLP on synthetic data, each rank
 its shard. ``DDP_STEPS`` steps of ``DDP_BATCH`` samples a rank (at the default 32 the
-gradient all-reduce is about half of a step: communication-bound); ``DDP_HOOK=fp16`` compresses
-the gradients (DDP's fp16 comm hook); ``DDP_PIN=1`` pins each rank to the core of its local
-rank's number (a CPU hog on one of those cores slows that rank alone); ``DDP_SLOW_RANK`` makes
-that rank's data loading slow
-(a sleep per batch: a rank whose shard lives on slower storage); ``DDP_HANG_RANK`` makes that
-rank stop after ``DDP_HANG_AT`` steps (it waits on something that never comes) while the
-others wait in their all-reduce until the process group's timeout (``DDP_TIMEOUT_S``)."""
+gradient all-reduce is about half of a step: communication-bound). ``DDP_MODEL=conv`` trains a
+convolutional net whose all-reduce is a small part of its step instead; ``DDP_HOOK=fp16``
+compresses the gradients (DDP's fp16 comm hook); ``DDP_PIN=1`` pins each rank to the core of
+its local rank's number (a CPU hog on one of those cores slows that rank alone);
+``DDP_SLOW_RANK`` makes that rank's data loading slow (a sleep per batch: a rank whose shard
+lives on slower storage); ``DDP_HANG_RANK`` makes that rank stop after ``DDP_HANG_AT`` steps
+(it waits on something that never comes) while the others wait in their all-reduce until the
+process group's timeout (``DDP_TIMEOUT_S``)."""
 
 from __future__ import annotations
 
@@ -35,6 +36,7 @@ WIDTH = int(os.environ.get("DDP_WIDTH", "1024"))
 BATCH = int(os.environ.get("DDP_BATCH", "32"))
 HOOK = os.environ.get("DDP_HOOK", "")
 PIN = os.environ.get("DDP_PIN") == "1"
+MODEL = os.environ.get("DDP_MODEL", "mlp")
 
 
 def wait_for_reply(event: threading.Event) -> None:
@@ -60,6 +62,26 @@ class Rows(Dataset):  # type: ignore[type-arg]
         return self.x[i], self.y[i]
 
 
+def mlp() -> nn.Module:
+    """Two hidden layers of ``WIDTH`` units: ~1.1 M parameters all-reduced a step for
+    ~0.7 MFLOP a sample (communication-bound at small batches)."""
+    return nn.Sequential(
+        nn.Linear(64, WIDTH), nn.ReLU(), nn.Linear(WIDTH, WIDTH), nn.ReLU(), nn.Linear(WIDTH, 10)
+    )
+
+
+def conv() -> nn.Module:
+    """Convolutions over each row as a sequence of 64: ~0.1 M parameters for ~40 MFLOP a
+    sample (the all-reduce is a small part of a step)."""
+    return nn.Sequential(
+        nn.Unflatten(1, (1, 64)),
+        nn.Conv1d(1, 96, 5, padding=2), nn.ReLU(),
+        nn.Conv1d(96, 96, 5, padding=2), nn.ReLU(),
+        nn.Conv1d(96, 96, 5, padding=2), nn.ReLU(),
+        nn.AdaptiveAvgPool1d(1), nn.Flatten(), nn.Linear(96, 10),
+    )  # fmt: skip
+
+
 def main() -> None:
     if PIN:  # before the process group's threads start: they are pinned with it
         cores = sorted(os.sched_getaffinity(0))
@@ -68,15 +90,7 @@ def main() -> None:
     rank = dist.get_rank()
     data = Rows(4096, slow=rank == SLOW_RANK)
     loader = DataLoader(data, batch_size=BATCH, sampler=DistributedSampler(data))
-    model = DistributedDataParallel(
-        nn.Sequential(
-            nn.Linear(64, WIDTH),
-            nn.ReLU(),
-            nn.Linear(WIDTH, WIDTH),
-            nn.ReLU(),
-            nn.Linear(WIDTH, 10),
-        )
-    )
+    model = DistributedDataParallel(conv() if MODEL == "conv" else mlp())
     if HOOK == "fp16":
         from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
 

@@ -14,7 +14,14 @@ from stepdoctor.rules._severity import grade
 from stepdoctor.rules.context import RuleContext
 from stepdoctor.rules.registry import rule
 
-__all__ = ["CRITICAL_SHARE", "WARNING_SHARE", "competing_processes"]
+__all__ = [
+    "CRITICAL_SHARE",
+    "WARNING_SHARE",
+    "busiest_others",
+    "competing_processes",
+    "named",
+    "others_share",
+]
 
 #: DL4J's guide, step 12 ("other processes using CPU or GPU resources"), gives no number. A
 #: quarter of the machine's CPU taken by others for the whole run is what `top` would show as a
@@ -41,7 +48,9 @@ def competing_processes(ctx: RuleContext) -> list[Finding]:
     return findings
 
 
-def _top(ctx: RuleContext) -> list[ProcessUsage]:
+def busiest_others(ctx: RuleContext) -> list[ProcessUsage]:
+    """The five processes outside the job that used the most CPU during its steps, each with
+    its mean share of a core over the readings that named processes."""
     best: dict[int, ProcessUsage] = {}
     totals: dict[int, float] = {}
     counts: dict[int, int] = {}
@@ -55,6 +64,11 @@ def _top(ctx: RuleContext) -> list[ProcessUsage]:
         ProcessUsage(pid=pid, name=best[pid].name, cpu_pct=totals[pid] / readings) for pid in totals
     ]
     return sorted(ranked, key=lambda p: -p.cpu_pct)[:5]
+
+
+def named(processes: list[ProcessUsage]) -> str:
+    """``name (pid N, X%)`` for each, in order."""
+    return ", ".join(f"{p.name} (pid {p.pid}, {p.cpu_pct:.0f}%)" for p in processes)
 
 
 def others_share(ctx: RuleContext) -> float | None:
@@ -77,8 +91,8 @@ def _cpu(ctx: RuleContext) -> Finding | None:
     rung = grade(share, warning=WARNING_SHARE, critical=CRITICAL_SHARE)
     if rung is None:
         return None
-    top = _top(ctx)
-    names = ", ".join(f"{p.name} (pid {p.pid}, {p.cpu_pct:.0f}%)" for p in top) or "unknown"
+    top = busiest_others(ctx)
+    names = named(top) or "unknown"
     busy = [
         s.t_ns
         for s in ctx.system
