@@ -73,10 +73,11 @@ MIN_CRITICAL_STEPS = 20
 #: ranks' median by at least this share of the time they wait for it.
 CAUSE_SHARE = 0.5
 #: Phases that are the rank's computation: slower there while other processes take its host's
-#: CPUs (competing-processes' warning share or more), the rank fell behind where they took
-#: its cores, not for anything of the job's: said as info (measured: two healthy ranks of
-#: tests/distributed/ddp_job.py beside two busy processes on the 2 cores, one rank's backward
-#: 1.4x the other's, 16% of the step lost).
+#: CPUs (competing-processes' warning share or more), by less than ``CRITICAL_WAIT_SHARE`` of
+#: the step, the rank fell behind where they happened to take its cores, not for anything of
+#: the job's: said as info (measured: two healthy ranks of tests/distributed/ddp_job.py beside
+#: two busy processes on the 2 cores, one rank's backward 1.4x the other's, 16% of the step
+#: lost). Beyond that the other processes single it out (a hog on its cores): graded as usual.
 COMPUTE_PHASES = frozenset({"forward", "backward_compute", "optimizer"})
 CONTENDED_SHARE = COMPETING_SHARE
 #: Other processes using this share of the straggler's host are named beside a cause in its
@@ -352,6 +353,7 @@ def job_findings(rows: list[RankRow]) -> list[Finding]:
         and (not found or phase in COMPUTE_PHASES)
         and slow.others_cpu_share is not None
         and slow.others_cpu_share >= CONTENDED_SHARE
+        and lost < CRITICAL_WAIT_SHARE
     )
     everyone = f"{len(others)} other ranks" if len(others) > 1 else "the other rank"
     if clock is not None:

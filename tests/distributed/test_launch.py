@@ -67,20 +67,22 @@ def test_all_reduces_that_take_half_a_step_are_the_jobs_cost(tmp_path: Path) -> 
 
 
 def test_a_rank_beside_a_cpu_hog_on_its_core_is_named(tmp_path: Path) -> None:
-    """Each rank pinned to a core of its own, a busy shell pinned to rank 1's: rank 1 is the
-    one the other waits for, late in its computation, with the shell named."""
+    """Each rank pinned to a core of its own, two busy shells pinned to rank 1's: rank 1 is
+    the one the other waits for, late in its computation, with the shells named."""
     if len(os.sched_getaffinity(0)) < 2:
         pytest.skip("needs two cores")
     core = sorted(os.sched_getaffinity(0))[1]
-    hog = subprocess.Popen(["taskset", "-c", str(core), "sh", "-c", "while :; do :; done"])
+    busy = ["taskset", "-c", str(core), "sh", "-c", "while :; do :; done"]
+    hogs = [subprocess.Popen(busy), subprocess.Popen(busy)]
     try:
         out = tmp_path / "job"
         proc = _stepdoctor("run", "--nproc-per-node", "2", "--width", "1000", "--out", str(out),
                            str(HERE / "ddp_job.py"), DDP_STEPS="120", DDP_MODEL="conv",
                            DDP_BATCH="128", DDP_PIN="1")  # fmt: skip
     finally:
-        hog.kill()
-        hog.wait()
+        for hog in hogs:
+            hog.kill()
+            hog.wait()
     assert proc.returncode == 0, proc.stderr[-3000:]
     job = proc.stderr.split("The job, all ranks together:", 1)[1]
     assert "Rank 1 holds back the other rank:" in job, job
