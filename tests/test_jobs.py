@@ -18,7 +18,7 @@ from stepdoctor.jobs import (
     rank_rows,
     summarise_job,
 )
-from stepdoctor.model import DdpStats, RunEnd, RunRecord, Severity
+from stepdoctor.model import Collective, DdpStats, RunEnd, RunRecord, Severity
 from stepdoctor.record import RecordWriter
 from stepdoctor.report import build_report
 from tests.builders import meta, record, samples, stacked, steps
@@ -264,3 +264,46 @@ def test_other_processes_beside_a_slow_computation_are_named() -> None:
                                busiest_others="sh (pid 7, 49%)")  # fmt: skip
     (g,) = job_findings([_row(0, 9.0), data])
     assert "busiest" not in g.explanation
+
+
+def _col(seq: int, op: str = "gloo:all_reduce", sizes: str = "float32[66560]") -> Collective:
+    return Collective(seq=seq, op=op, state="scheduled", sizes=sizes, group="default_pg")
+
+
+def test_the_flight_recorder_tells_the_rank_behind_where_the_stacks_cannot() -> None:
+    """Both ranks' last samples in the backward (a rank stuck inside a collective of its own
+    looks like one waiting): rank 1's last collective is #44 where rank 0 waits in #46."""
+    ahead = (_col(45, sizes="float32[1059850]"), _col(46))
+    rows = [
+        dataclasses.replace(_row(0, 9.0), collectives=ahead, last_phase="backward", status=None),
+        dataclasses.replace(
+            _row(1, 9.0), collectives=(_col(43), _col(44)), last_phase="backward", status=None
+        ),
+    ]
+    (f,) = hang_findings(rows, ended=False)
+    assert f.rule == "hang" and f.ranks == (1,)
+    assert "collective #46, gloo:all_reduce of float32[66560], scheduled, which rank 1 never " \
+           "issued: its last was #44" in f.explanation  # fmt: skip
+    assert any(e.metric == "rank 0: last collective" and str(e.value).startswith("#46")
+               for e in f.evidence)  # fmt: skip
+    # every rank at the same collective: nothing tells them apart
+    level = [dataclasses.replace(r, collectives=(_col(46),)) for r in rows]
+    assert hang_findings(level, ended=False) == []
+
+
+def test_ranks_that_issued_different_collectives_are_out_of_step() -> None:
+    other = (_col(7), _col(8, "gloo:broadcast", "int64[10]"))
+    rows = [
+        dataclasses.replace(
+            _row(0, 9.0), collectives=(_col(7), _col(8)), status=None, last_phase="backward"
+        ),
+        dataclasses.replace(_row(1, 9.0), status=None, last_phase="other", collectives=other),
+    ]
+    (f,) = hang_findings(rows)
+    assert f.rule == "desync" and f.severity == Severity.CRITICAL
+    assert f.title == "The ranks issued different collectives as #8 of group default_pg"
+    assert "rank 1: gloo:broadcast of int64[10], scheduled" in f.explanation
+    assert "same collectives" in f.fix.summary
+    # a job that ended well on every rank is no hang, whatever its recorder kept
+    done = [dataclasses.replace(r, status="ok") for r in rows]
+    assert hang_findings(done) == []

@@ -172,6 +172,8 @@ def test_a_planted_hang_is_reported_while_it_waits_and_after(tmp_path: Path) -> 
     waiting = live.split("The job, while it waits:", 1)[1]
     assert "Rank 1 stopped stepping; rank(s) 0 wait for it" in waiting, waiting
     assert "wait_for_reply" in waiting and "it is still there" in waiting
+    # the flight recorder's view: rank 0 waits in a collective rank 1 never issued
+    assert "which rank 1 never issued" in waiting, waiting
     assert "Rank 1 stopped stepping; rank(s) 0 waited for it" in after, after
     assert "wait_for_reply" in after and "ddp_job.py" in after, after
     assert "Traceback" not in after

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -14,6 +15,7 @@ from stepdoctor.cli.stall import StallWatch, stall_text
 from stepdoctor.errors import RecordError, UsageError
 from stepdoctor.jobs import RankRow, comm_findings, hang_findings, job_findings, summarise_job
 from stepdoctor.model import RunRecord
+from stepdoctor.probes.flight import STALL_VARIABLE
 from stepdoctor.probes.ranks import RANK_DIR_PREFIX, rank_dirs, rank_from_env
 from stepdoctor.record import load_run
 from stepdoctor.render import render_findings
@@ -88,7 +90,8 @@ def launch(args: argparse.Namespace, out: Path, target: list[str]) -> int:
 def _run_watched(command: list[str], out: Path, args: argparse.Namespace) -> int:
     """Run the launcher, telling a stall of every rank while it lasts (``stall.py``)."""
     watch = StallWatch(out, args.nproc_per_node, args.stall_after)
-    proc = subprocess.Popen(command)
+    # the ranks read their flight recorders once their steps stall for half of this
+    proc = subprocess.Popen(command, env={**os.environ, STALL_VARIABLE: str(args.stall_after)})
     try:
         while True:
             try:

@@ -17,22 +17,20 @@ from collections.abc import Callable
 from pathlib import Path
 
 from stepdoctor.jobs import hang_findings, summarise_job
+from stepdoctor.probes.flight import STALL_AFTER_S
 from stepdoctor.probes.ranks import rank_dirs, rank_of_dir
 from stepdoctor.render import render_findings
 
 __all__ = ["STALL_AFTER_S", "StallWatch", "stall_text"]
 
-#: No step on any rank for this long is a stall worth telling: well beyond a step, an
-#: evaluation or a checkpoint of a typical job, and far below the process group's default
-#: timeout (30 minutes for gloo, 10 for NCCL).
-STALL_AFTER_S = 120.0
 #: Bytes of a record line read to tell a steps line (``{"type":"steps",...``) from others.
 _HEAD = 32
 
 
 class StallWatch:
-    """Counts the steps in a job folder's rank records as they grow; ``stalled`` says once
-    when none grew for ``after_s`` seconds after every rank of the ``world`` had a record.
+    """Counts the steps in a job folder's rank records as they grow; ``poll`` says once
+    when none grew for ``after_s`` seconds after every rank of the ``world`` made a step
+    (start-up, however long, is no stall).
 
     Args:
         job: the job's folder (``OUT``: ``rank-N`` folders appear as the ranks start).
@@ -68,7 +66,7 @@ class StallWatch:
             if rank is not None:
                 grew |= self._read(rank, folder / "run.jsonl")
         now = self._clock()
-        if grew or len(self.steps) < self._world:
+        if grew or len(self.steps) < self._world or not all(self.steps.values()):
             self._changed = now
             self._told = False
             return False

@@ -50,6 +50,7 @@ from stepdoctor.model import (
     RunRecord,
     StackSample,
 )
+from stepdoctor.probes import flight
 from stepdoctor.probes.ddp import ddp_stats
 from stepdoctor.probes.ranks import rank_from_env
 from stepdoctor.probes.run_meta import new_run_meta
@@ -148,6 +149,7 @@ class Session(BaseSession):
         self._progress_sink = progress_sink
         self._readers = readers
         self._environ = environ
+        self._rank = rank_from_env(environ)
         self._monitor: Monitor | None = None
         self._writer: RecordWriter | None = None
         self._nvml: NvmlReader | None = None
@@ -202,7 +204,7 @@ class Session(BaseSession):
                 PsutilReader(
                     sample_every_ns=every,
                     nice=self._monitor_nice,
-                    ranks_root=os.getppid() if rank_from_env() is not None else None,
+                    ranks_root=os.getppid() if self._rank is not None else None,
                 )
             ]
             self._nvml = NvmlReader.open()
@@ -241,6 +243,9 @@ class Session(BaseSession):
             nice=self._monitor_nice,
             stacks=None if self._stacks is None else SamplePairer(self._stacks),
             allocations=window,
+            flight_after_ns=(
+                None if self._rank is None else int(flight.read_after_s(self._environ) * 1e9)
+            ),
         )
 
     def _run_collectors(self) -> None:
@@ -305,10 +310,13 @@ class Session(BaseSession):
         warnings: list[str] = []
         ddp = [found for model in self.ddp_models if (found := ddp_stats(model))]
         self.ddp_models.clear()
+        collectives = (flight.last() if self._rank is not None else []) or got.collectives
         if self._writer is not None:
             try:
                 if ddp:
                     self._writer.write_items("ddp", ddp)
+                if collectives and collectives is not got.collectives:
+                    self._writer.write_items("collective", collectives)
                 self._writer.write_end(end)
                 self._writer.close()
             except OSError as exc:
@@ -339,6 +347,7 @@ class Session(BaseSession):
             samples=tuple(got.samples),
             allocations=tuple(got.allocations),
             ddp=tuple(ddp),
+            collectives=tuple(collectives),
             end=end,
             warnings=tuple(warnings),
         )

@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     from stepdoctor.model.phases import Phase
     from stepdoctor.model.run import (
         WARMUP_SAMPLES,
+        Collective,
         ConcurrencyStat,
         DdpStats,
         EnvFact,
@@ -103,6 +104,7 @@ __all__ = [
     "CodeFrame",
     "CodeSite",
     "CodeStack",
+    "Collective",
     "ConcurrencyStat",
     "DdpStats",
     "EnvFact",
@@ -188,6 +190,7 @@ _HOMES = {
     "RunEnd": "run",
     "RunMeta": "run",
     "DdpStats": "run",
+    "Collective": "run",
     "RunRecord": "run",
     "SCHEMA_VERSION": "schema",
     "GC_PHASE": "stacks",

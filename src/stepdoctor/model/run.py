@@ -304,6 +304,23 @@ class Notice:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class Collective:
+    """One collective of a rank as PyTorch's Flight Recorder kept it (``probes/flight.py``)."""
+
+    seq: int
+    """Its number in its process group (``collective_seq_id``): the same collective has the
+    same number on every rank."""
+    op: str
+    """``gloo:all_reduce``, ``nccl:broadcast``..."""
+    state: str
+    """``scheduled``, ``started`` or ``completed``."""
+    sizes: str = ""
+    """Its input tensors' shapes and dtypes, as ``float32[1115146]``."""
+    group: str = ""
+    created_unix_ns: int | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class DdpStats:
     """What a ``DistributedDataParallel`` model's own logger measured (its
     ``_get_ddp_logging_data()``, read when the run ends): averages over the iterations it
@@ -406,6 +423,9 @@ class RunRecord:
     """Lines whose allocations outlived a traced window (GC pressure, memory growth)."""
     ddp: tuple[DdpStats, ...] = ()
     """Each DistributedDataParallel model's own timings (a rank of a distributed job)."""
+    collectives: tuple[Collective, ...] = ()
+    """A rank's last collectives, from the Flight Recorder, as read last (when its steps
+    stalled, or at its end)."""
     end: RunEnd | None = None
     warnings: tuple[str, ...] = ()
     """Problems met while loading the record (truncated tail, say)."""

@@ -24,6 +24,7 @@ from stepdoctor.model import (
     BoundVerdict,
     CodeFrame,
     CodeStack,
+    Collective,
     ConcurrencyStat,
     DdpStats,
     EnvFact,
@@ -61,10 +62,11 @@ ITEM_TYPES: Final[dict[str, tuple[str, type]]] = {
     "sample": ("samples", StackSample),
     "allocation": ("allocations", AllocationSite),
     "ddp": ("ddp", DdpStats),
+    "collective": ("collectives", Collective),
 }
 
 #: line types whose latest line replaces the earlier ones rather than adding to them
-REPLACING_TYPES: Final = frozenset({"concurrency"})
+REPLACING_TYPES: Final = frozenset({"concurrency", "collective"})
 
 #: line types written as ``fields`` + ``rows`` (one row per item) rather than ``items``
 ROW_TYPES: Final = frozenset({"steps", "system", "gpu", "sample"})

@@ -32,6 +32,7 @@ from stepdoctor.model import (
     BoundVerdict,
     CodeFrame,
     CodeStack,
+    Collective,
     ConcurrencyStat,
     EnvFact,
     GpuSample,
@@ -44,6 +45,7 @@ from stepdoctor.model import (
     StepTiming,
     SystemSample,
 )
+from stepdoctor.probes import flight
 from stepdoctor.probes.environment import PROBE_TIMEOUT_S, SLOW_PROBES, probe_environment
 from stepdoctor.probes.model_lint import describe_model
 from stepdoctor.record import RecordWriter
@@ -92,6 +94,8 @@ class Collected:
         self.stacks: list[CodeStack] = []
         self.samples: list[StackSample] = []
         self.allocations: list[AllocationSite] = []
+        self.collectives: list[Collective] = []
+        """A rank's last collectives, as read last (flight recorder)."""
 
     def steps(self) -> list[StepTiming]:
         """The steps, made from their rows.
@@ -116,6 +120,8 @@ class Monitor:
         nice: the monitor thread's nice value (``None``: left as the job's).
         stacks: the stack sampler's samples, paired with their phases at each flush.
         allocations: traces allocations for a while when GC pressure or memory growth shows.
+        flight_after_ns: a rank of a distributed job: read its flight recorder when no step
+            completed for this long (once a stall).
     """
 
     def __init__(
@@ -135,8 +141,13 @@ class Monitor:
         nice: int | None = MONITOR_NICE,
         stacks: SamplePairer | None = None,
         allocations: AllocationWindow | None = None,
+        flight_after_ns: int | None = None,
     ) -> None:
         self.collected = Collected()
+        self._flight_after = flight_after_ns
+        self._flight_steps = -1
+        self._flight_since = clock()
+        self._flight_read = False
         self._stacks = stacks
         self._allocations = allocations
         self._steps_at_window = 0
@@ -312,6 +323,7 @@ class Monitor:
         self._collect_experiments(final=final)
         self._collect_profiled()
         self._collect_allocations(final=final)
+        self._collect_collectives(final=final)
         seen = len(self.collected.batch_dtypes)
         new = list(self._sink.batch_dtypes[seen:])
         if new:
@@ -390,6 +402,24 @@ class Monitor:
         for line_type, items in (("frame", frames), ("stack", stacks), ("sample", samples)):
             if items:
                 self._queue(line_type, items)
+
+    def _collect_collectives(self, *, final: bool) -> None:
+        """A rank whose steps stalled: its last collectives, once a stall (the one the other
+        ranks wait in, or the one it never issued). At the end the session reads them in the
+        job's thread."""
+        if self._flight_after is None or final:
+            return
+        now, steps = self._clock(), self.collected.step_count
+        if steps != self._flight_steps:
+            self._flight_steps, self._flight_since, self._flight_read = steps, now, False
+            return
+        if self._flight_read or now - self._flight_since < self._flight_after:
+            return
+        self._flight_read = True
+        found = flight.last()
+        if found:
+            self.collected.collectives = found
+            self._queue("collective", found)
 
     def _collect_allocations(self, *, final: bool) -> None:
         window = self._allocations
