@@ -7,7 +7,8 @@ its local rank's number (a CPU hog on one of those cores slows that rank alone);
 ``DDP_SLOW_RANK`` makes that rank's data loading slow (a sleep per batch: a rank whose shard
 lives on slower storage); ``DDP_HANG_RANK`` makes that rank stop after ``DDP_HANG_AT`` steps
 (it waits on something that never comes) while the others wait in their all-reduce until the
-process group's timeout (``DDP_TIMEOUT_S``)."""
+process group's timeout (``DDP_TIMEOUT_S``); ``DDP_DESYNC_RANK`` makes that rank broadcast a
+tensor after ``DDP_HANG_AT`` steps, where the others all-reduce their gradients (out of step)."""
 
 from __future__ import annotations
 
@@ -27,6 +28,7 @@ torch.set_num_threads(1)
 STEPS = int(os.environ.get("DDP_STEPS", "30"))
 SLOW_RANK = int(os.environ.get("DDP_SLOW_RANK", "-1"))
 HANG_RANK = int(os.environ.get("DDP_HANG_RANK", "-1"))
+DESYNC_RANK = int(os.environ.get("DDP_DESYNC_RANK", "-1"))
 HANG_AT = int(os.environ.get("DDP_HANG_AT", "20"))
 TIMEOUT_S = float(os.environ.get("DDP_TIMEOUT_S", "300"))
 #: Hidden units: the default makes a step of ~10-20 ms on one core, so that the scheduler's
@@ -105,6 +107,8 @@ def main() -> None:
             done += 1
             if rank == HANG_RANK and done == HANG_AT:
                 wait_for_reply(threading.Event())
+            if rank == DESYNC_RANK and done == HANG_AT:
+                dist.broadcast(torch.zeros(10, dtype=torch.long), src=0)  # the others do not
             if done >= STEPS:
                 break
     dist.destroy_process_group()

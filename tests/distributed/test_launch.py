@@ -187,3 +187,18 @@ def test_a_world_of_one_rank_is_one_run(tmp_path: Path) -> None:
     record = load_run(out)  # no rank folders: a world of one is not distributed
     assert len(record.steps) == 40 and record.meta.rank is None
     assert "a world of one rank" in proc.stderr and "steps: 40" in proc.stderr
+
+
+def test_ranks_out_of_step_are_a_desync(tmp_path: Path) -> None:
+    """After 20 steps rank 1 broadcasts a tensor where rank 0 all-reduces its gradients: the
+    flight recorders of both hold a different collective under one number."""
+    out = tmp_path / "job"
+    proc = _stepdoctor("run", "--nproc-per-node", "2", "--width", "1000", "--out", str(out),
+                       "--stall-after", "3", str(HERE / "ddp_job.py"), DDP_STEPS="60",
+                       DDP_DESYNC_RANK="1", DDP_HANG_AT="20", DDP_TIMEOUT_S="15")  # fmt: skip
+    assert proc.returncode != 0
+    live, after = proc.stderr.split("The job, all ranks together:", 1)
+    waiting = live.split("The job, while it waits:", 1)[1]
+    assert "(desync)" in waiting and "rank 1: gloo:broadcast of int64[10]" in waiting, waiting
+    assert "rank 0: gloo:all_reduce of float32[" in waiting
+    assert "(desync)" in after, after
