@@ -4,7 +4,7 @@ DDP's reducer times, at the iterations it samples, its forward, the backward's c
 the gradient all-reduces (from the first bucket launched to the last one done) and how much
 of them ran during the backward; on the CPU (gloo) too. A rank that waits for a slower one
 spends that wait inside its all-reduces: the rank that spends *least* time in them is the one
-the others wait for (``stepdoctor/jobs.py``).
+the others wait for (``stepdoctor/jobs/stragglers.py``).
 """
 
 from __future__ import annotations

@@ -1,0 +1,45 @@
+"""One diagnosis for a distributed job from its ranks' records: a row per rank (``rows``,
+the map), then the job judged from them (the reduce): the rank the others wait for
+(``stragglers``), the communication's cost (``comm``), a hang or a desync (``hangs``).
+"""
+
+from stepdoctor.jobs.comm import comm_findings
+from stepdoctor.jobs.hangs import WAITING_PHASES, hang_findings
+from stepdoctor.jobs.rows import (
+    HANG_SAMPLES,
+    RankRow,
+    rank_row,
+    rank_rows,
+    summarise_job,
+    summarise_rank,
+)
+from stepdoctor.jobs.stragglers import (
+    CAUSE_SHARE,
+    COMPUTE_PHASES,
+    CONTENDED_SHARE,
+    CRITICAL_WAIT_SHARE,
+    MIN_CRITICAL_STEPS,
+    UNEXPLAINED_SHARE,
+    WAIT_SHARE,
+    job_findings,
+)
+
+__all__ = [
+    "CAUSE_SHARE",
+    "COMPUTE_PHASES",
+    "CONTENDED_SHARE",
+    "CRITICAL_WAIT_SHARE",
+    "HANG_SAMPLES",
+    "MIN_CRITICAL_STEPS",
+    "UNEXPLAINED_SHARE",
+    "WAITING_PHASES",
+    "WAIT_SHARE",
+    "RankRow",
+    "comm_findings",
+    "hang_findings",
+    "job_findings",
+    "rank_row",
+    "rank_rows",
+    "summarise_job",
+    "summarise_rank",
+]
