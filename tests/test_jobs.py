@@ -183,6 +183,7 @@ def test_the_fixes_are_those_that_apply() -> None:
     accumulating = [_timed(0, 5.0, micro=4.0), _timed(1, 5.0, micro=4.0, comm_hook="fp16")]
     (f,) = comm_findings(accumulating)
     assert "It accumulates 4 micro-batches a step" in f.fix.summary
+    assert "this is the least it costs" in f.explanation  # DDP times one backward of 4
     assert "fp16_compress_hook" in f.fix.summary  # rank 0 waits least (a tie: the lower rank)
     hooked = [_timed(0, 5.0, comm_hook="fp16_compress_hook"), _timed(1, 5.1)]
     (g,) = comm_findings(hooked)
@@ -222,9 +223,13 @@ def test_a_rank_whose_clock_is_held_down_is_named_for_its_clock() -> None:
     assert "nvidia-smi" in f.fix.summary
     # the host's CPUs at a lower clock: the same, in MHz
     cpu = [dataclasses.replace(_row(0, 8.0), cpu_mhz=3000.0),
-           dataclasses.replace(_row(1, 1.0, backward_compute=13.0), cpu_mhz=2100.0)]  # fmt: skip
+           dataclasses.replace(_row(1, 1.0, backward_compute=13.0), cpu_mhz=2100.0,
+                               host="h2")]  # fmt: skip
     (g,) = job_findings(cpu)
     assert "its host's CPU clock: 2100 MHz against the others' 3000 MHz" in g.explanation
+    # ranks of one host share its clock: a reading apart is that clock's noise, not a cause
+    (one,) = job_findings([cpu[0], dataclasses.replace(cpu[1], host="h")])
+    assert "clock" not in one.explanation
     # a clock 2% lower does not explain a 40% wait: the phase that does is named
     slight = [dataclasses.replace(_row(0, 9.0), cpu_mhz=3000.0),
               dataclasses.replace(_row(1, 1.0, data_wait=9.0), cpu_mhz=2940.0)]  # fmt: skip
@@ -242,6 +247,10 @@ def test_rows_read_the_ranks_clocks_from_its_samples() -> None:
                   max_sm_clock_mhz=1980, clock_reasons=0x20 if i else 0,
                   processes=(mine,) if i == 1 else ())
         for x in s for i in (0, 1)
+    ) + tuple(  # idle readings (the clock down for want of work) do not count
+        GpuSample(t_ns=x.end_ns, index=1, util_pct=3.0, sm_clock_mhz=210, max_sm_clock_mhz=1980,
+                  clock_reasons=0x1, processes=(mine,))
+        for x in s
     )  # fmt: skip
     system = tuple(dataclasses.replace(x, cpu_mhz=2600.0) for x in samples(s))
     rec = dataclasses.replace(record(s, system=system), gpu=gpu)

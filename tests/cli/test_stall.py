@@ -51,6 +51,7 @@ def test_a_stall_is_said_once_when_no_rank_gains_a_step(tmp_path: Path) -> None:
 
 
 def test_a_line_read_half_written_is_counted_when_whole(tmp_path: Path) -> None:
+    watch = StallWatch(tmp_path, world=1, after_s=10.0, clock=lambda: 0.0)
     w = _writer(tmp_path, 0)
     w.write_items("steps", steps(4))
     w.close()
@@ -58,7 +59,6 @@ def test_a_line_read_half_written_is_counted_when_whole(tmp_path: Path) -> None:
     whole = path.read_bytes()
     cut = whole.rindex(b'"rows"')
     path.write_bytes(whole[:cut])
-    watch = StallWatch(tmp_path, world=1, after_s=10.0, clock=lambda: 0.0)
     assert not watch.poll() and watch.steps == {0: 0}
     path.write_bytes(whole)
     watch.poll()
@@ -73,14 +73,14 @@ def test_the_stall_names_the_rank_the_others_wait_for(tmp_path: Path) -> None:
                    {"other": [(("main", "wait_for_reply", "Event.wait"), 20)]},
                    library=("Event.wait",)),
     }  # fmt: skip
+    now = [0.0]
+    watch = StallWatch(tmp_path, world=2, after_s=5.0, clock=lambda: now[0])
     for rank, rec in ranks.items():
         w = _writer(tmp_path, rank)
         for kind, items in (("steps", rec.steps), ("frame", rec.frames), ("stack", rec.stacks),
                             ("sample", rec.samples)):  # fmt: skip
             w.write_items(kind, items)
         w.close()  # no end line: the ranks are still running
-    now = [0.0]
-    watch = StallWatch(tmp_path, world=2, after_s=5.0, clock=lambda: now[0])
     watch.poll()
     now[0] = 6.0
     assert watch.poll()
@@ -88,3 +88,11 @@ def test_the_stall_names_the_rank_the_others_wait_for(tmp_path: Path) -> None:
     assert "no rank has completed a step for 6 s (steps so far: rank 0: 20, rank 1: 20)" in text
     assert "Rank 1 stopped stepping; rank(s) 0 wait for it" in text
     assert "it is still there" in text and "wait_for_reply" in text
+
+
+def test_a_record_left_by_an_earlier_run_is_not_this_runs_progress(tmp_path: Path) -> None:
+    old = _writer(tmp_path, 0)
+    old.write_items("steps", steps(7))
+    old.close()
+    watch = StallWatch(tmp_path, world=1, after_s=1.0, clock=lambda: 10.0)
+    assert not watch.poll() and watch.steps == {0: 0}  # start-up of this run: no stall

@@ -1,5 +1,5 @@
-"""The flight recorder probe: on for ranks unless the job chose, entries read as collectives
-(an entry as torch 2.13 recorded it for a gloo all-reduce), nothing without a process group."""
+"""The flight recorder probe: entries read as collectives (an entry as torch 2.13 recorded it
+for a gloo all-reduce), read at half the launcher's stall, nothing without a process group."""
 
 from __future__ import annotations
 
@@ -19,19 +19,19 @@ ENTRY = {
 def test_an_entry_is_read_as_a_collective() -> None:
     c = flight._collective(ENTRY)
     assert c is not None and (c.seq, c.op, c.state) == (9, "gloo:all_reduce", "scheduled")
-    assert c.sizes == "float32[2]" and c.group == "default_pg"
+    assert c.sizes == "float32[2]" and c.group == "0 (default_pg)"
+    subgroup = flight._collective({**ENTRY, "process_group": ["3", "undefined"]})
+    assert subgroup is not None and subgroup.group == "3"  # groups made without a name
     assert c.created_unix_ns == 1795683180352014511
     assert flight._collective({"profiling_name": "x"}) is None  # no number: not matched
     assert flight._collective("garbage") is None
 
 
-def test_the_recorder_is_turned_on_unless_the_job_chose() -> None:
-    env: dict[str, str] = {}
-    assert flight.enable(env) and env["TORCH_FR_BUFFER_SIZE"] == str(flight.BUFFER_ENTRIES)
-    chose = {"TORCH_NCCL_TRACE_BUFFER_SIZE": "0"}
-    assert not flight.enable(chose) and "TORCH_FR_BUFFER_SIZE" not in chose
+def test_a_rank_reads_its_recorder_at_half_the_launchers_stall() -> None:
     assert flight.read_after_s({flight.STALL_VARIABLE: "3"}) == 1.5
     assert flight.read_after_s({flight.STALL_VARIABLE: "nonsense"}) == 60.0
+    assert flight.read_after_s({flight.STALL_VARIABLE: "inf"}) == 60.0
+    assert flight.read_after_s({}) == flight.STALL_AFTER_S * flight.READ_SHARE
 
 
 def test_no_process_group_means_no_collectives() -> None:

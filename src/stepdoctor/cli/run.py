@@ -30,7 +30,6 @@ from stepdoctor.experiments import DEFAULT_BUDGET_S, make_run_experiment
 from stepdoctor.experiments.overrides import Overrides, apply_overrides
 from stepdoctor.experiments.verify import DEFAULT_SHARE, verify
 from stepdoctor.model import FixTrial, Report, TraceSummary
-from stepdoctor.probes import flight
 from stepdoctor.probes.ranks import job_dir, rank_dir, rank_from_env
 from stepdoctor.render.formats import RENDERERS, RenderInput
 from stepdoctor.render.trace import render_trace
@@ -173,7 +172,6 @@ def run(args: argparse.Namespace) -> int:
     if rank is not None:  # one of torchrun's ranks: a folder of its own; rank 0 reports
         out_dir = rank_dir(args.out or job_dir(rank), rank)
         show = show and rank.rank == 0
-        flight.enable(os.environ)  # before the job makes its process group
     capture = TraceCapture(out_dir / "trace") if args.trace else None
     keeper = ObjectKeeper() if args.verify else None
     trigger: ExperimentTrigger | None = keeper

@@ -11,6 +11,7 @@ wait for, its last phase and where in its code it is (``jobs.hang_findings``), o
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 from collections.abc import Callable
@@ -51,7 +52,13 @@ class StallWatch:
         self._world = world
         self._after_s = after_s
         self._clock = clock
+        # a record there already (an earlier run into the same folder) is not this run's
         self._offsets: dict[int, int] = {}
+        for folder in rank_dirs(job):
+            rank = rank_of_dir(folder)
+            if rank is not None:
+                with contextlib.suppress(OSError):
+                    self._offsets[rank] = (folder / "run.jsonl").stat().st_size
         self._partial: dict[int, bytes] = {}
         self.steps: dict[int, int] = {}
         """Steps in each rank's record so far."""

@@ -45,6 +45,12 @@ def comm_findings(rows: list[RankRow]) -> list[Finding]:
                 f"{overlap:.1f} ms of it ran while the backward still computed ({hidden:.0%}); "
                 f"the rest, {comm - overlap:.1f} ms, every rank waits for. DDP's settings: "
                 f"{settings}."
+                + (
+                    f" DDP times one backward: with {base.micro_batches:.0f} a step and no "
+                    "no_sync, each all-reduces, so this is the least it costs."
+                    if base.micro_batches is not None and base.micro_batches > 1
+                    else ""
+                )
             ),
             evidence=(
                 Evidence(

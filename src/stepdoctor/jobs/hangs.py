@@ -6,7 +6,10 @@ from __future__ import annotations
 from stepdoctor.jobs.rows import RankRow
 from stepdoctor.model import Collective, Evidence, Finding, Fix, Severity, Speedup
 
-__all__ = ["WAITING_PHASES", "hang_findings"]
+__all__ = ["SAME_SHAPE", "WAITING_PHASES", "hang_findings"]
+
+#: Collectives to which every rank passes tensors of one shape (``gloo:all_reduce``...).
+SAME_SHAPE = ("all_reduce", "allreduce", "broadcast", "reduce")
 
 #: Phases in which a rank of a DDP job waits for the others: the backward holds its gradient
 #: all-reduces (and their wait for a rank that does not come).
@@ -34,6 +37,7 @@ def hang_findings(rows: list[RankRow], *, ended: bool = True) -> list[Finding]:
         return []
     (row,) = stuck
     others = [r for r in rows if r is not row]
+    where = row.last_where or "an unknown place (no stack samples of its loop)"
     errors = [f"rank {r.rank}: {r.error}" for r in others if r.error]
     if not ended:
         how = "it is still there"
@@ -79,17 +83,20 @@ def hang_findings(rows: list[RankRow], *, ended: bool = True) -> list[Finding]:
             ),
             explanation=(
                 f"Rank {row.rank} completed {row.completed} steps, then stayed in "
-                f"'{row.last_phase or '?'}' at {row.last_where or 'an unknown place'}; "
-                f"{how}. Rank(s) {waiting} {were} "
-                "waiting in their gradient all-reduce (backward), which cannot end without it"
-                + (f" ({issued})" if issued and behind is row else "")
+                f"'{row.last_phase or '?'}' at {where}; {how}. Rank(s) {waiting} {were} "
+                + (
+                    f"waiting in {issued}"
+                    if issued and behind is row
+                    else "waiting in their gradient all-reduce (backward), which cannot end "
+                    "without it"
+                )
                 + (f" ({'; '.join(errors)})." if errors else ".")
             ),
             evidence=tuple(evidence),
             speedup=Speedup.none(f"none: the job makes no progress until rank {row.rank} moves on"),
             fix=Fix(
                 summary=(
-                    f"Look at what rank {row.rank} does at {row.last_where}: every rank must "
+                    f"Look at what rank {row.rank} does at {where}: every rank must "
                     "reach each collective (the same number of batches per rank, the same "
                     "branches, no rank-only work that blocks). A process-group timeout "
                     "(init_process_group(timeout=...)) turns a hang into an error sooner."
@@ -106,7 +113,7 @@ def _behind(rows: list[RankRow]) -> tuple[RankRow | None, str]:
     if len(rows) < 2 or any(not r.collectives for r in rows):
         return None, ""
     groups = [c.group for r in rows for c in r.collectives]
-    group = max(set(groups), key=groups.count)
+    group = max(sorted(set(groups)), key=groups.count)  # ties: the first by name
     last = {r.rank: max((c for c in r.collectives if c.group == group), key=lambda c: c.seq,
                         default=None) for r in rows}  # fmt: skip
     if any(c is None for c in last.values()):
@@ -131,7 +138,9 @@ def _desync(rows: list[RankRow]) -> Finding | None:
         for c in r.collectives:
             by_key.setdefault((c.group, c.seq), {})[r.rank] = c
     for (group, seq), seen in sorted(by_key.items(), key=lambda kv: kv[0][1]):
-        kinds = {(c.op, c.sizes) for c in seen.values()}
+        # the operation must match; the shapes too where every rank passes the same shape
+        # (an all-to-all or a scatter may differ by rank)
+        kinds = {(c.op, c.sizes if c.op.endswith(SAME_SHAPE) else "") for c in seen.values()}
         if len(seen) < 2 or len(kinds) < 2:
             continue
         said = "; ".join(f"rank {rank}: {_said(c)}" for rank, c in sorted(seen.items()))

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from stepdoctor.collect.sampling.nvml import THROTTLING, clock_reasons
+from stepdoctor.collect.sampling.nvml import IDLE, THROTTLING, clock_reasons
 from stepdoctor.errors import MissingExtraError, RecordError
 from stepdoctor.model import (
     CodeFrame,
@@ -29,8 +29,19 @@ from stepdoctor.report import build_report
 from stepdoctor.rules import RuleContext
 from stepdoctor.rules.competing_processes import busiest_others, named, others_share
 
-__all__ = ["HANG_SAMPLES", "RankRow", "rank_row", "rank_rows", "summarise_job", "summarise_rank"]
+__all__ = [
+    "BUSY_GPU_PCT",
+    "HANG_SAMPLES",
+    "RankRow",
+    "rank_row",
+    "rank_rows",
+    "summarise_job",
+    "summarise_rank",
+]
 
+#: A GPU reading counts for its clock from this utilisation: below it, the GPU lowers its
+#: clock for want of work, not for heat or power.
+BUSY_GPU_PCT = 50.0
 #: The last stack samples of a rank's loop read to say where it stopped (at 50 Hz: its last
 #: 0.2 s before its record ends).
 HANG_SAMPLES = 10
@@ -132,7 +143,16 @@ def _clocks(ctx: RuleContext) -> dict[str, Any]:
     mine = {g.index for g in gpus if any(p.is_job for p in g.processes)}
     if not mine and len({g.index for g in gpus}) == 1:
         mine = {g.index for g in gpus}
-    clocked = [g for g in gpus if g.index in mine and g.sm_clock_mhz and g.max_sm_clock_mhz]
+    # a GPU that idles lowers its clock of its own accord: only busy readings count
+    clocked = [
+        g
+        for g in gpus
+        if g.index in mine
+        and g.sm_clock_mhz
+        and g.max_sm_clock_mhz
+        and (g.util_pct or 0.0) >= BUSY_GPU_PCT
+        and not (g.clock_reasons or 0) & IDLE
+    ]
     held = [g.clock_reasons & THROTTLING for g in clocked if g.clock_reasons is not None]
     reasons = {name for mask in held for name in clock_reasons(mask)}
     return {

@@ -241,7 +241,8 @@ def _others_note(slow: RankRow, *, contended: bool, computing: bool) -> str:
 def _clock_cause(slow: RankRow, others: list[RankRow], gap: float) -> tuple[str, str] | None:
     """The straggler's lower clock as its cause, when its computation at the others' clock
     would save at least ``CAUSE_SHARE`` of the wait: its GPU's SM clock (a share of its
-    maximum, with the throttling reasons NVML gave), else its host's CPU clock."""
+    maximum over its busy readings, with the throttling reasons NVML gave), else its host's
+    CPU clock against other hosts'."""
     compute = sum(slow.phase_ms.get(p, 0.0) for p in COMPUTE_PHASES)
     theirs = [r.gpu_clock for r in others if r.gpu_clock]
     if (
@@ -257,7 +258,8 @@ def _clock_cause(slow: RankRow, others: list[RankRow], gap: float) -> tuple[str,
             "(nvidia-smi -q -d PERFORMANCE,POWER,TEMPERATURE); a node whose GPUs throttle "
             "holds back the whole job, so fix or drain it.",
         )
-    mhz = [r.cpu_mhz for r in others if r.cpu_mhz]
+    # ranks on one host share its CPUs' clock: only other hosts' compare
+    mhz = [r.cpu_mhz for r in others if r.cpu_mhz and r.host != slow.host]
     if (
         slow.cpu_mhz
         and mhz

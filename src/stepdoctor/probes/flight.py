@@ -2,45 +2,40 @@
 
 The Flight Recorder keeps, for every collective a process group issues, its number in the
 group (the same collective has the same number on every rank), its operation, its tensors'
-shapes and how far it got (scheduled, started, completed): with NCCL, and with gloo on the
-CPU too (torch 2.13: ``TORCH_FR_BUFFER_SIZE``). When a job hangs, the rank whose last
+shapes and how far it got (scheduled, started, completed). torch 2.13 keeps the last 2,000 by
+default (``TORCH_FR_BUFFER_SIZE``; 0 turns it off), gloo's on the CPU as well as NCCL's
+(dumped separately, where torch was built with NCCL). When a job hangs, the rank whose last
 collective has a lower number than the others' never issued the one they wait in; ranks that
 issued different operations under one number are out of step (a desync).
 
-A rank under ``stepdoctor run`` turns the recorder on (``enable``: the environment variable,
-read when the process group is made, unless the job set one of its own), and its record keeps
-its last ``KEPT`` collectives, read when its steps stall and when it ends (``last``).
+A rank's record keeps its last ``KEPT`` collectives, read when its steps stall and when it
+ends (``last``).
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import math
 import sys
-from collections.abc import Mapping, MutableMapping
+from collections.abc import Mapping
 from typing import Any
 
 from stepdoctor.model import Collective
 
 __all__ = [
-    "BUFFER_ENTRIES",
     "KEPT",
     "READ_SHARE",
     "STALL_AFTER_S",
     "STALL_VARIABLE",
-    "enable",
     "last",
     "read_after_s",
 ]
 
 logger = logging.getLogger(__name__)
 
-#: Collectives the recorder keeps (a ring): a DDP step issues one to a few all-reduces, so
-#: this holds the last tens of steps; each entry is a few hundred bytes.
-BUFFER_ENTRIES = 256
 #: Collectives a record keeps, the last ones.
 KEPT = 8
-_VARIABLES = ("TORCH_FR_BUFFER_SIZE", "TORCH_NCCL_TRACE_BUFFER_SIZE")
 #: No step on any rank for this long is a stall the launcher tells (``run --stall-after``):
 #: well beyond a step, an evaluation or a checkpoint of a typical job, and far below the
 #: process group's default timeout (30 minutes for gloo, 10 for NCCL).
@@ -58,35 +53,39 @@ def read_after_s(environ: Mapping[str, str]) -> float:
         stall = float(environ.get(STALL_VARIABLE, STALL_AFTER_S))
     except ValueError:
         stall = STALL_AFTER_S
-    return max(0.5, stall * READ_SHARE) if stall > 0 else STALL_AFTER_S * READ_SHARE
-
-
-def enable(environ: MutableMapping[str, str]) -> bool:
-    """Turn the recorder on for process groups made from now on, unless the job chose a size
-    itself (0 included); return whether it was set here."""
-    if any(name in environ for name in _VARIABLES):
-        return False
-    environ[_VARIABLES[0]] = str(BUFFER_ENTRIES)
-    return True
+    if not math.isfinite(stall) or stall <= 0:  # never told: read at the default's pace
+        stall = STALL_AFTER_S
+    return max(0.5, stall * READ_SHARE)
 
 
 def last(limit: int = KEPT) -> list[Collective]:
-    """The last ``limit`` collectives the recorder kept, oldest first; none where torch's
-    distributed package is not imported, no process group exists, or the recorder is off or
-    unreadable (a private API: any failure is none)."""
+    """The last ``limit`` collectives the recorders kept (gloo's and, where torch has it,
+    NCCL's), oldest first; none where torch's distributed package is not imported, no process
+    group exists, or the recorder is off or unreadable (a private API: any failure is none).
+    Point-to-point operations (send, recv) are left out: they carry the number of the
+    collective before them."""
     dist = sys.modules.get("torch.distributed")
     c10d = sys.modules.get("torch._C._distributed_c10d")
-    dump = getattr(c10d, "_dump_fr_trace_json", None)
-    if dist is None or dump is None:
+    dumps = [getattr(c10d, name, None) for name in ("_dump_fr_trace_json", "_dump_nccl_trace_json")]
+    if dist is None or not any(dumps):
         return []
     try:
         if not dist.is_initialized():
             return []
-        entries = json.loads(dump()).get("entries") or []
+        found: dict[tuple[str, int, str], Collective] = {}
+        for dump in dumps:
+            if dump is None:
+                continue
+            for entry in json.loads(dump()).get("entries") or []:
+                if isinstance(entry, dict) and not entry.get("is_p2p"):
+                    c = _collective(entry)
+                    if c is not None:
+                        found[(c.group, c.seq, c.op)] = c
     except Exception as exc:  # a private API of torch: never break the job over it
         logger.debug("stepdoctor: the flight recorder could not be read: %r", exc)
         return []
-    return [c for e in entries[-limit:] if (c := _collective(e)) is not None]
+    ordered = sorted(found.values(), key=lambda c: (c.created_unix_ns or 0, c.seq))
+    return ordered[-limit:]
 
 
 def _collective(entry: Any) -> Collective | None:
@@ -104,12 +103,17 @@ def _collective(entry: Any) -> Collective | None:
     )
     group = entry.get("process_group") or []
     created = entry.get("time_created_ns")
+    # the group's name, unique per group ("0", "1"...), then its description, which groups
+    # made without one share ("undefined")
+    names = [str(g) for g in group if g] if isinstance(group, list) else [str(group)]
+    if len(names) > 1:
+        names = [names[0] + ("" if names[1] == "undefined" else f" ({names[1]})")]
     return Collective(
         seq=seq,
         op=str(entry.get("profiling_name", "") or "?"),
         state=str(entry.get("state", "") or "?"),
         sizes=shapes,
-        group=str(group[1] if isinstance(group, list) and len(group) > 1 else group or ""),
+        group=names[0] if names else "",
         created_unix_ns=int(created) if isinstance(created, int) else None,
     )
 

@@ -7,6 +7,7 @@ and the job carries on; a failing reader is switched off.
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import logging
 import threading
@@ -21,7 +22,7 @@ from stepdoctor.collect.hooks.trigger import (
     EXPERIMENT_AFTER_SAMPLES,
     EXPERIMENT_AFTER_STEPS,
 )
-from stepdoctor.collect.reduce.progress import MARK_SIZE, Progress, last_end_ns
+from stepdoctor.collect.reduce.progress import MARK_SIZE, Progress, end_times, last_end_ns
 from stepdoctor.collect.reduce.reducer import Reducer, concurrency_stats
 from stepdoctor.collect.reduce.samples import SamplePairer
 from stepdoctor.collect.sampling.allocations import AllocationWindow
@@ -64,6 +65,9 @@ MONITOR_NICE = 19
 #: (``probes/ddp.py``): a job wraps one model, or a few (a GAN's two); a loop making a new
 #: one each round must not have them all kept.
 DDP_MODELS_KEPT = 4
+#: Steps whose end times are kept (to count those in the allocation window): more than a
+#: window of up to 10 s holds at any pace worth tracing.
+RECENT_STEPS = 4096
 
 
 class Collected:
@@ -79,6 +83,8 @@ class Collected:
         self.step_count = 0
         self.last_step_end_ns = 0
         """When the last step reduced so far ended."""
+        self.recent_step_ends: collections.deque[int] = collections.deque(maxlen=RECENT_STEPS)
+        """When the last ``RECENT_STEPS`` steps reduced so far ended."""
         self.system: list[SystemSample] = []
         self.gpu: list[GpuSample] = []
         self.loaders: list[LoaderInfo] = []
@@ -150,7 +156,6 @@ class Monitor:
         self._flight_read = False
         self._stacks = stacks
         self._allocations = allocations
-        self._steps_at_window = 0
         self._nice = nice
         self._events = events
         self._reducer = reducer
@@ -240,6 +245,7 @@ class Monitor:
             self.collected.step_rows.append(rows)
             self.collected.step_count += len(marks) // MARK_SIZE
             self.collected.last_step_end_ns = last_end_ns(marks)
+            self.collected.recent_step_ends.extend(end_times(marks))
             self._pending_rows = rows
         if marks:
             self._log_progress(marks)
@@ -430,17 +436,15 @@ class Monitor:
         steps = (got.step_count, got.last_step_end_ns)
         if got.step_count >= EXPERIMENT_AFTER_STEPS:
             window.warmed_up(rss, steps)
-        was_open = window.started_ns is not None
         ended = window.stop() if final else window.tick(rss, steps)
-        if not was_open and window.started_ns is not None:
-            self._steps_at_window = got.step_count
         if window.skipped:
             self.notice("info", window.skipped, key="allocations")
             self._allocations = None
         if not ended or window.started_ns is None or window.ended_ns is None:
             return
         self._allocations = None
-        if got.step_count - self._steps_at_window < 2:  # it saw the job's end, not its steps
+        start, end = window.started_ns, window.ended_ns
+        if sum(start <= t <= end for t in got.recent_step_ends) < 2:  # the job's end, not steps
             self.notice("info", "the allocation window saw no steps: no allocation sites")
             return
         span = ProfiledSpan(start_ns=window.started_ns, end_ns=window.ended_ns, what="tracemalloc")

@@ -25,6 +25,7 @@ __all__ = [
     "NO_BATCH",
     "Progress",
     "ProgressLine",
+    "end_times",
     "last_end_ns",
     "marks_of",
 ]
@@ -49,6 +50,11 @@ def _batch_mark(batch: object) -> int:
 def last_end_ns(marks: bytes) -> int:
     """The end of the last step of ``marks`` (not empty)."""
     return int(memoryview(marks).cast("q")[len(marks) // 8 - _N + MARK_FIELDS.index("end_ns")])
+
+
+def end_times(marks: bytes) -> list[int]:
+    """The end of each step of ``marks``."""
+    return list(memoryview(marks).cast("q")[MARK_FIELDS.index("end_ns") :: _N])
 
 
 def marks_of(steps: Sequence[StepTiming]) -> bytes:

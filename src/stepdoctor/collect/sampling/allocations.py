@@ -84,8 +84,9 @@ WINDOW_STEPS = 20
 MAX_WINDOW_NS = 10_000_000_000
 #: Time watched after warm-up before a window may start. The window's steps, and the system
 #: samples taken in it, are left out of the rules (tracemalloc's own memory and the census
-#: move the job's memory): it is at most a tenth of the time watched before it, so the rules
-#: keep most of a short job.
+#: move the job's memory): it lasts a tenth of the time watched before it, so the rules keep
+#: most of a short job, unless the job's steps are so slow that ``WINDOW_STEPS`` of them take
+#: longer.
 WAIT_NS = 1_000_000_000
 #: Frames kept per allocation: enough to reach the job's own code from inside torch or the
 #: standard library (a DataLoader's collate is ~8 deep).

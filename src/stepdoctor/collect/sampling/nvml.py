@@ -16,7 +16,7 @@ import psutil
 
 from stepdoctor.model import GpuProcess, GpuSample, SystemSample
 
-__all__ = ["CLOCK_REASONS", "THROTTLING", "NvmlReader", "clock_reasons"]
+__all__ = ["CLOCK_REASONS", "IDLE", "THROTTLING", "NvmlReader", "clock_reasons"]
 
 #: NVML's clock event reasons (``nvmlClocksEventReason*``, formerly ``ClocksThrottleReason*``):
 #: why the SM clock is below its maximum.
@@ -33,6 +33,8 @@ CLOCK_REASONS = {
 }
 #: The reasons that slow a busy GPU against its will: power and heat.
 THROTTLING = 0x4 | 0x8 | 0x20 | 0x40 | 0x80
+#: Nothing to run: the clock is down for want of work.
+IDLE = 0x1
 
 #: The job's process tree (a scan of /proc) is looked up at most this often; a GPU process
 #: that starts in between is named at the next look-up.
