@@ -316,3 +316,17 @@ def test_ranks_that_issued_different_collectives_are_out_of_step() -> None:
     # a job that ended well on every rank is no hang, whatever its recorder kept
     done = [dataclasses.replace(r, status="ok") for r in rows]
     assert hang_findings(done) == []
+
+
+def test_where_a_rank_stayed_since_its_last_step_is_its_last_phase() -> None:
+    """A rank that waited in its all-reduce until the timeout, then spent its last samples
+    raising the error and shutting down: it stayed in the backward."""
+    rec = stacked(record(steps(20, phases_ms={"forward": 5, "backward": 5})),
+                  {"backward": [(("main", "bwd"), 20)],
+                   "other": [(("main", "shutdown"), 8)]})  # fmt: skip
+    end = rec.steps[-1].end_ns
+    stalled = dataclasses.replace(rec, samples=tuple(
+        dataclasses.replace(s, t_ns=end + 1_000_000 * (i + 1)) for i, s in enumerate(rec.samples)
+    ))  # fmt: skip
+    (row,) = _rows({0: stalled})
+    assert row.last_phase == "backward" and row.last_where.startswith("bwd (")

@@ -42,8 +42,8 @@ __all__ = [
 #: A GPU reading counts for its clock from this utilisation: below it, the GPU lowers its
 #: clock for want of work, not for heat or power.
 BUSY_GPU_PCT = 50.0
-#: The last stack samples of a rank's loop read to say where it stopped (at 50 Hz: its last
-#: 0.2 s before its record ends).
+#: The fewest stack samples of a rank's loop read to say where it stopped (at 50 Hz: 0.2 s):
+#: those since its last step, or its last ones.
 HANG_SAMPLES = 10
 
 
@@ -102,6 +102,8 @@ def rank_row(rank: int, record: RunRecord, report: Report) -> RankRow:
         phases["backward_compute"] = ddp.backward_compute_ns / 1e6
     ctx = RuleContext(record)
     last = _last_samples(record)
+    phase = _phase_of(last) if last else ""
+    last = [s for s in last if s.phase == phase]  # where it stayed, not where it ended
     frames = {f.id: f for f in record.frames}
     stacks = {s.id: s.frames for s in record.stacks}
     path = [frames[i] for i in stacks.get(last[-1].stack, ()) if i in frames] if last else []
@@ -124,7 +126,7 @@ def rank_row(rank: int, record: RunRecord, report: Report) -> RankRow:
         collectives=record.collectives,
         status=None if record.end is None else record.end.status,
         error="" if record.end is None else record.end.error,
-        last_phase=_phase_of(last) if last else "",
+        last_phase=phase,
         last_where=_where(path, last[-1].line) if last else "",
         last_stack=" > ".join(f.function for f in path[-6:]),
         ddp=ddp,
@@ -235,10 +237,14 @@ def _on_dask(folders: list[Path], scheduler: str | None) -> list[RankRow | str]:
 
 
 def _last_samples(record: RunRecord) -> list[StackSample]:
-    """The last ``HANG_SAMPLES`` stack samples of the rank's loop (its own process)."""
+    """The stack samples of the rank's loop (its own process) since its last step ended:
+    where it stayed while the others waited (a timeout's error and the rank's own shutdown
+    are its last fraction of a second); its last ``HANG_SAMPLES`` when fewer."""
     loop = [s for s in record.samples if s.process == 0]
     loop.sort(key=lambda s: s.t_ns)
-    return loop[-HANG_SAMPLES:]
+    end = record.steps[-1].end_ns if record.steps else None
+    since = [s for s in loop if end is not None and s.t_ns > end]
+    return since if len(since) >= HANG_SAMPLES else loop[-HANG_SAMPLES:]
 
 
 def _phase_of(samples: list[StackSample]) -> str:
