@@ -276,6 +276,8 @@ class AllocationWindow:
                 return not self.skipped
             if self._clock() - self.started_ns < self._window_ns // 2:
                 tracemalloc.stop()
+                # nothing of the job's kept past its end, not even weakly
+                self._tensors_before, self._tensors_middle, self._main = {}, [], None
                 self.ended_ns = self._clock()
                 self.skipped = "the job ended as the allocation window began: no allocation sites"
                 return False
