@@ -8,11 +8,14 @@ import subprocess
 import sys
 from pathlib import Path
 
+import psutil
 import pytest
 
 from stepdoctor.record import load_run
 
 HERE = Path(__file__).parent
+#: Cores other processes may keep busy for the planted CPU hog to be the only competitor.
+QUIET_CORES = 0.3
 pytestmark = pytest.mark.scenario
 
 
@@ -27,17 +30,17 @@ def _stepdoctor(
 
 
 def test_nproc_per_node_runs_each_rank_watched_and_reports_the_job(tmp_path: Path) -> None:
-    """A healthy job (convolutions: the all-reduce ~6% of a step): each rank recorded, the
+    """A healthy job (convolutions: the all-reduce 3-5% of a step): each rank recorded, the
     job's table, no straggler and no communication cost worth a warning."""
     out = tmp_path / "job"
     proc = _stepdoctor("run", "--nproc-per-node", "2", "--out", str(out), "--json",
                        str(tmp_path / "report.json"), str(HERE / "ddp_job.py"),
-                       DDP_STEPS="60", DDP_MODEL="conv", DDP_BATCH="256")  # fmt: skip
+                       DDP_STEPS="40", DDP_MODEL="conv", DDP_BATCH="512")  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
     for rank in (0, 1):
         record = load_run(out / f"rank-{rank}")
         assert (record.meta.rank, record.meta.world_size) == (rank, 2)
-        assert len(record.steps) == 60 and record.end is not None
+        assert len(record.steps) == 40 and record.end is not None
         # the other rank's CPU is the job's, not a competing process's
         assert any(s.ranks_cpu_pct for s in record.system)
     assert "Ranks\nrank  steps" in proc.stderr and (tmp_path / "report.json").is_file()
@@ -48,7 +51,7 @@ def test_nproc_per_node_runs_each_rank_watched_and_reports_the_job(tmp_path: Pat
     assert "[WARNING]" not in job and "[CRITICAL]" not in job, job
     for rank in (0, 1):  # DDP's own timings kept, of every iteration (by default: 1 in 100)
         (ddp,) = load_run(out / f"rank-{rank}").ddp
-        assert ddp.iterations >= 59 and ddp.backward_comm_ns and ddp.backend == "gloo"
+        assert ddp.iterations >= 39 and ddp.backward_comm_ns and ddp.backend == "gloo"
 
 
 def test_all_reduces_that_take_half_a_step_are_the_jobs_cost(tmp_path: Path) -> None:
@@ -71,6 +74,11 @@ def test_a_rank_beside_a_cpu_hog_on_its_core_is_named(tmp_path: Path) -> None:
     the one the other waits for, late in its computation, with the shells named."""
     if len(os.sched_getaffinity(0)) < 2:
         pytest.skip("needs two cores")
+    # the planted hog must be the only one: with other processes busy on the machine, rank 0's
+    # core is as contended as rank 1's (one more busy process made rank 0 the straggler)
+    busy = psutil.cpu_percent(interval=1.0) / 100 * (psutil.cpu_count() or 1)
+    if busy > QUIET_CORES:
+        pytest.skip(f"the machine is busy ({busy:.1f} cores): the planted hog is not alone")
     core = sorted(os.sched_getaffinity(0))[1]
     busy = ["taskset", "-c", str(core), "sh", "-c", "while :; do :; done"]
     hogs = [subprocess.Popen(busy), subprocess.Popen(busy)]
