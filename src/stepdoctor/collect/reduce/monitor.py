@@ -22,7 +22,7 @@ from stepdoctor.collect.hooks.trigger import (
     EXPERIMENT_AFTER_SAMPLES,
     EXPERIMENT_AFTER_STEPS,
 )
-from stepdoctor.collect.reduce.progress import MARK_SIZE, Progress, end_times, last_end_ns
+from stepdoctor.collect.reduce.progress import MARK_SIZE, Progress, end_times
 from stepdoctor.collect.reduce.reducer import Reducer, concurrency_stats
 from stepdoctor.collect.reduce.samples import SamplePairer
 from stepdoctor.collect.sampling.allocations import AllocationWindow
@@ -81,8 +81,6 @@ class Collected:
         self.step_rows: list[bytes] = []
         """The reducer's rows, one chunk a flush (``take_rows``)."""
         self.step_count = 0
-        self.last_step_end_ns = 0
-        """When the last step reduced so far ended."""
         self.recent_step_ends: collections.deque[int] = collections.deque(maxlen=RECENT_STEPS)
         """When the last ``RECENT_STEPS`` steps reduced so far ended."""
         self.system: list[SystemSample] = []
@@ -244,7 +242,6 @@ class Monitor:
         if rows:
             self.collected.step_rows.append(rows)
             self.collected.step_count += len(marks) // MARK_SIZE
-            self.collected.last_step_end_ns = last_end_ns(marks)
             self.collected.recent_step_ends.extend(end_times(marks))
             self._pending_rows = rows
         if marks:
@@ -433,7 +430,7 @@ class Monitor:
             return
         got = self.collected
         rss = next((s.main_rss_bytes for s in reversed(got.system) if s.main_rss_bytes), None)
-        steps = (got.step_count, got.last_step_end_ns)
+        steps = (got.step_count, got.recent_step_ends[-1] if got.recent_step_ends else 0)
         if got.step_count >= EXPERIMENT_AFTER_STEPS:
             window.warmed_up(rss, steps)
         ended = window.stop() if final else window.tick(rss, steps)

@@ -26,7 +26,6 @@ __all__ = [
     "Progress",
     "ProgressLine",
     "end_times",
-    "last_end_ns",
     "marks_of",
 ]
 
@@ -45,11 +44,6 @@ def _batch_mark(batch: object) -> int:
     if isinstance(batch, int) and NO_BATCH < batch < 2**63:
         return int(batch)  # a bool as 0 or 1
     return NO_BATCH
-
-
-def last_end_ns(marks: bytes) -> int:
-    """The end of the last step of ``marks`` (not empty)."""
-    return int(memoryview(marks).cast("q")[len(marks) // 8 - _N + MARK_FIELDS.index("end_ns")])
 
 
 def end_times(marks: bytes) -> list[int]:
