@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Container, Mapping, Sequence
 from dataclasses import replace
 
 from stepdoctor.model import (
@@ -73,7 +73,9 @@ def steps(
     return tuple(out)
 
 
-def slowed(s: Sequence[StepTiming], slow: range, *, forward_ms: float) -> tuple[StepTiming, ...]:
+def slowed(
+    s: Sequence[StepTiming], slow: Container[int], *, forward_ms: float
+) -> tuple[StepTiming, ...]:
     """``s`` with ``forward_ms`` more forward in the steps ``slow``, laid end to end again."""
     out, t = [], s[0].start_ns
     for st in s:

@@ -4,10 +4,10 @@ from dataclasses import replace
 
 import pytest
 
-from stepdoctor.model import ProfiledSpan, Severity, StepTiming, SystemSample
+from stepdoctor.model import ProcessUsage, ProfiledSpan, Severity, StepTiming, SystemSample
 from stepdoctor.rules import RuleContext
 from stepdoctor.rules.step_outliers import step_outliers
-from tests.builders import record, slowed, steps
+from tests.builders import record, samples, slowed, steps
 
 
 def test_periodic_outliers_found_with_their_phase() -> None:
@@ -106,3 +106,48 @@ def test_other_processes_that_ran_all_along_or_took_little_explain_nothing() -> 
         (f,) = step_outliers(RuleContext(record(s, system=system)))
         assert f.severity is Severity.WARNING, f.explanation
         assert "outside the job" not in f.explanation
+
+
+def _beside_helpers(outliers: frozenset[int], *, helpers_busy_until: int) -> RuleContext:
+    """300 steps of 10 ms on 2 saturated cores, 40 ms more in ``outliers``; the job's helper
+    process (a ``multiprocessing`` pool, not a DataLoader worker) busy at 120% until step
+    ``helpers_busy_until``, read every 2 s as the reader does."""
+    s = slowed(steps(300, phases_ms={"forward": 10}), outliers, forward_ms=40)
+    until = s[helpers_busy_until].end_ns
+    out = []
+    for i, x in enumerate(samples(s, job_cpu=180.0, children_cpu=120.0)):
+        busy = x.t_ns <= until
+        children = (ProcessUsage(pid=4242, name="python", cpu_pct=120.0 if busy else 0.0),)
+        out.append(
+            replace(
+                x,
+                cpu_pct_per_core=(100.0, 100.0),
+                job_children=children if i % 20 == 19 else (),
+            )
+        )
+    return RuleContext(record(s, cores=2, system=tuple(out)))
+
+
+# uneven steps apart, as the scheduler makes them: no period
+_SCATTERED = frozenset({13, 17, 31, 38, 52, 59, 71, 86, 88, 97, 104, 119, 123, 141})
+
+
+def test_outliers_while_the_jobs_helpers_take_its_cpus_are_their_symptom() -> None:
+    (f,) = step_outliers(_beside_helpers(_SCATTERED, helpers_busy_until=299))
+    assert f.severity is Severity.INFO
+    assert "Processes your job started took" in f.explanation
+    ev = {e.metric: e.value for e in f.evidence}
+    assert ev["your helper processes' share of the job's CPU"] > 0.25
+
+
+def test_outliers_after_the_helpers_stopped_are_the_jobs_own() -> None:
+    late = frozenset(i + 150 for i in _SCATTERED)
+    (f,) = step_outliers(_beside_helpers(late, helpers_busy_until=120))
+    assert f.severity is Severity.WARNING
+    assert "Processes your job started" not in f.explanation
+
+
+def test_periodic_outliers_beside_helpers_are_the_loops_own() -> None:
+    every_20 = frozenset(range(10, 300, 20))
+    (f,) = step_outliers(_beside_helpers(every_20, helpers_busy_until=299))
+    assert f.severity is Severity.WARNING

@@ -13,6 +13,7 @@ Fix: stop them while training, or give them and the training threads cores that 
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import itertools
 import statistics
 from collections.abc import Sequence
@@ -30,6 +31,8 @@ __all__ = [
     "SATURATED",
     "SCAN_NS",
     "WARNING_SHARE",
+    "Contention",
+    "contention",
     "helper_processes",
 ]
 
@@ -54,6 +57,70 @@ SCAN_NS = 2_000_000_000
 MIN_STEPS_EACH = 5
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class Contention:
+    """The job's own helper processes taking its CPUs (this rule's condition): their share of
+    the job's CPU, the CPUs' busy share while they ran, and the spans (``(start_ns, end_ns)``,
+    one per ``SCAN_NS`` reading) in which they were busy."""
+
+    share: float
+    machine: float
+    busy_spans: tuple[tuple[int, int], ...]
+    readings: tuple[SystemSample, ...]
+    pcts: tuple[float, ...]
+    gap_ns: float
+    helpers: tuple[tuple[ProcessUsage, ...], ...]
+    helper_cores: float
+    main_cores: float
+    busy_ns: float
+
+
+def contention(ctx: RuleContext) -> Contention | None:
+    """The job's helper processes taking a warning share of its CPU on saturated CPUs, or
+    None: the other rules' step-time evidence is then partly theirs."""
+    workers = {w.pid for w in ctx.record.loader_workers}
+    readings = [s for s in ctx.system if s.job_children]
+    if not readings or not ctx.steps:
+        return None
+    gaps = [b.t_ns - a.t_ns for a, b in itertools.pairwise(readings)]
+    gap_ns = statistics.median(gaps) if gaps else SCAN_NS
+    helpers = [_helpers(s, workers) for s in readings]
+    span_ns = ctx.steps[-1].end_ns - ctx.steps[0].start_ns
+    if span_ns <= 0 or gap_ns <= 0:
+        return None
+    pcts = [sum(p.cpu_pct for p in h) for h in helpers]  # the helpers' CPU at each reading
+    busy_ns = sum(gap_ns for pct in pcts if pct >= BUSY_PCT)
+    helper_core_s = sum(pct / 100 * gap_ns / 1e9 for pct in pcts)
+    during = [s for s, pct in zip(readings, pcts, strict=True) if pct]
+    if busy_ns == 0 or not during:
+        return None
+    main = _main_cores(during)
+    helper_cores = helper_core_s / (span_ns / 1e9)
+    share = helper_cores / (helper_cores + main) if helper_cores + main > 0 else 0.0
+    if share < WARNING_SHARE:
+        return None
+    capacity = float(ctx.record.meta.cpu_count or ctx.cores)
+    machine = _machine_busy(ctx.system, during, capacity)
+    if machine is None or machine < SATURATED:
+        return None
+    return Contention(
+        share=share,
+        machine=machine,
+        busy_spans=tuple(
+            (int(s.t_ns - gap_ns), s.t_ns)
+            for s, pct in zip(readings, pcts, strict=True)
+            if pct >= BUSY_PCT
+        ),
+        readings=tuple(readings),
+        pcts=tuple(pcts),
+        gap_ns=gap_ns,
+        helpers=tuple(tuple(h) for h in helpers),
+        helper_cores=helper_cores,
+        main_cores=main,
+        busy_ns=busy_ns,
+    )
+
+
 @rule(
     id="helper-processes",
     title="Processes the job started compete with its training for the CPUs",
@@ -61,32 +128,17 @@ MIN_STEPS_EACH = 5
 )
 def helper_processes(ctx: RuleContext) -> list[Finding]:
     """Flag the job's own non-worker child processes taking a quarter of the CPUs or more."""
-    workers = {w.pid for w in ctx.record.loader_workers}
-    readings = [s for s in ctx.system if s.job_children]
-    if not readings or not ctx.steps:
+    found = contention(ctx)
+    if found is None:
         return []
-    gaps = [b.t_ns - a.t_ns for a, b in itertools.pairwise(readings)]
-    gap_ns = statistics.median(gaps) if gaps else SCAN_NS
-    helpers = [_helpers(s, workers) for s in readings]
-    span_ns = ctx.steps[-1].end_ns - ctx.steps[0].start_ns
-    if span_ns <= 0 or gap_ns <= 0:
-        return []
-    capacity = float(ctx.record.meta.cpu_count or ctx.cores)
-    pcts = [sum(p.cpu_pct for p in h) for h in helpers]  # the helpers' CPU at each reading
-    busy_ns = sum(gap_ns for pct in pcts if pct >= BUSY_PCT)
-    helper_core_s = sum(pct / 100 * gap_ns / 1e9 for pct in pcts)
-    during = [s for s, pct in zip(readings, pcts, strict=True) if pct]
-    if busy_ns == 0 or not during:
-        return []
-    main = _main_cores(during)
-    helper_cores = helper_core_s / (span_ns / 1e9)
-    share = helper_cores / (helper_cores + main) if helper_cores + main > 0 else 0.0
-    rung = grade(share, warning=WARNING_SHARE, critical=CRITICAL_SHARE)
+    rung = grade(found.share, warning=WARNING_SHARE, critical=CRITICAL_SHARE)
     if rung is None:
         return []
-    machine = _machine_busy(ctx.system, during, capacity)
-    if machine is None or machine < SATURATED:
-        return []
+    share, machine, main = found.share, found.machine, found.main_cores
+    helper_cores, busy_ns, helpers = found.helper_cores, found.busy_ns, found.helpers
+    readings, pcts, gap_ns = found.readings, found.pcts, found.gap_ns
+    span_ns = ctx.steps[-1].end_ns - ctx.steps[0].start_ns
+    capacity = float(ctx.record.meta.cpu_count or ctx.cores)
     threads = fact_int(ctx.record, "torch.num_threads") or ctx.cores
     wanted = float(min(ctx.cores, threads))
     effect = _step_effect(ctx, readings, pcts, gap_ns)

@@ -66,7 +66,11 @@ HEAP_SHARE_OF_RISE = 0.25
 HEAP_MIN_READINGS = 6
 HEAP_FLAT_BYTES = 8 * 2**20
 #: ...and rising steadily: ``RISING_WINDOWS`` of the successive means of this many chunks of
-#: its readings go up.
+#: its readings go up (a swing down and back up is no rise), along a significant trend
+#: (``HEAP_TREND_T``): a fixed twin's heap reads 173, 188, 172, 171, 189 ... MiB, a step's
+#: gradient in or out, and the means of 5 chunks of so few readings rise 3 times in 4 by chance
+#: (a busy CI host's run of tests/scenarios/workers_oversubscription.py's twin was called a
+#: leak).
 HEAP_CHUNKS = 5
 #: A chunk's mean counts as higher than the one before from this much more: a flat heap's
 #: readings differ by kilobytes (measured on healthy_workers.py: 156.1 -> 156.3 MiB read as a
@@ -142,7 +146,8 @@ def _weigh_heap(ctx: RuleContext, rss: list[tuple[int, int]], finding: Finding) 
     ]
     if len(heap) < HEAP_MIN_READINGS or heap[-1][0] - heap[0][0] < (end - start) / 2:
         return finding
-    heap_rise = _trend_rise(heap)
+    trend = _Trend.of(heap)
+    heap_rise = trend.rise
     averages = _moving_average([float(v) for _, v in rss], _window(rss))
     rise = averages[-1] - averages[0]
     between = sum(start <= st.end_ns <= end for st in ctx.steps) or 1
@@ -153,7 +158,7 @@ def _weigh_heap(ctx: RuleContext, rss: list[tuple[int, int]], finding: Finding) 
         threshold=round(HEAP_FLAT_BYTES / 2**20, 1),
         source="mallinfo2",
     )
-    steady = _rising_share([v for _, v in heap]) >= RISING_WINDOWS
+    steady = _rising_share([v for _, v in heap]) >= RISING_WINDOWS and trend.t >= HEAP_TREND_T
     if steady and (heap_rise >= HEAP_FLAT_BYTES or heap_rise >= HEAP_SHARE_OF_RISE * rise):
         per_step = Evidence(
             metric="memory in use, rise per step",
@@ -161,7 +166,16 @@ def _weigh_heap(ctx: RuleContext, rss: list[tuple[int, int]], finding: Finding) 
             unit="KiB",
             source="mallinfo2 and steps",
         )
-        return dataclasses.replace(finding, evidence=(*finding.evidence, evidence, per_step))
+        significance = Evidence(
+            metric="memory in use, trend t-statistic",
+            value=round(min(trend.t, 1e6), 1),
+            unit="standard errors",
+            threshold=HEAP_TREND_T,
+            source="mallinfo2",
+        )
+        return dataclasses.replace(
+            finding, evidence=(*finding.evidence, evidence, per_step, significance)
+        )
     return dataclasses.replace(
         finding,
         severity=Severity.INFO,

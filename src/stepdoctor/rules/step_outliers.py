@@ -5,9 +5,10 @@ rule), leaving out steps that saved a checkpoint (``checkpoint-stalls`` covers t
 rules never see those stepdoctor's own profiler capture slowed, ``run --trace``). The cut is
 ``model.outlier_cut``, which the HTML report's timeline marks too. Only info when several
 threads call one model at once (the outliers are that contention's symptom:
-``shared-model-threads`` is the finding to act on), or when other processes took a quarter of
-the machine more while the outliers ran than during the other steps (the slow steps came from
-outside the job: ``competing-processes``).
+``shared-model-threads`` is the finding to act on), when the job's own helper processes took
+its CPUs while most outliers ran (``helper-processes``), or when other processes took a
+quarter of the machine more while the outliers ran than during the other steps (the slow steps
+came from outside the job: ``competing-processes``).
 Evidence: how many, how long against the median, when they happen, the phase that grew.
 Fix: depends on the phase that grew; the finding names it.
 """
@@ -32,10 +33,12 @@ from stepdoctor.model import (
 )
 from stepdoctor.rules.competing_processes import WARNING_SHARE as OTHERS_WARNING_SHARE
 from stepdoctor.rules.context import RuleContext, speedup_if_removed
+from stepdoctor.rules.helper_processes import contention
 from stepdoctor.rules.registry import rule
 from stepdoctor.rules.shared_model_threads import shared_model
 
 __all__ = [
+    "HELPERS_SHARE",
     "MIN_OUTLIERS",
     "MIN_STEPS",
     "OTHERS_EXCESS_SHARE",
@@ -66,6 +69,12 @@ _HINTS = {
     "computation (spread it out or run it asynchronously)",
     "gc": "a garbage collection ran (see gc.freeze())",
 }
+
+
+#: The outliers are the symptom of the job's own helper processes taking its CPUs
+#: (``helper-processes``' condition) when at least this share of them ended while the helpers
+#: were busy, and they do not come at a period (a periodic cause is the loop's own).
+HELPERS_SHARE = 0.5
 
 
 #: The outliers are the machine's, not the job's, when other processes took at least this much
@@ -135,9 +144,16 @@ def step_outliers(ctx: RuleContext) -> list[Finding]:
         else ""
     )
     shared = shared_model(ctx)
-    outside = None if shared else _outside_load(ctx, outliers, steps)
+    helpers = None if shared or periodic else _helpers_share(ctx, outliers)
+    outside = None if shared or helpers else _outside_load(ctx, outliers, steps)
     explained = ""
-    if shared:
+    if helpers:
+        explained = (
+            f" Processes your job started took {helpers:.0%} of its CPU while it trained, and "
+            "the outliers came while they were busy (see the finding on them): the CPUs they "
+            "take make step times vary, so these outliers are their symptom."
+        )
+    elif shared:
         explained = (
             f" Several threads call {shared} at once (see the finding on that): contention "
             "between them makes step times vary, so these outliers are its symptom."
@@ -155,6 +171,7 @@ def step_outliers(ctx: RuleContext) -> list[Finding]:
             if lost_share >= WARNING_LOST_SHARE
             and len(outliers) > WARNING_OUTLIER_SHARE * len(steps)
             and not shared
+            and not helpers
             and not outside
             else Severity.INFO,
             title=f"{len(outliers)} outlier steps ({when})",
@@ -200,6 +217,18 @@ def step_outliers(ctx: RuleContext) -> list[Finding]:
                 *(
                     (
                         Evidence(
+                            metric="your helper processes' share of the job's CPU",
+                            value=round(helpers, 4),
+                            unit="share",
+                            source="/proc (the job's child processes, DataLoader workers left out)",
+                        ),
+                    )
+                    if helpers
+                    else ()
+                ),
+                *(
+                    (
+                        Evidence(
                             metric="other processes' CPU during the outliers",
                             value=round(outside[0], 3),
                             unit="share",
@@ -218,6 +247,16 @@ def step_outliers(ctx: RuleContext) -> list[Finding]:
             fix=Fix(summary=f"Look at what runs {when}: {_HINTS.get(cause, cause)}."),
         )
     ]
+
+
+def _helpers_share(ctx: RuleContext, outliers: Sequence[StepTiming]) -> float | None:
+    """The job's helper processes' share of its CPU when they contend for the CPUs and at least
+    ``HELPERS_SHARE`` of ``outliers`` ended while they were busy; else None."""
+    found = contention(ctx)
+    if found is None or not outliers:
+        return None
+    during = sum(any(a <= s.end_ns <= b for a, b in found.busy_spans) for s in outliers)
+    return found.share if during >= HELPERS_SHARE * len(outliers) else None
 
 
 def _grown_phase(outliers: Sequence[StepTiming], steps: Sequence[StepTiming]) -> str:
