@@ -31,7 +31,15 @@ from stepdoctor.model import (
     from_jsonable,
     to_jsonable,
 )
-from stepdoctor.rules import RULES, RuleContext, rank, run_rules, temper, thin_evidence
+from stepdoctor.rules import (
+    RULES,
+    RuleContext,
+    in_framework_terms,
+    rank,
+    run_rules,
+    temper,
+    thin_evidence,
+)
 from stepdoctor.rules.where import stack_counts
 from stepdoctor.traces import analyse_paths
 
@@ -64,6 +72,7 @@ def build_report(record: RunRecord, context: RuleContext | None = None) -> Repor
     record's ``RuleContext`` where the caller has one (its summary is then not made again)."""
     ctx = RuleContext(record) if context is None else context
     findings, skipped = run_rules(ctx)
+    findings = in_framework_terms(record, findings)
     findings = attach_measurements(findings, record.experiments, ctx.summary)
     thin = thin_evidence(len(ctx.steps), ctx.summary.measured_s)
     findings = rank([

@@ -190,3 +190,40 @@ def test_a_hand_off_late_behind_the_jobs_own_threads_is_their_symptom() -> None:
                    facts=env(cpu__affinity=2, torch__num_threads=1))  # fmt: skip
     (g,) = input_bound(RuleContext(stacked(roomy, {WORKER_PHASE: [(IDLE, 190), (FETCHING, 10)]})))
     assert g.severity == Severity.WARNING and "finding on threads" not in g.fix.summary
+
+
+def _loaded_main_thread(s: tuple[StepTiming, ...], *, busy: float, compute: float) -> tuple:
+    """System samples whose main-thread CPU clock runs at ``busy`` in each step's data wait
+    (at its start) and at ``compute`` in the rest of it (a core shared with another process)."""
+
+    def cpu_at(t: int) -> float:
+        used = 0.0
+        for st in s:
+            if st.start_ns >= t:
+                break
+            wait_end = st.start_ns + st.phase_ns.get("data_wait", 0)
+            used += (min(t, wait_end) - st.start_ns) / 1e9 * busy
+            if t > wait_end:
+                used += (min(t, st.end_ns) - wait_end) / 1e9 * compute
+        return used + 5.0
+
+    return tuple(dataclasses.replace(x, main_thread_cpu_s=cpu_at(x.t_ns)) for x in samples(s))
+
+
+def test_a_loader_on_a_cpu_beside_a_busy_machine_is_still_the_samples_preparation() -> None:
+    # tests/frameworks/hf_job.py's slow collator beside a fresh-clone check: the loop's thread
+    # computed at half a core, so a core assumed there left its collator's CPU unseen
+    s = steps(60, phases_ms={"data_wait": 60, "forward": 120, "backward": 120})
+    system = _loaded_main_thread(s, busy=0.95, compute=0.5)
+    rec = record(s, cores=2, loaders=[_decoder()], system=system,
+                 facts=env(cpu__affinity=2, torch__num_threads=2))  # fmt: skip
+    (f,) = input_bound(RuleContext(rec))
+    ev = {e.metric: e.value for e in f.evidence}
+    assert ev["loader on a CPU while the loop waited"] == pytest.approx(0.95, abs=0.05)
+    assert "storage or the network" not in f.fix.summary
+    # idle in its waits on the same busy machine: storage after all
+    idle = record(s, cores=2, loaders=[_decoder()],
+                  system=_loaded_main_thread(s, busy=0.02, compute=0.5),
+                  facts=env(cpu__affinity=2, torch__num_threads=2))  # fmt: skip
+    (g,) = input_bound(RuleContext(idle))
+    assert "storage or the network" in g.fix.summary

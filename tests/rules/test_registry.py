@@ -12,6 +12,7 @@ from tests.builders import record, steps
 EXPECTED = {
     "input-bound",
     "slow-callbacks",
+    "frequent-evaluation",
     "checkpoint-stalls",
     "gc-pauses",
     "small-batch",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from stepdoctor.model import ConcurrencyStat, Severity
+from stepdoctor.model import ConcurrencyStat, Severity, StepTiming
 from stepdoctor.rules import RuleContext
 from stepdoctor.rules.checkpoint_stalls import checkpoint_stalls
 from stepdoctor.rules.gc_pauses import gc_pauses
@@ -64,3 +64,28 @@ def test_gc_pauses_share_and_longest_pause() -> None:
 def test_gc_pauses_silent_for_rare_short_pauses() -> None:
     s = steps(50, phases_ms={"forward": 100}, gc_ms=1)
     assert gc_pauses(RuleContext(record(s))) == []
+
+
+def _one_collection(s: tuple[StepTiming, ...], at: frozenset[int], pause_ms: float) -> tuple:
+    return tuple(
+        replace(
+            st, gc_count=1, gc_pause_ns=int(pause_ms * 1e6), gc_max_pause_ns=int(pause_ms * 1e6)
+        )
+        if st.index in at
+        else st
+        for st in s
+    )
+
+
+def test_one_long_collection_is_no_rate() -> None:
+    # tests/frameworks/lightning_job.py: one full pass of 310 ms after the warm-up, 19% of a
+    # 60-step run, and none after it
+    s = _one_collection(steps(60, phases_ms={"forward": 20}), frozenset({30}), 310)
+    (f,) = gc_pauses(RuleContext(record(s)))
+    assert f.severity is Severity.INFO
+    assert "One collection of 310 ms (at step 30)" in f.explanation
+    # two of them are a rate
+    s = _one_collection(steps(60, phases_ms={"forward": 20}), frozenset({30, 50}), 310)
+    (f,) = gc_pauses(RuleContext(record(s)))
+    assert f.severity is Severity.CRITICAL
+    assert "One collection" not in f.explanation

@@ -29,6 +29,7 @@ from stepdoctor.errors import UsageError
 from stepdoctor.experiments import DEFAULT_BUDGET_S, make_run_experiment
 from stepdoctor.experiments.overrides import Overrides, apply_overrides
 from stepdoctor.experiments.verify import DEFAULT_SHARE, verify
+from stepdoctor.integrations import AutoIntegrations
 from stepdoctor.model import FixTrial, Report, TraceSummary
 from stepdoctor.probes.ranks import job_dir, rank_dir, rank_from_env
 from stepdoctor.render.formats import RENDERERS, RenderInput
@@ -193,6 +194,8 @@ def run(args: argparse.Namespace) -> int:
         stack_sampler="py-spy" if args.stacks == "py-spy" else "thread",
     )
     session.start()
+    frameworks = AutoIntegrations(session)
+    frameworks.install()
     stderr_line(f"recording to {session.out_dir}")
     result = None
     try:
@@ -202,6 +205,7 @@ def run(args: argparse.Namespace) -> int:
             else run_script(args.script, job_args)
         )
     finally:
+        frameworks.uninstall()
         if result is None:  # only a BaseException escaping run_script (it catches all)
             record = session.stop("exception", 1, "stepdoctor runner failed")
         else:

@@ -348,6 +348,7 @@ class Session(BaseSession):
             allocations=tuple(got.allocations),
             ddp=tuple(ddp),
             collectives=tuple(collectives),
+            hooks=tuple(got.hooks.values()),
             end=end,
             warnings=tuple(warnings),
         )

@@ -321,6 +321,20 @@ class Collective:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class HookTime:
+    """The time a training framework spent in one of its hooks over the run (a Lightning
+    callback's ``on_train_batch_end``, a Hugging Face ``Trainer.log``), as its integration
+    timed it (``stepdoctor.integrations``)."""
+
+    name: str
+    """``ModelCheckpoint.on_train_batch_end``, ``Trainer.log``..."""
+    phase: str
+    """The phase its time was counted in (``callbacks``, ``evaluation``, ``checkpoint``...)."""
+    calls: int
+    total_ns: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class DdpStats:
     """What a ``DistributedDataParallel`` model's own logger measured (its
     ``_get_ddp_logging_data()``, read when the run ends): averages over the iterations it
@@ -426,6 +440,10 @@ class RunRecord:
     collectives: tuple[Collective, ...] = ()
     """A rank's last collectives, from the Flight Recorder, as read last (when its steps
     stalled, or at its end)."""
+    hooks: tuple[HookTime, ...] = ()
+    """A training framework's hooks and the time spent in each (Lightning, the Hugging Face
+    Trainer, Keras), as last written; the framework and its settings are ``env`` facts
+    (``framework``, ``lightning.log_every_n_steps``...)."""
     end: RunEnd | None = None
     warnings: tuple[str, ...] = ()
     """Problems met while loading the record (truncated tail, say)."""

@@ -8,6 +8,12 @@ writes its record to a folder of its own, ``<job folder>/rank-<RANK>``, so that 
 processes ever append to one file. The job folder is ``--out`` where given, else one folder
 under ``./stepdoctor-runs/`` that every local rank names alike (the run id, or the elastic
 agent, the parent of every rank on the host, by its pid and start time).
+
+A framework that starts its other ranks itself (Lightning's script launcher runs the script
+again with ``LOCAL_RANK``, ``NODE_RANK`` and ``WORLD_SIZE`` but no ``RANK``) has them started
+under ``stepdoctor run`` by its integration, which sets ``LAUNCHED_JOB_VARIABLE`` (the run
+folder of the process that launched them, rank 0) and ``LAUNCHED_LOCAL_WORLD_VARIABLE`` (the
+processes per node): rank ``NODE_RANK * that + LOCAL_RANK`` records in ``rank-<rank>`` there.
 """
 
 from __future__ import annotations
@@ -20,6 +26,8 @@ from pathlib import Path
 import psutil
 
 __all__ = [
+    "LAUNCHED_JOB_VARIABLE",
+    "LAUNCHED_LOCAL_WORLD_VARIABLE",
     "RANK_DIR_PREFIX",
     "RankInfo",
     "job_dir",
@@ -30,6 +38,8 @@ __all__ = [
 ]
 
 RANK_DIR_PREFIX = "rank-"
+LAUNCHED_JOB_VARIABLE = "STEPDOCTOR_JOB_DIR"
+LAUNCHED_LOCAL_WORLD_VARIABLE = "STEPDOCTOR_LOCAL_WORLD_SIZE"
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,6 +51,9 @@ class RankInfo:
     world_size: int
     run_id: str
     """The rendezvous id (``TORCHELASTIC_RUN_ID``), or ``""``."""
+    job_folder: str = ""
+    """The job's folder as the launching process gave it (``LAUNCHED_JOB_VARIABLE``), or
+    ``""``."""
 
 
 def rank_from_env(environ: Mapping[str, str] = os.environ) -> RankInfo | None:
@@ -48,19 +61,33 @@ def rank_from_env(environ: Mapping[str, str] = os.environ) -> RankInfo | None:
     outside a distributed job of two ranks or more, or when the variables are not numbers."""
     try:
         world = int(environ.get("WORLD_SIZE", "1"))
-        rank = int(environ["RANK"])
-        local = int(environ.get("LOCAL_RANK", str(rank)))
+        if "RANK" not in environ and LAUNCHED_LOCAL_WORLD_VARIABLE in environ:
+            local = int(environ["LOCAL_RANK"])
+            per_node = int(environ[LAUNCHED_LOCAL_WORLD_VARIABLE])
+            rank = int(environ.get("NODE_RANK", "0")) * per_node + local
+        else:
+            rank = int(environ["RANK"])
+            local = int(environ.get("LOCAL_RANK", str(rank)))
     except (KeyError, ValueError):
         return None
     if world < 2 or not 0 <= rank < world:
         return None
     run_id = environ.get("TORCHELASTIC_RUN_ID", "")
-    return RankInfo(rank, local, world, "" if run_id == "none" else run_id)
+    return RankInfo(
+        rank,
+        local,
+        world,
+        "" if run_id == "none" else run_id,
+        environ.get(LAUNCHED_JOB_VARIABLE, ""),
+    )
 
 
 def job_dir(info: RankInfo, base: Path | None = None) -> Path:
     """The folder every rank of the job on this host writes under, when no ``--out`` was
-    given: ``./stepdoctor-runs/<run id>``, or ``.../job-<agent pid>-<its start time>``."""
+    given: the launching process's run folder (``LAUNCHED_JOB_VARIABLE``), else
+    ``./stepdoctor-runs/<run id>``, or ``.../job-<agent pid>-<its start time>``."""
+    if info.job_folder:
+        return Path(info.job_folder)
     if info.run_id:
         name = info.run_id
     else:

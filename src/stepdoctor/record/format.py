@@ -29,6 +29,7 @@ from stepdoctor.model import (
     DdpStats,
     EnvFact,
     GpuSample,
+    HookTime,
     LoaderInfo,
     LoaderWorker,
     ModelInfo,
@@ -63,10 +64,11 @@ ITEM_TYPES: Final[dict[str, tuple[str, type]]] = {
     "allocation": ("allocations", AllocationSite),
     "ddp": ("ddp", DdpStats),
     "collective": ("collectives", Collective),
+    "hook": ("hooks", HookTime),
 }
 
 #: line types whose latest line replaces the earlier ones rather than adding to them
-REPLACING_TYPES: Final = frozenset({"concurrency", "collective"})
+REPLACING_TYPES: Final = frozenset({"concurrency", "collective", "hook"})
 
 #: line types written as ``fields`` + ``rows`` (one row per item) rather than ``items``
 ROW_TYPES: Final = frozenset({"steps", "system", "gpu", "sample"})

@@ -11,6 +11,7 @@ from stepdoctor.rules import (  # noqa: F401  (importing registers the rules)
     cpu_features,
     cudnn_disabled,
     float64,
+    frequent_evaluation,
     gc_pauses,
     gpu_idle,
     h2d_bound,
@@ -33,6 +34,7 @@ from stepdoctor.rules import (  # noqa: F401  (importing registers the rules)
 )
 from stepdoctor.rules._severity import temper, thin_evidence
 from stepdoctor.rules.context import RuleContext, speedup_if_removed
+from stepdoctor.rules.framework_terms import in_framework_terms
 from stepdoctor.rules.registry import RULES, Rule, rank, rule, run_rules
 from stepdoctor.rules.summary import split_warmup, summarize
 
@@ -40,6 +42,7 @@ __all__ = [
     "RULES",
     "Rule",
     "RuleContext",
+    "in_framework_terms",
     "rank",
     "rule",
     "run_rules",

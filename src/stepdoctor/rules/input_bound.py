@@ -12,6 +12,10 @@ prefetching (waiting needs no core), faster storage.
 
 from __future__ import annotations
 
+import itertools
+import statistics
+from collections.abc import Sequence
+
 from stepdoctor.model import (
     WORKER_PHASE,
     Evidence,
@@ -21,6 +25,7 @@ from stepdoctor.model import (
     Phase,
     Severity,
     Speedup,
+    StepTiming,
 )
 from stepdoctor.rules._facts import fact_int
 from stepdoctor.rules._severity import Rung, grade
@@ -77,6 +82,10 @@ IN_MEMORY_DATASETS = frozenset({"TensorDataset"})
 #: the causes mix (or other load took the core), and the fix is the general one.
 CPU_BOUND = 0.6
 IO_BOUND = 0.3
+#: The loop's compute rate is read from the intervals between CPU readings (10 Hz) with at
+#: most this share of data wait, once there are this many of them (1 s of them).
+QUIET_WAIT_SHARE = 0.05
+MIN_QUIET_INTERVALS = 10
 #: A DataLoader worker samples its own stack (collect/sampling/stacks.py); one found in
 #: torch's ``_worker_loop`` waiting for its next indices (``Queue.get``) is ahead of the loop
 #: (a worker reading its data is inside the fetch). Workers idle in this share of their
@@ -353,8 +362,9 @@ def _handoff_fix(
 
 def _main_busy(ctx: RuleContext) -> tuple[float | None, str]:
     """Loading in the main process: the share of the data wait the loop's thread ran on a
-    CPU. Its CPU time over the steps, less the rest of the steps' time (where it computes),
-    over the time it waited for batches."""
+    CPU. Its CPU time over the steps, less what it used in the rest of the steps' time (where
+    it computes, at the rate ``_compute_rate`` measured), over the time it waited for
+    batches."""
     readings = [(s.t_ns, s.main_thread_cpu_s) for s in ctx.system if s.main_thread_cpu_s]
     if len(readings) < 2:
         return None, ""
@@ -364,8 +374,40 @@ def _main_busy(ctx: RuleContext) -> tuple[float | None, str]:
     wall_s = (t1 - t0) / 1e9
     if not inside or wait_s <= 0 or wall_s <= wait_s:
         return None, ""
-    busy = ((c1 or 0.0) - (c0 or 0.0) - (wall_s - wait_s)) / wait_s
-    return min(1.0, max(0.0, busy)), "CPU time of the loop's thread beyond its compute / data wait"
+    rate = _compute_rate(readings, inside)
+    busy = ((c1 or 0.0) - (c0 or 0.0) - rate * (wall_s - wait_s)) / wait_s
+    how = "CPU time of the loop's thread beyond its compute / data wait"
+    if rate < 1.0:
+        how += f" (it computed at {rate:.0%} of a core between waits)"
+    return min(1.0, max(0.0, busy)), how
+
+
+def _compute_rate(
+    readings: Sequence[tuple[int, float | None]], steps: Sequence[StepTiming]
+) -> float:
+    """The loop thread's CPU rate while it computes: the median over the intervals between
+    readings that hold almost no data wait (``QUIET_WAIT_SHARE``; each step's wait taken at its
+    start, where the loop asks for its batch), at most 1. A thread computing on a busy machine
+    gets less than a core (tests/frameworks/hf_job.py beside a fresh-clone check: its
+    collator's work read as 0% of the wait on a CPU when a core was assumed); with fewer than
+    ``MIN_QUIET_INTERVALS`` such intervals (steps shorter than the readings' period), a core
+    is assumed."""
+    waits = [(s.start_ns, s.start_ns + s.phase_ns.get(Phase.DATA_WAIT.value, 0)) for s in steps]
+    rates = []
+    j = 0
+    for (ta, ca), (tb, cb) in itertools.pairwise(readings):
+        while j < len(waits) and waits[j][1] <= ta:
+            j += 1
+        waited = 0
+        k = j
+        while k < len(waits) and waits[k][0] < tb:
+            waited += max(0, min(tb, waits[k][1]) - max(ta, waits[k][0]))
+            k += 1
+        if tb > ta and waited <= QUIET_WAIT_SHARE * (tb - ta):
+            rates.append(((cb or 0.0) - (ca or 0.0)) / ((tb - ta) / 1e9))
+    if len(rates) < MIN_QUIET_INTERVALS:
+        return 1.0
+    return min(1.0, max(0.0, statistics.median(rates)))
 
 
 def _workers_busy(ctx: RuleContext, workers: int) -> tuple[float | None, str]:

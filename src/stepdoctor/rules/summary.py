@@ -89,6 +89,11 @@ def summarize(record: RunRecord, profiled: frozenset[int] | None = None) -> Summ
         if profiled
         else ""
     )
+    framework = str(record.env_value("framework") or "")
+    micro = _median_count(steps, "micro_batches")
+    closure = _median_count(steps, "closure_passes")
+    if framework == "lightning" and closure:  # its automatic optimization's closure
+        micro, closure = (micro or 0) + closure, 0.0
     return Summary(
         steps=len(steps),
         warmup_steps=warm,
@@ -105,9 +110,9 @@ def summarize(record: RunRecord, profiled: frozenset[int] | None = None) -> Summ
         monitor_cpu_share=_monitor_share(record),
         kind=_kind(record.steps),
         batch_note=batch_note,
-        step_basis=step_basis(record.steps),
-        micro_batches_per_step=_median_count(steps, "micro_batches"),
-        closure_passes_per_step=_median_count(steps, "closure_passes"),
+        step_basis=step_basis(record.steps, framework=framework),
+        micro_batches_per_step=micro,
+        closure_passes_per_step=closure,
         evaluation_s=eval_s,
         evaluation_share=eval_share,
         evaluation_calls=eval_calls,
@@ -126,17 +131,24 @@ _BASIS = {
 }
 
 
-def step_basis(steps: Sequence[StepTiming]) -> str:
+def step_basis(steps: Sequence[StepTiming], *, framework: str = "") -> str:
     """How ``steps`` were found, in words: the boundary of the job's steps, its micro-batches
-    or closure passes per step, and calls taken as inference before training started."""
+    or closure passes per step, and calls taken as inference before training started.
+    Lightning's automatic optimization runs the last micro-batch's forward and backward
+    inside ``optimizer.step`` (a closure): a pass, not a closure optimizer's."""
     work = training_steps(tuple(steps))
     if not work:
         return ""
     words = _BASIS.get(work[-1].boundary, work[-1].boundary)
-    micro = _median_count(work, "micro_batches")
-    if micro is not None and micro > 1 and work[-1].boundary != "backward":
+    if work[-1].boundary == "explicit" and framework == "keras":
+        words = "one step per batch of Keras's fit (its on_train_batch_end)"
+    micro = _median_count(work, "micro_batches") or 0
+    closure = _median_count(work, "closure_passes") or 0
+    if framework == "lightning":
+        micro, closure = micro + closure, 0
+        words += " (Lightning runs training_step and backward inside optimizer.step)"
+    if micro > 1 and work[-1].boundary != "backward":
         words += f", {micro:g} micro-batches each (gradient accumulation)"
-    closure = _median_count(work, "closure_passes")
     if closure:
         words += f", {closure:g} forward/backward passes inside each (a closure optimizer)"
     before = len(steps) - len(work)

@@ -38,10 +38,12 @@ from stepdoctor.collect.hooks.events import (
     EventBuffer,
     native_hooks,
 )
-from stepdoctor.model import LoaderInfo, Phase
+from stepdoctor.model import EnvFact, LoaderInfo, Phase
 from stepdoctor.native import PURE_PYTHON_ENV, wanted
 
 if TYPE_CHECKING:
+    import collections
+
     from stepdoctor.collect.hooks.profiling import TraceCapture
     from stepdoctor.collect.hooks.trigger import ExperimentTrigger, StepLimit
 
@@ -109,6 +111,11 @@ class TorchSink(Protocol):
     """A scheduled torch.profiler capture stepped by the optimizer (``run --trace``)."""
     model_inputs: dict[int, tuple[tuple[int, ...], str | None]]
     """``id(model) -> (shape, dtype)`` of the first tensor of its first call."""
+    framework_facts: list[EnvFact]
+    """A training framework's name, version and settings, noted by its integration."""
+    hook_calls: collections.deque[tuple[str, str, int]]
+    """``(hook name, phase, duration_ns)`` of each framework hook call its integration timed,
+    taken off by the monitor."""
 
 
 def _sample_ddp_often(module: Any) -> None:
@@ -131,8 +138,13 @@ def _input_of(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[tuple[int,
     """Shape and dtype of the first tensor a model was called with (once per model)."""
     for value in (*args, *kwargs.values()):
         shape = getattr(value, "shape", None)
-        if shape is not None:
-            return tuple(int(d) for d in shape), str(getattr(value, "dtype", "")) or None
+        if shape is None:
+            continue
+        try:
+            dims = tuple(int(d) for d in shape)
+        except (TypeError, ValueError):  # symbolic: a Keras tensor's (None, 256), say
+            return (), None
+        return dims, str(getattr(value, "dtype", "")) or None
     return (), None
 
 
@@ -428,10 +440,13 @@ class TorchPatches:
         def first_call(module: Any, *args: Any, **kwargs: Any) -> None:
             key = id(module)
             models[key] = module
-            inputs[key] = _input_of(args, kwargs)
-            _sample_ddp_often(module)
-            if trigger is not None:
-                trigger.saw_model(module, args, kwargs)
+            try:
+                inputs[key] = _input_of(args, kwargs)
+                _sample_ddp_often(module)
+                if trigger is not None:
+                    trigger.saw_model(module, args, kwargs)
+            except Exception as exc:  # what we note of a model must never break its call
+                logger.debug("stepdoctor: a model's first call not noted: %r", exc)
 
         def __call__(module: Any, *args: Any, **kwargs: Any) -> Any:
             tid = get_ident()

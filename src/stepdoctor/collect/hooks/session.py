@@ -12,6 +12,7 @@ reducer nor the samplers.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import os
 import sys
@@ -37,7 +38,7 @@ from stepdoctor.collect.hooks.gcwatch import GcWatch
 from stepdoctor.collect.hooks.profiling import TraceCapture
 from stepdoctor.collect.hooks.trigger import ExperimentTrigger, StepLimit, StepLimitReached
 from stepdoctor.errors import UsageError
-from stepdoctor.model import LoaderInfo, Phase, RunRecord
+from stepdoctor.model import EnvFact, LoaderInfo, Phase, RunRecord
 
 __all__ = ["BaseSession", "current_session", "end_status", "library_roots", "raised_at"]
 
@@ -108,6 +109,11 @@ class BaseSession(ABC):
         self.fallback_ops: list[str] = []
         self.h2d_in_forward: list[int] = [0]
         self.sync_calls: list[int] = [0]
+        self.framework_facts: list[EnvFact] = []
+        """A training framework's name, version and settings (``stepdoctor.integrations``)."""
+        self.hook_calls: collections.deque[tuple[str, str, int]] = collections.deque()
+        """``(hook name, phase, duration_ns)`` of the framework hook calls its integration
+        timed (appended on the hot path, taken off by the monitor)."""
         self.record: RunRecord | None = None
         self._instrument_torch = instrument_torch
         self._append = self.events.append
@@ -167,6 +173,11 @@ class BaseSession(ABC):
     @abstractmethod
     def _notice(self, message: str) -> None:
         """Note a warning about the watching itself in the run's record."""
+
+    def notice(self, message: str) -> None:
+        """Note a warning about the watching itself (a framework integration that failed,
+        say) in the run's record; the job carries on."""
+        self._notice(message)
 
     # -- lifetime ------------------------------------------------------------------------
 

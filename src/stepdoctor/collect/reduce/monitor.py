@@ -37,6 +37,7 @@ from stepdoctor.model import (
     ConcurrencyStat,
     EnvFact,
     GpuSample,
+    HookTime,
     LoaderInfo,
     LoaderWorker,
     ModelInfo,
@@ -99,6 +100,8 @@ class Collected:
         self.samples: list[StackSample] = []
         self.allocations: list[AllocationSite] = []
         self.collectives: list[Collective] = []
+        self.hooks: dict[str, HookTime] = {}
+        """A training framework's hooks, by name, with their time so far."""
         """A rank's last collectives, as read last (flight recorder)."""
 
     def steps(self) -> list[StepTiming]:
@@ -175,6 +178,7 @@ class Monitor:
         self._progress = progress
         self._progress_sink = progress_sink
         self._env_probed = False
+        self._framework_facts_seen = 0
         self._last_flush = clock()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="stepdoctor-monitor", daemon=True)
@@ -327,6 +331,7 @@ class Monitor:
         self._collect_profiled()
         self._collect_allocations(final=final)
         self._collect_collectives(final=final)
+        self._collect_framework()
         seen = len(self.collected.batch_dtypes)
         new = list(self._sink.batch_dtypes[seen:])
         if new:
@@ -468,6 +473,31 @@ class Monitor:
                 self._progress_sink(line.format())
             except Exception as exc:  # e.g. a closed stderr
                 self.notice("warning", f"progress log failed: {exc!r}", key="progress")
+
+    def _collect_framework(self) -> None:
+        """A training framework's settings (env facts its integration noted) and its hooks'
+        times, from the calls it timed since the last flush (the whole table is written: a
+        ``hook`` line replaces the one before)."""
+        facts = self._sink.framework_facts
+        new_facts = list(facts[self._framework_facts_seen :])
+        self._framework_facts_seen += len(new_facts)
+        if new_facts:
+            self.collected.env.extend(new_facts)
+            self._queue("env", new_facts)
+        calls = self._sink.hook_calls
+        if not calls:
+            return
+        hooks = self.collected.hooks
+        while calls:
+            name, phase, duration_ns = calls.popleft()
+            was = hooks.get(name)
+            hooks[name] = HookTime(
+                name=name,
+                phase=phase,
+                calls=(was.calls if was else 0) + 1,
+                total_ns=(was.total_ns if was else 0) + duration_ns,
+            )
+        self._pending["hook"] = list(hooks.values())  # the whole table, not added to
 
     def _queue(self, line_type: str, items: Sequence[Any]) -> None:
         self._pending.setdefault(line_type, []).extend(items)

@@ -1,0 +1,98 @@
+"""What every framework integration shares: the session it feeds, phases entered and left on
+its hot path, hook calls timed, settings noted, and a session of its own when none runs.
+
+The hot path here is the hooks' own: a clock read and an append per framework action
+(docs/design/hot-path.md); the monitor thread turns the appended hook calls into the
+``hook`` table and the noted settings into ``env`` facts.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping
+from typing import Any
+
+from stepdoctor.collect import current_session
+from stepdoctor.collect.hooks.events import ENTER, EXIT
+from stepdoctor.collect.hooks.session import BaseSession
+from stepdoctor.model import EnvFact
+from stepdoctor.watching import Watch, watch
+
+__all__ = ["FrameworkTimer", "OwnSession", "Setting", "note_settings"]
+
+Setting = str | int | float | bool | None
+
+
+class FrameworkTimer:
+    """Phases and hook times of one framework's loop, appended to ``session``'s buffers."""
+
+    __slots__ = ("_append", "_calls", "clock", "session")
+
+    def __init__(self, session: BaseSession) -> None:
+        self.session = session
+        self.clock = session.clock
+        self._append = session.events.append
+        self._calls = session.hook_calls
+
+    def enter(self, phase: str) -> None:
+        """The loop's thread enters ``phase`` now (left by ``leave``, innermost first)."""
+        self._append((self.clock(), ENTER, phase, threading.get_ident()))
+
+    def leave(self) -> None:
+        """The loop's thread leaves the phase it entered last."""
+        self._append((self.clock(), EXIT, None, threading.get_ident()))
+
+    def hook(self, name: str, phase: str, duration_ns: int) -> None:
+        """One call of the framework's hook ``name`` took ``duration_ns``, counted in
+        ``phase``."""
+        self._calls.append((name, phase, duration_ns))
+
+    def step(self, batch_size: int | None = None) -> None:
+        """A step (one parameter update) ends now."""
+        self.session.step(batch_size)
+
+
+def note_settings(
+    session: BaseSession, framework: str, version: str, settings: Mapping[str, Setting]
+) -> None:
+    """Note the framework, its version and its settings as env facts (``framework``,
+    ``<framework>.version``, ``<framework>.<setting>``) for the rules to read."""
+    source = f"{framework} integration"
+    facts = [
+        EnvFact(key="framework", value=framework, source=source),
+        EnvFact(key=f"{framework}.version", value=version, source=source),
+    ]
+    facts += [
+        EnvFact(key=f"{framework}.{key}", value=value, source=source)
+        for key, value in settings.items()
+    ]
+    session.framework_facts.extend(facts)
+
+
+class OwnSession:
+    """The session a framework callback feeds: the running one (``stepdoctor run``, an
+    enclosing ``watch()``), or one of its own, started with ``open`` and ended, with the
+    diagnosis printed, by ``close`` (one per ``fit``)."""
+
+    def __init__(self, **watch_options: Any) -> None:
+        self._options = watch_options
+        self._watch: Watch | None = None
+        self.session: BaseSession | None = None
+
+    def open(self) -> BaseSession:
+        """The session to feed: the running one, else a new one of this callback's own."""
+        running = current_session()
+        if running is not None:
+            self.session = running
+            return running
+        self._watch = watch(**self._options)
+        self.session = self._watch.__enter__()
+        return self.session
+
+    def close(self, exc: BaseException | None = None) -> None:
+        """End this callback's own session (if it started one): the record is finalised and
+        the diagnosis printed; ``exc``: the exception that ended the job's loop."""
+        own, self._watch = self._watch, None
+        self.session = None
+        if own is not None:
+            own.__exit__(type(exc) if exc else None, exc, exc.__traceback__ if exc else None)

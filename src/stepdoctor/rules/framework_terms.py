@@ -1,0 +1,249 @@
+"""Findings told in the terms of the framework that ran the loop (Lightning, the Hugging Face
+Trainer, Keras), when its integration noted it (the ``framework`` env fact and its settings,
+``stepdoctor.integrations``).
+
+The rules find the same time wherever the loop comes from; only the fix differs: a
+``TrainingArguments`` argument instead of a DataLoader's, ``Trainer(log_every_n_steps=...)``
+instead of ``if step % 100 == 0``. ``in_framework_terms`` adds that sentence (and a snippet
+in the framework's own call) to the findings it applies to, and names the framework's hooks
+that took the time between steps.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Sequence
+
+from stepdoctor.model import Evidence, Finding, Fix, HookTime, Phase, RunRecord
+
+__all__ = ["FRAMEWORK_NAMES", "framework_of", "in_framework_terms", "slowest_hooks"]
+
+#: The frameworks' names as the user knows them.
+FRAMEWORK_NAMES = {
+    "lightning": "Lightning",
+    "transformers": "the Hugging Face Trainer",
+    "keras": "Keras",
+}
+#: Hooks named in the evidence of the time between steps.
+HOOKS_SHOWN = 3
+#: What the rules' generic fixes say, read back for the framework's own call.
+_WORKERS = re.compile(r"num_workers=(\d+)")
+_BATCH = re.compile(r"batch_size=(\d+)")
+#: A logging hook's name, per framework (``stepdoctor.integrations``).
+_LOGGING_HOOKS = {
+    "lightning": "logging (log_metrics)",
+    "transformers": "Trainer.log (logging_steps)",
+}
+
+
+def framework_of(record: RunRecord) -> str:
+    """The framework that ran the loop (``lightning``, ``transformers``, ``keras``), or
+    ``""``."""
+    value = record.env_value("framework")
+    return value if isinstance(value, str) and value in FRAMEWORK_NAMES else ""
+
+
+def slowest_hooks(record: RunRecord, phase: str) -> list[HookTime]:
+    """The framework's hooks whose time was counted in ``phase``, slowest first."""
+    return sorted(
+        (h for h in record.hooks if h.phase == phase and h.total_ns > 0),
+        key=lambda h: -h.total_ns,
+    )
+
+
+def in_framework_terms(record: RunRecord, findings: Sequence[Finding]) -> list[Finding]:
+    """``findings`` with their fixes also told in the loop's framework's terms."""
+    framework = framework_of(record)
+    if not framework:
+        return list(findings)
+    translate = {
+        "input-bound": _workers,
+        "slow-callbacks": _between_steps,
+        "checkpoint-stalls": _checkpoints,
+        "small-batch": _batch,
+        "frequent-evaluation": _evaluation,
+    }
+    out = []
+    for finding in findings:
+        how = translate.get(finding.rule)
+        out.append(how(record, framework, finding) if how else finding)
+    return out
+
+
+def _setting(record: RunRecord, framework: str, name: str) -> object:
+    return record.env_value(f"{framework}.{name}")
+
+
+def _told(finding: Finding, sentence: str, snippet: str | None) -> Finding:
+    fix = finding.fix
+    summary = f"{fix.summary} {sentence}" if fix is not None else sentence
+    return dataclasses.replace(
+        finding,
+        fix=Fix(summary=summary, snippet=snippet or (fix.snippet if fix else None)),
+    )
+
+
+def _number(pattern: re.Pattern[str], fix: Fix | None) -> str | None:
+    if fix is None:
+        return None
+    found = pattern.search(f"{fix.summary} {fix.snippet or ''}")
+    return found.group(1) if found else None
+
+
+def _workers(record: RunRecord, framework: str, finding: Finding) -> Finding:
+    workers = _number(_WORKERS, finding.fix)
+    if workers is None:
+        return finding
+    if framework == "transformers":
+        now = _setting(record, framework, "dataloader_num_workers")
+        return _told(
+            finding,
+            f"The Trainer makes the DataLoader: set its workers in TrainingArguments "
+            f"(dataloader_num_workers is {now}).",
+            f"TrainingArguments(..., dataloader_num_workers={workers},\n"
+            "                  dataloader_persistent_workers=True)",
+        )
+    if framework == "lightning":
+        return _told(
+            finding,
+            "In Lightning the DataLoader is the one your LightningModule's or DataModule's "
+            "train_dataloader() returns (or the one given to fit): set num_workers there.",
+            None,
+        )
+    return _told(
+        finding,
+        "Keras 3 reads arrays given to fit() in the loop itself: give it a "
+        f"keras.utils.PyDataset with workers={workers} (use_multiprocessing=True for Python "
+        "work) or a DataLoader with num_workers.",
+        f"model.fit(MyPyDataset(..., workers={workers}, use_multiprocessing=True))",
+    )
+
+
+def _between_steps(record: RunRecord, framework: str, finding: Finding) -> Finding:
+    hooks = slowest_hooks(record, Phase.CALLBACKS.value)
+    if not hooks:
+        return finding
+    total = sum(h.total_ns for h in hooks)
+    shown = ", ".join(
+        f"{h.name} {h.total_ns / h.calls / 1e6:.2f} ms a call x {h.calls} "
+        f"({h.total_ns / total:.0%})"
+        for h in hooks[:HOOKS_SHOWN]
+    )
+    evidence = Evidence(
+        metric=f"{FRAMEWORK_NAMES[framework]}'s hooks, slowest first",
+        value=shown,
+        source=f"{framework} integration",
+    )
+    finding = dataclasses.replace(finding, evidence=(*finding.evidence, evidence))
+    top = hooks[0]
+    if top.name == _LOGGING_HOOKS.get(framework):
+        if framework == "lightning":
+            every = _setting(record, framework, "log_every_n_steps")
+            return _told(
+                finding,
+                f"Most of it is Lightning writing the logged metrics to the loggers, every "
+                f"{every} step(s): log less often (Trainer(log_every_n_steps=50), its default), "
+                "and log per epoch what needs no step-by-step curve "
+                "(self.log(..., on_step=False, on_epoch=True)).",
+                "trainer = L.Trainer(..., log_every_n_steps=50)",
+            )
+        every = _setting(record, framework, "logging_steps")
+        return _told(
+            finding,
+            f"Most of it is the Trainer's logging, every {every} step(s): log less often "
+            "(TrainingArguments(logging_steps=500), its default) and report to fewer "
+            "integrations (report_to).",
+            "TrainingArguments(..., logging_steps=500)",
+        )
+    hook = top.name.rpartition(".")[2]
+    if framework == "lightning":
+        guard = "if batch_idx % 50 == 0:"
+    elif framework == "transformers":
+        guard = "if state.global_step % 50 == 0:"
+    else:
+        guard = "if batch % 50 == 0:"
+    return _told(
+        finding,
+        f"Most of it is {top.name} ({top.total_ns / total:.0%} of the hooks' time): make it "
+        f"cheaper (on tensors, not element by element in Python), or do its work every N "
+        f"steps ({guard} at the top of {hook or top.name}).",
+        f"def {hook or 'on_train_batch_end'}(self, ...):\n    {guard}\n        ...  # the work",
+    )
+
+
+def _checkpoints(record: RunRecord, framework: str, finding: Finding) -> Finding:
+    if framework == "lightning":
+        every = _setting(record, framework, "checkpoint_every_n_train_steps")
+        return _told(
+            finding,
+            f"Lightning saves from its ModelCheckpoint callback (every_n_train_steps is "
+            f"{every}): save every few hundred steps or per epoch.",
+            "ModelCheckpoint(every_n_train_steps=1000)  # or every_n_epochs=1",
+        )
+    if framework == "transformers":
+        strategy = _setting(record, framework, "save_strategy")
+        steps = _setting(record, framework, "save_steps")
+        return _told(
+            finding,
+            f"The Trainer saves by save_strategy={strategy!r} and save_steps={steps}: save "
+            "less often, and keep fewer checkpoints (save_total_limit).",
+            'TrainingArguments(..., save_strategy="steps", save_steps=1000, save_total_limit=2)',
+        )
+    return _told(
+        finding,
+        "Keras saves from its ModelCheckpoint callback: save per epoch, not per batch.",
+        'keras.callbacks.ModelCheckpoint(path, save_freq="epoch")',
+    )
+
+
+def _batch(record: RunRecord, framework: str, finding: Finding) -> Finding:
+    size = _number(_BATCH, finding.fix) or "64"
+    if framework == "keras":
+        now = _setting(record, framework, "batch_size")
+        return _told(
+            finding,
+            "In Keras the batch is fit()'s batch_size" + (f" (now {now})." if now else "."),
+            f"model.fit(x, y, batch_size={size}, ...)",
+        )
+    if framework == "transformers":
+        now = _setting(record, framework, "per_device_train_batch_size")
+        return _told(
+            finding,
+            f"With the Trainer the batch is per_device_train_batch_size (now {now}); "
+            "gradient_accumulation_steps only adds micro-batches of the same size.",
+            f"TrainingArguments(..., per_device_train_batch_size={size})",
+        )
+    return _told(
+        finding,
+        "In Lightning the batch is the batch_size of the DataLoader your train_dataloader() "
+        "returns.",
+        None,
+    )
+
+
+def _evaluation(record: RunRecord, framework: str, finding: Finding) -> Finding:
+    if framework == "lightning":
+        interval = _setting(record, framework, "val_check_interval")
+        return _told(
+            finding,
+            f"Lightning validates every val_check_interval={interval} of an epoch (or every "
+            "that many batches): validate once an epoch, less often (check_val_every_n_epoch), "
+            "or on fewer batches (limit_val_batches).",
+            "trainer = L.Trainer(..., val_check_interval=1.0, limit_val_batches=0.25)",
+        )
+    if framework == "transformers":
+        steps = _setting(record, framework, "eval_steps")
+        return _told(
+            finding,
+            f"The Trainer evaluates every eval_steps={steps} steps: evaluate less often "
+            '(eval_strategy="epoch", or a larger eval_steps) or on a subset of eval_dataset.',
+            'TrainingArguments(..., eval_strategy="steps", eval_steps=1000)',
+        )
+    freq = _setting(record, framework, "validation_freq")
+    return _told(
+        finding,
+        f"Keras validates after every validation_freq={freq or 1} epoch(s): validate less "
+        "often, or on fewer batches (validation_steps).",
+        "model.fit(..., validation_freq=5, validation_steps=50)",
+    )

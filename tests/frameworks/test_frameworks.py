@@ -1,0 +1,176 @@
+"""Real CPU runs of Lightning, Hugging Face Trainer and Keras 3 jobs (small models built from
+code or a config: no downloads) under ``stepdoctor run``, which installs each framework's
+integration when the job imports it; and Lightning's callback used without ``run``.
+
+Each framework: the steps counted as the framework counts them, the phases adding up to the
+steps, a healthy job clean, a planted fault named on top in the framework's own terms.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from stepdoctor.model import RunRecord
+from stepdoctor.record import load_run
+from tests.scenarios._verdicts import LOUD, about_the_job
+
+HERE = Path(__file__).parents[2] / "examples" / "frameworks"
+pytestmark = pytest.mark.scenario
+
+
+def _run(job: str, tmp_path: Path, **env: str) -> tuple[dict[str, object], RunRecord, Path]:
+    """``stepdoctor run`` the job with ``env``: its JSON report, its record, its folder."""
+    out, report = tmp_path / "run", tmp_path / "report.json"
+    proc = subprocess.run(
+        [sys.executable, "-m", "stepdoctor", "run", "--no-report", "--json", str(report),
+         "--out", str(out), str(HERE / job)],
+        capture_output=True, text=True, timeout=300, cwd=tmp_path,
+        env={**os.environ, "PYTHONWARNINGS": "ignore", **env},
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(report.read_text()), load_run(out), out
+
+
+def _phases_add_up(record: RunRecord) -> None:
+    for step in record.steps:  # evaluation included (a step's duration_ns leaves it out)
+        assert sum(step.phase_ns.values()) == pytest.approx(step.wall_ns, rel=0.01)
+
+
+def _loud(report: dict[str, object], out: Path) -> list[str]:
+    return [
+        f"{f['rule']} {f['severity']}: {f['title']}"
+        for f in about_the_job(report, out)
+        if f["severity"] in LOUD
+    ]
+
+
+def _top(report: dict[str, object], out: Path) -> dict[str, object]:
+    findings = about_the_job(report, out)
+    assert findings, "no findings"
+    return findings[0]
+
+
+def _hooks(record: RunRecord) -> dict[str, int]:
+    return {h.name: h.calls for h in record.hooks}
+
+
+# -- Lightning --------------------------------------------------------------------------------
+
+
+def test_lightning_job_is_watched_in_lightnings_terms_and_stays_clean(tmp_path: Path) -> None:
+    report, record, out = _run("lightning_job.py", tmp_path, LIGHTNING_ACCUMULATE="2")
+    assert len(record.steps) == 60  # optimizer steps (max_steps), each of 2 batches
+    summary = report["summary"]
+    assert isinstance(summary, dict) and summary["micro_batches_per_step"] == 2
+    assert "Lightning runs training_step and backward inside optimizer.step" in str(
+        summary["step_basis"]
+    )
+    _phases_add_up(record)
+    assert record.env_value("framework") == "lightning"
+    assert record.env_value("lightning.accumulate_grad_batches") == 2
+    phases = {name for s in record.steps for name in s.phase_ns}
+    assert {"data_wait", "h2d", "forward", "backward", "optimizer", "evaluation"} <= phases
+    hooks = _hooks(record)
+    assert hooks["Classifier.on_train_batch_end"] == 120  # a call per batch
+    assert not any("StepdoctorCallback" in name for name in hooks)  # not our own
+    assert not _loud(report, out)
+
+
+def test_a_slow_lightning_callback_is_named_with_its_hook(tmp_path: Path) -> None:
+    report, record, out = _run("lightning_job.py", tmp_path, LIGHTNING_FAULT="callback")
+    top = _top(report, out)
+    assert top["rule"] == "slow-callbacks" and top["severity"] in LOUD, top
+    fix = top["fix"]
+    assert isinstance(fix, dict) and "WeightStats.on_train_batch_end" in fix["summary"]
+    assert "batch_idx % 50 == 0" in fix["summary"]
+    evidence = {e["metric"]: e["value"] for e in top["evidence"]}  # type: ignore[union-attr]
+    assert str(evidence["Lightning's hooks, slowest first"]).startswith(
+        "WeightStats.on_train_batch_end"
+    )
+    assert _hooks(record)["WeightStats.on_train_batch_end"] == 60
+
+
+def test_lightnings_callback_watches_a_fit_without_stepdoctor_run(tmp_path: Path) -> None:
+    watched = tmp_path / "watched"
+    proc = subprocess.run(
+        [sys.executable, str(HERE / "lightning_job.py")],
+        capture_output=True, text=True, timeout=300, cwd=tmp_path,
+        env={**os.environ, "PYTHONWARNINGS": "ignore", "LIGHTNING_WATCH": str(watched)},
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    record = load_run(watched)
+    assert len(record.steps) == 60 and record.end is not None and record.end.status == "ok"
+    assert record.env_value("framework") == "lightning"
+    report = json.loads((watched / "report.json").read_text())
+    assert report["summary"]["steps"] == 60
+
+
+def test_ranks_lightning_starts_itself_are_watched_too(tmp_path: Path) -> None:
+    _, record, out = _run("lightning_job.py", tmp_path, LIGHTNING_DEVICES="2", LIGHTNING_STEPS="20")
+    assert len(record.steps) == 20  # rank 0: the process stepdoctor run started
+    child = load_run(out / "rank-1")  # started by Lightning's launcher, under stepdoctor run
+    assert (child.meta.rank, child.meta.world_size) == (1, 2)
+    assert len(child.steps) == 20 and child.env_value("framework") == "lightning"
+
+
+# -- Hugging Face Trainer ---------------------------------------------------------------------
+
+
+def test_hf_trainer_steps_are_optimizer_updates_and_a_healthy_job_stays_clean(
+    tmp_path: Path,
+) -> None:
+    report, record, out = _run("hf_job.py", tmp_path, HF_ACCUMULATION="2", HF_STEPS="30")
+    assert len(record.steps) == 30
+    summary = report["summary"]
+    assert isinstance(summary, dict) and summary["micro_batches_per_step"] == 2
+    _phases_add_up(record)
+    assert record.env_value("transformers.gradient_accumulation_steps") == 2
+    hooks = _hooks(record)
+    assert hooks["Trainer.log (logging_steps)"] == 4  # logging_steps=10 of 30 steps, + the end
+    assert not _loud(report, out)
+
+
+def test_a_slow_data_collator_is_the_trainers_data_wait(tmp_path: Path) -> None:
+    report, _, out = _run("hf_job.py", tmp_path, HF_FAULT="collator")
+    top = _top(report, out)
+    assert top["rule"] == "input-bound" and top["severity"] in LOUD, top
+    where = top["where"]
+    assert isinstance(where, list) and where and "slow_pad" in where[0]["function"]
+
+
+def test_evaluation_every_few_steps_is_named_with_the_trainers_argument(tmp_path: Path) -> None:
+    report, record, out = _run("hf_job.py", tmp_path, HF_EVAL_STEPS="2", HF_STEPS="30")
+    top = _top(report, out)
+    assert top["rule"] == "frequent-evaluation" and top["severity"] in LOUD, top
+    fix = top["fix"]
+    assert isinstance(fix, dict) and "eval_steps=2" in fix["summary"]
+    assert "eval_steps=1000" in fix["snippet"]
+    assert _hooks(record)["Trainer.evaluate (eval_steps)"] == 15
+
+
+# -- Keras 3 ----------------------------------------------------------------------------------
+
+
+def test_keras_fit_is_one_step_per_batch_and_a_healthy_job_stays_clean(tmp_path: Path) -> None:
+    report, record, out = _run("keras_job.py", tmp_path)
+    assert len(record.steps) == 2 * 58  # 2 epochs of 14,746 samples in batches of 256
+    _phases_add_up(record)
+    assert record.env_value("keras.batch_size") == 256
+    phases = {name for s in record.steps for name in s.phase_ns}
+    assert {"data_wait", "forward", "backward", "optimizer", "evaluation"} <= phases
+    assert not _loud(report, out)
+
+
+def test_a_tiny_keras_batch_is_named_with_fits_batch_size(tmp_path: Path) -> None:
+    report, _, out = _run("keras_job.py", tmp_path, KERAS_FAULT="batch", KERAS_EPOCHS="1")
+    top = _top(report, out)
+    assert top["rule"] == "small-batch" and top["severity"] in LOUD, top
+    fix = top["fix"]
+    assert isinstance(fix, dict) and "fit()'s batch_size (now 4)" in fix["summary"]
+    assert "model.fit(x, y, batch_size=" in fix["snippet"]

@@ -1,0 +1,110 @@
+"""The integrations' common part: phases, hook times and settings fed into a real session,
+and back from its record; the auto-installer's post-import hooks."""
+
+from __future__ import annotations
+
+import sys
+import types
+from pathlib import Path
+
+from stepdoctor.collect import Session
+from stepdoctor.integrations import FRAMEWORK_MODULES, AutoIntegrations
+from stepdoctor.integrations._timing import FrameworkTimer, OwnSession, note_settings
+from stepdoctor.record import load_run
+from tests.collect.test_session import FixedReader
+
+
+def test_phases_hooks_and_settings_reach_the_record(tmp_path: Path) -> None:
+    with Session(tmp_path, readers=[FixedReader()], instrument_torch=False) as doc:
+        timer = FrameworkTimer(doc)
+        note_settings(doc, "lightning", "2.6.6", {"log_every_n_steps": 1, "precision": "32"})
+        for _ in range(3):
+            timer.enter("callbacks")
+            timer.leave()
+            timer.hook("WeightStats.on_train_batch_end", "callbacks", 2_000_000)
+            timer.hook("logging (log_metrics)", "callbacks", 500_000)
+            timer.step(8)
+    rec = doc.record
+    assert rec is not None and len(rec.steps) == 3
+    assert all("callbacks" in s.phase_ns for s in rec.steps)
+    hooks = {h.name: (h.phase, h.calls, h.total_ns) for h in rec.hooks}
+    assert hooks == {
+        "WeightStats.on_train_batch_end": ("callbacks", 3, 6_000_000),
+        "logging (log_metrics)": ("callbacks", 3, 1_500_000),
+    }
+    assert rec.env_value("framework") == "lightning"
+    assert rec.env_value("lightning.log_every_n_steps") == 1
+    again = load_run(tmp_path)  # the hook table as written last, the settings as env facts
+    assert {h.name: h.calls for h in again.hooks} == {n: c for n, (_, c, _) in hooks.items()}
+    assert again.env_value("lightning.precision") == "32"
+
+
+def test_a_callback_joins_a_running_session_and_ends_only_its_own(tmp_path: Path) -> None:
+    with Session(tmp_path / "run", readers=[FixedReader()], instrument_torch=False) as doc:
+        joined = OwnSession()
+        assert joined.open() is doc
+        joined.close()  # not its own: the run goes on
+        doc.step(1)
+    own = OwnSession(out_dir=tmp_path / "own", report=False)
+    session = own.open()
+    assert session is not doc
+    session.step(4)
+    own.close()
+    assert len(load_run(tmp_path / "own").steps) == 1
+
+
+def test_a_framework_imported_installs_its_integration_once_and_uninstall_undoes_it(
+    tmp_path: Path, monkeypatch: object
+) -> None:
+    calls: list[str] = []
+    fake = types.ModuleType("stepdoctor_fake_integration")
+
+    def install(session: object, *args: str) -> object:
+        calls.append("install")
+        return lambda: calls.append("undo")
+
+    fake.install = install  # type: ignore[attr-defined]
+    sys.modules["stepdoctor_fake_integration"] = fake
+    FRAMEWORK_MODULES["stepdoctor_fake_framework"] = ("stepdoctor_fake_integration", ())
+    try:
+        with Session(tmp_path, readers=[FixedReader()], instrument_torch=False) as doc:
+            auto = AutoIntegrations(doc)
+            auto.install()
+            framework = types.ModuleType("stepdoctor_fake_framework")
+            sys.modules["stepdoctor_fake_framework"] = framework
+            import wrapt
+
+            wrapt.notify_module_loaded(framework)
+            wrapt.notify_module_loaded(framework)  # imported once, installed once
+            auto.uninstall()
+        assert calls == ["install", "undo"]
+    finally:
+        del FRAMEWORK_MODULES["stepdoctor_fake_framework"]
+        sys.modules.pop("stepdoctor_fake_framework", None)
+        sys.modules.pop("stepdoctor_fake_integration", None)
+
+
+def test_an_integration_that_fails_is_a_notice_and_the_job_goes_on(tmp_path: Path) -> None:
+    broken = types.ModuleType("stepdoctor_broken_integration")
+
+    def install(session: object) -> object:
+        raise RuntimeError("changed API")
+
+    broken.install = install  # type: ignore[attr-defined]
+    sys.modules["stepdoctor_broken_integration"] = broken
+    FRAMEWORK_MODULES["stepdoctor_broken_framework"] = ("stepdoctor_broken_integration", ())
+    try:
+        with Session(tmp_path, readers=[FixedReader()], instrument_torch=False) as doc:
+            auto = AutoIntegrations(doc)
+            auto.install()
+            import wrapt
+
+            wrapt.notify_module_loaded(types.ModuleType("stepdoctor_broken_framework"))
+            doc.step(1)
+            auto.uninstall()
+        rec = doc.record
+        assert rec is not None
+        assert any("changed API" in n.message for n in rec.notices)
+    finally:
+        del FRAMEWORK_MODULES["stepdoctor_broken_framework"]
+        sys.modules.pop("stepdoctor_broken_integration", None)

@@ -1,0 +1,67 @@
+"""Findings in a framework's own terms (rules/framework_terms.py) and frequent-evaluation."""
+
+from __future__ import annotations
+
+from stepdoctor.model import HookTime, Severity
+from stepdoctor.report import build_report
+from stepdoctor.rules import RuleContext
+from stepdoctor.rules.frequent_evaluation import frequent_evaluation
+from tests.builders import env, record, steps
+
+
+def _hook(name: str, ms: float, calls: int = 100) -> HookTime:
+    return HookTime(name=name, phase="callbacks", calls=calls, total_ns=int(ms * 1e6))
+
+
+def _findings(rec: object) -> dict[str, object]:
+    return {f.rule: f for f in build_report(rec).findings}  # type: ignore[arg-type]
+
+
+def test_a_slow_lightning_callback_is_named_with_a_guard_in_its_hook() -> None:
+    s = steps(100, phases_ms={"forward": 10, "backward": 10, "callbacks": 12})
+    hooks = (_hook("WeightStats.on_train_batch_end", 1100), _hook("logging (log_metrics)", 40))
+    rec = record(s, facts=env(framework="lightning", lightning__log_every_n_steps=50), hooks=hooks)
+    f = _findings(rec)["slow-callbacks"]
+    assert "WeightStats.on_train_batch_end" in f.fix.summary  # type: ignore[attr-defined]
+    assert "if batch_idx % 50 == 0:" in f.fix.summary  # type: ignore[attr-defined]
+    ev = {e.metric: e.value for e in f.evidence}  # type: ignore[attr-defined]
+    assert str(ev["Lightning's hooks, slowest first"]).startswith(
+        "WeightStats.on_train_batch_end 11.00 ms a call x 100 (96%)"
+    )
+
+
+def test_logging_on_top_is_told_as_lightnings_and_the_trainers_logging_setting() -> None:
+    s = steps(100, phases_ms={"forward": 10, "backward": 10, "callbacks": 12})
+    lightning = record(s, facts=env(framework="lightning", lightning__log_every_n_steps=1),
+                       hooks=(_hook("logging (log_metrics)", 1100),))  # fmt: skip
+    f = _findings(lightning)["slow-callbacks"]
+    assert "every 1 step(s)" in f.fix.summary and "log_every_n_steps=50" in f.fix.snippet  # type: ignore[attr-defined]
+    hf = record(s, facts=env(framework="transformers", transformers__logging_steps=1),
+                hooks=(_hook("Trainer.log (logging_steps)", 1100),))  # fmt: skip
+    g = _findings(hf)["slow-callbacks"]
+    assert "logging_steps=500" in g.fix.snippet  # type: ignore[attr-defined]
+
+
+def test_a_plain_loop_keeps_the_generic_fix() -> None:
+    s = steps(100, phases_ms={"forward": 10, "backward": 10, "callbacks": 12})
+    f = _findings(record(s, hooks=(_hook("X.on_train_batch_end", 1100),)))["slow-callbacks"]
+    assert "X.on_train_batch_end" not in f.fix.summary  # type: ignore[attr-defined]
+
+
+def test_evaluation_every_few_steps_is_a_finding_told_in_the_frameworks_setting() -> None:
+    s = steps(100, phases_ms={"forward": 10, "backward": 10}, every={2: {"evaluation": 30}})
+    (f,) = frequent_evaluation(RuleContext(record(s)))
+    assert f.severity is Severity.CRITICAL  # 15 of every 35 ms
+    ev = {e.metric: e.value for e in f.evidence}
+    assert ev["every"] == "every 2 steps"
+    assert f.speedup.factor > 1.0
+    hf = record(s, facts=env(framework="transformers", transformers__eval_steps=2))
+    g = _findings(hf)["frequent-evaluation"]
+    assert "eval_steps=2" in g.fix.summary  # type: ignore[attr-defined]
+    keras = record(s, facts=env(framework="keras"))
+    assert "validation_freq" in _findings(keras)["frequent-evaluation"].fix.summary  # type: ignore[attr-defined]
+
+
+def test_evaluation_once_an_epoch_is_silent() -> None:
+    s = steps(100, phases_ms={"forward": 10, "backward": 10}, every={50: {"evaluation": 40}})
+    assert frequent_evaluation(RuleContext(record(s))) == []
