@@ -2,10 +2,11 @@
 
 ``LIGHTNING_FAULT=callback``: a callback that, after every batch, walks the model's weights
 element by element in Python to log their statistics (the planted slow callback).
-``LIGHTNING_STEPS``: optimizer steps (default 60). ``LIGHTNING_DEVICES``: CPU processes
+``LIGHTNING_STEPS``: optimizer steps (default 150). ``LIGHTNING_DEVICES``: CPU processes
 (``strategy="ddp"`` when more than one). ``LIGHTNING_ACCUMULATE``: ``accumulate_grad_batches``.
 ``LIGHTNING_WATCH=FOLDER``: the job watches itself with ``StepdoctorCallback`` (its record in
 FOLDER, its report as JSON in FOLDER/report.json), for a run without ``stepdoctor run``.
+``LIGHTNING_PROFILER``: the Trainer's own profiler (``simple``, ``advanced``).
 The batches are indexed whole (a ``BatchSampler``), as stepdoctor advises for in-memory data.
 """
 
@@ -23,10 +24,11 @@ from torch.utils.data import (
 )
 
 FAULT = os.environ.get("LIGHTNING_FAULT", "")
-STEPS = int(os.environ.get("LIGHTNING_STEPS", "60"))
+STEPS = int(os.environ.get("LIGHTNING_STEPS", "150"))
 DEVICES = int(os.environ.get("LIGHTNING_DEVICES", "1"))
 ACCUMULATE = int(os.environ.get("LIGHTNING_ACCUMULATE", "1"))
 WATCH = os.environ.get("LIGHTNING_WATCH", "")
+PROFILER = os.environ.get("LIGHTNING_PROFILER") or None
 FEATURES, BATCH = 256, 128
 
 
@@ -64,7 +66,7 @@ class WeightStats(pl.Callback):
 
 def main() -> None:
     torch.manual_seed(0)
-    data = TensorDataset(torch.randn(BATCH * 20, FEATURES), torch.randint(0, 10, (BATCH * 20,)))
+    data = TensorDataset(torch.randn(BATCH * 100, FEATURES), torch.randint(0, 10, (BATCH * 100,)))
     train = DataLoader(
         data, sampler=BatchSampler(RandomSampler(data), BATCH, False), batch_size=None
     )
@@ -85,6 +87,7 @@ def main() -> None:
         devices=DEVICES,
         strategy="ddp" if DEVICES > 1 else "auto",
         accumulate_grad_batches=ACCUMULATE,
+        profiler=PROFILER,
         callbacks=callbacks,
         logger=False,
         enable_progress_bar=False,

@@ -48,3 +48,30 @@ def test_a_run_records_its_loaders_workers(tmp_path: Path) -> None:
     (worker,) = rec.loader_workers
     assert worker.loader_id == rec.loaders[0].loader_id
     assert load_run(tmp_path).loader_workers == rec.loader_workers
+
+
+def _pad(batch: list[object]) -> list[object]:
+    return batch
+
+
+class _RemoveColumns:
+    """The Hugging Face Trainer's wrapper of its data collator (``data_collator``)."""
+
+    def __init__(self, data_collator: object) -> None:
+        self.data_collator = data_collator
+
+    def __call__(self, batch: list[object]) -> object:
+        return batch
+
+
+def test_a_loaders_own_collate_fn_is_named_and_torchs_default_is_not() -> None:
+    from torch.utils.data import DataLoader
+
+    from stepdoctor.collect.hooks.batches import loader_info
+
+    data = list(range(8))
+    assert loader_info(DataLoader(data, batch_size=2)).collate_fn == ""
+    own = loader_info(DataLoader(data, batch_size=2, collate_fn=_pad)).collate_fn
+    assert own.startswith("_pad (") and "test_batches.py:" in own
+    wrapped = loader_info(DataLoader(data, batch_size=2, collate_fn=_RemoveColumns(_pad)))
+    assert wrapped.collate_fn.startswith("_pad (")

@@ -65,7 +65,7 @@ def _hooks(record: RunRecord) -> dict[str, int]:
 
 def test_lightning_job_is_watched_in_lightnings_terms_and_stays_clean(tmp_path: Path) -> None:
     report, record, out = _run("lightning_job.py", tmp_path, LIGHTNING_ACCUMULATE="2")
-    assert len(record.steps) == 60  # optimizer steps (max_steps), each of 2 batches
+    assert len(record.steps) == 150  # optimizer steps (max_steps), each of 2 batches
     summary = report["summary"]
     assert isinstance(summary, dict) and summary["micro_batches_per_step"] == 2
     assert "Lightning runs training_step and backward inside optimizer.step" in str(
@@ -77,7 +77,7 @@ def test_lightning_job_is_watched_in_lightnings_terms_and_stays_clean(tmp_path: 
     phases = {name for s in record.steps for name in s.phase_ns}
     assert {"data_wait", "h2d", "forward", "backward", "optimizer", "evaluation"} <= phases
     hooks = _hooks(record)
-    assert hooks["Classifier.on_train_batch_end"] == 120  # a call per batch
+    assert hooks["Classifier.on_train_batch_end"] == 300  # a call per batch
     assert not any("StepdoctorCallback" in name for name in hooks)  # not our own
     assert not _loud(report, out)
 
@@ -93,22 +93,26 @@ def test_a_slow_lightning_callback_is_named_with_its_hook(tmp_path: Path) -> Non
     assert str(evidence["Lightning's hooks, slowest first"]).startswith(
         "WeightStats.on_train_batch_end"
     )
-    assert _hooks(record)["WeightStats.on_train_batch_end"] == 60
+    assert _hooks(record)["WeightStats.on_train_batch_end"] == 150
 
 
 def test_lightnings_callback_watches_a_fit_without_stepdoctor_run(tmp_path: Path) -> None:
+    """...beside the Trainer's own profiler, which still gets every action and reports."""
     watched = tmp_path / "watched"
     proc = subprocess.run(
         [sys.executable, str(HERE / "lightning_job.py")],
         capture_output=True, text=True, timeout=300, cwd=tmp_path,
-        env={**os.environ, "PYTHONWARNINGS": "ignore", "LIGHTNING_WATCH": str(watched)},
+        env={**os.environ, "PYTHONWARNINGS": "ignore", "LIGHTNING_WATCH": str(watched),
+             "LIGHTNING_PROFILER": "simple"},
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
+    simple = proc.stdout + proc.stderr
+    assert "FIT Profiler Report" in simple and "run_training_batch" in simple
     record = load_run(watched)
-    assert len(record.steps) == 60 and record.end is not None and record.end.status == "ok"
+    assert len(record.steps) == 150 and record.end is not None and record.end.status == "ok"
     assert record.env_value("framework") == "lightning"
     report = json.loads((watched / "report.json").read_text())
-    assert report["summary"]["steps"] == 60
+    assert report["summary"]["steps"] == 150
 
 
 def test_ranks_lightning_starts_itself_are_watched_too(tmp_path: Path) -> None:

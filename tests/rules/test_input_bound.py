@@ -227,3 +227,12 @@ def test_a_loader_on_a_cpu_beside_a_busy_machine_is_still_the_samples_preparatio
                   facts=env(cpu__affinity=2, torch__num_threads=2))  # fmt: skip
     (g,) = input_bound(RuleContext(idle))
     assert "storage or the network" in g.fix.summary
+
+
+def test_a_loader_that_already_returns_batches_is_not_told_to_batch() -> None:
+    # examples/frameworks/lightning_job.py: a BatchSampler with batch_size=None, 0.6 ms a batch
+    s = steps(200, phases_ms={"data_wait": 0.6, "forward": 5, "backward": 5})
+    batched = LoaderInfo(loader_id=1, num_workers=0, batch_size=None, dataset_type="TensorDataset")
+    (f,) = input_bound(RuleContext(record(s, loaders=[batched], facts=env(cpu__affinity=2))))
+    assert f.severity is Severity.INFO
+    assert "already returns whole batches" in f.fix.summary and "BatchSampler" not in f.fix.summary

@@ -21,6 +21,8 @@ if __name__ == "__main__":
             loss_fn(model(x), y).backward()
             opt.step()
             steps += 1
+            if done(steps):  # an evaluation after the last step would be in no step
+                break
             if steps % EVERY == 0:
                 model.eval()
                 correct = 0
@@ -28,7 +30,5 @@ if __name__ == "__main__":
                     for vx, vy in val:
                         correct += int((model(vx).argmax(1) == vy).sum())
                         evaluations += 1
-            if done(steps):
-                break
     print("steps:", steps)
     print("evaluations:", evaluations)

@@ -5,7 +5,9 @@
     model.fit(x, y, callbacks=[StepdoctorCallback()])   # or: stepdoctor run train.py
 
 A step is one batch of ``fit`` (``on_train_batch_end``). The data wait is the time from a
-batch's end to the next batch's begin (the epoch iterator fetching it); validation inside
+batch's end to the next batch's begin (the epoch iterator fetching it); the train step's own
+work besides the model's call and the backward (the loss, the metrics) is ``forward``, its
+optimizer's ``apply`` ``optimizer``; validation inside
 ``fit`` (``on_test_begin`` to ``on_test_end``) is ``evaluation``. The callback notes ``fit``'s
 settings; outside ``stepdoctor run`` it records a run of its own per ``fit`` and prints the
 diagnosis at its end. Under ``stepdoctor run`` every ``fit`` gets one (``install``), which also
@@ -33,6 +35,7 @@ __all__ = ["StepdoctorCallback", "install"]
 _DATA_WAIT = Phase.DATA_WAIT.value
 _EVALUATION = Phase.EVALUATION.value
 _OPTIMIZER = Phase.OPTIMIZER.value
+_FORWARD = Phase.FORWARD.value
 
 
 class StepdoctorCallback(keras.callbacks.Callback):  # type: ignore[misc]
@@ -72,6 +75,7 @@ class StepdoctorCallback(keras.callbacks.Callback):  # type: ignore[misc]
         }
         note_settings(session, "keras", keras.__version__, settings)
         self._time_optimizer(model)
+        self._time_train_step(model)
 
     def on_train_batch_begin(self, batch: int, logs: Any = None) -> None:
         """The next batch is here: the wait for it ends."""
@@ -109,8 +113,31 @@ class StepdoctorCallback(keras.callbacks.Callback):  # type: ignore[misc]
         optimizer, self._optimizer = self._optimizer, None
         if optimizer is not None and "apply" in vars(optimizer):
             del optimizer.apply  # the class's own again
+        model = self.model
+        if model is not None and "train_step" in vars(model):
+            del model.train_step
         self._timer = None
         self._own.close()
+
+    def _time_train_step(self, model: Any) -> None:
+        """Count the train step's own work outside the model's call and the backward (the
+        loss, the metrics' update, ``zero_grad``) as ``forward``: Keras computes them in its
+        step, where a plain loop's code would (looked up at each call: ``fit``'s train
+        function calls ``self.train_step``)."""
+        original = getattr(model, "train_step", None)
+        timer = self._timer
+        if original is None or timer is None or "train_step" in vars(model):
+            return
+
+        @functools.wraps(original)
+        def train_step(*args: Any, **kwargs: Any) -> Any:
+            timer.enter(_FORWARD)
+            try:
+                return original(*args, **kwargs)
+            finally:
+                timer.leave()
+
+        setattr(model, "train_step", train_step)  # noqa: B010 (model: Any)
 
     def _time_optimizer(self, model: Any) -> None:
         """Time the model's optimizer's ``apply`` (the parameters' update: Keras's own

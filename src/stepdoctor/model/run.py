@@ -207,6 +207,9 @@ class LoaderInfo:
     getitem_at: str = ""
     """``path:line`` of the data set's ``__getitem__`` (its class's Python code; empty for a
     built-in one): where each sample is prepared."""
+    collate_fn: str = ""
+    """The loader's own ``collate_fn`` as ``name (path:line)`` (empty for torch's default):
+    where each batch is put together, a Hugging Face Trainer's data collator, say."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -25,8 +25,10 @@ FRAMEWORK_NAMES = {
     "transformers": "the Hugging Face Trainer",
     "keras": "Keras",
 }
-#: Hooks named in the evidence of the time between steps.
+#: Hooks named in the evidence of the time between steps: the slowest few, from this share of
+#: the hooks' time (a callback's hooks it does not override are still called, for nothing).
 HOOKS_SHOWN = 3
+HOOK_SHOWN_SHARE = 0.01
 #: What the rules' generic fixes say, read back for the framework's own call.
 _WORKERS = re.compile(r"num_workers=(\d+)")
 _BATCH = re.compile(r"batch_size=(\d+)")
@@ -128,7 +130,8 @@ def _between_steps(record: RunRecord, framework: str, finding: Finding) -> Findi
     shown = ", ".join(
         f"{h.name} {h.total_ns / h.calls / 1e6:.2f} ms a call x {h.calls} "
         f"({h.total_ns / total:.0%})"
-        for h in hooks[:HOOKS_SHOWN]
+        for i, h in enumerate(hooks[:HOOKS_SHOWN])
+        if i == 0 or h.total_ns >= HOOK_SHOWN_SHARE * total
     )
     evidence = Evidence(
         metric=f"{FRAMEWORK_NAMES[framework]}'s hooks, slowest first",

@@ -211,6 +211,10 @@ def input_bound(ctx: RuleContext) -> list[Finding]:
                 source="DataLoader",
             )
         )
+    if loader is not None and loader.collate_fn:
+        evidence.append(
+            Evidence(metric="batches put together in", value=loader.collate_fn, source="DataLoader")
+        )
     heavy = per_sample_ms is not None and per_sample_ms >= HEAVY_SAMPLE_MS
     threads = fact_int(ctx.record, "torch.num_threads") or cores
     return [
@@ -436,6 +440,10 @@ def _cure(
         if loader is not None and loader.getitem_at
         else "the data set's __getitem__"
     )
+    if loader is not None and loader.collate_fn:
+        where += f" and the collate_fn {loader.collate_fn}"
+    if cause == "indexing" and loader is not None and loader.batch_size is None:
+        return _per_batch_fix(per_sample_ms or 0.0)
     if cause == "indexing":
         return _batched_fix(per_sample_ms or 0.0, loader.batch_size if loader else None)
     if cause == "cpu":
@@ -545,6 +553,22 @@ def _fix(workers: int | None, cores: int, heavy: bool, persistent: bool) -> Fix:
         f"torch.set_num_threads({threads})  # CPU training: the workers keep their cores"
     )
     return Fix(summary=" ".join(parts), snippet=snippet)
+
+
+def _per_batch_fix(per_sample_ms: float) -> Fix:
+    """The loader already yields whole batches (``batch_size=None``: a batch sampler, or a
+    data set of batches): what is left is its cost per batch (examples/frameworks/
+    lightning_job.py: 0.6 ms a batch of 128 through Lightning's fetcher, 5% of its step)."""
+    return Fix(
+        summary=(
+            "The DataLoader already returns whole batches (batch_size=None), "
+            f"{per_sample_ms * 1000:.0f} us a sample: what is left is its cost per batch "
+            "(its iterator, and the loop's fetch around it), not per-sample work. Larger "
+            "batches share it; workers would not help (handing a batch between processes "
+            "costs more)."
+        ),
+        snippet=None,
+    )
 
 
 def _batched_fix(per_sample_ms: float, batch_size: int | None) -> Fix:

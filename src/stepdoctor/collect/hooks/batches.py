@@ -54,7 +54,19 @@ def loader_info(loader: Any) -> LoaderInfo:
         dataset_len=length,
         multiprocessing_context=None if context is None else str(context.get_start_method()),
         getitem_at=_code_at(getattr(type(dataset), "__getitem__", None)),
+        collate_fn=_collate_fn(getattr(loader, "collate_fn", None)),
     )
+
+
+def _collate_fn(function: Any) -> str:
+    """A loader's own collate function as ``name (path:line)``; empty for torch's."""
+    # the Hugging Face Trainer wraps its data collator (RemoveColumnsCollator)
+    function = getattr(function, "data_collator", function)
+    if function is None or str(getattr(function, "__module__", "")).startswith("torch."):
+        return ""
+    at = _code_at(function) or _code_at(vars(type(function)).get("__call__"))
+    name = getattr(function, "__qualname__", None) or type(function).__qualname__
+    return f"{name} ({at})" if at else ""
 
 
 def _code_at(function: Any) -> str:
