@@ -17,6 +17,7 @@ notes the ``batch_size`` given to ``fit``.
 from __future__ import annotations
 
 import functools
+import inspect
 from collections.abc import Callable
 from typing import Any
 
@@ -175,16 +176,22 @@ def install(session: BaseSession) -> Callable[[], None]:
     model_cls = keras.Model
     original_fit = model_cls.fit
 
+    signature = inspect.signature(original_fit)
+
     @functools.wraps(original_fit)
     def fit(self: Any, *args: Any, **kwargs: Any) -> Any:
-        given = list(kwargs.get("callbacks") or [])
+        try:
+            bound = signature.bind(self, *args, **kwargs)
+        except TypeError:  # Keras will say what is wrong with the call
+            return original_fit(self, *args, **kwargs)
+        given = list(bound.arguments.get("callbacks") or [])
         if not any(isinstance(c, StepdoctorCallback) for c in given):
-            batch = kwargs.get("batch_size", args[2] if len(args) > 2 else None)
-            settings: dict[str, Setting] = {} if batch is None else {"batch_size": _setting(batch)}
-            if "validation_freq" in kwargs:
-                settings["validation_freq"] = _setting(kwargs["validation_freq"])
-            kwargs["callbacks"] = [*given, StepdoctorCallback(fit_settings=settings)]
-        return original_fit(self, *args, **kwargs)
+            settings: dict[str, Setting] = {}
+            for name in ("batch_size", "validation_freq"):
+                if bound.arguments.get(name) is not None:
+                    settings[name] = _setting(bound.arguments[name])
+            bound.arguments["callbacks"] = [*given, StepdoctorCallback(fit_settings=settings)]
+        return original_fit(*bound.args, **bound.kwargs)
 
     model_cls.fit = fit
 
