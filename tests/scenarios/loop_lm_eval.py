@@ -1,7 +1,8 @@
 """Loop shape: an LSTM language model trained as pytorch/examples' word_language_model does
 (batches sliced from one long tensor, no DataLoader, no torch.optim: a gradient clip and a
 hand-written SGD update), with an evaluation batch (eval mode, no_grad) after every training
-batch."""
+batch: a short probe (a quarter of the training sequence's length), as a job that evaluates this
+often keeps it cheap (a whole batch each time is a quarter of the run: frequent-evaluation)."""
 
 import torch
 from _zoo import until_done
@@ -30,9 +31,11 @@ def batchify(n: int) -> torch.Tensor:
     return tokens[: n // BATCH * BATCH].view(BATCH, -1).t().contiguous()
 
 
-def get_batch(source: torch.Tensor, i: int) -> tuple[torch.Tensor, torch.Tensor]:
-    i %= len(source) - BPTT - 1
-    return source[i : i + BPTT], source[i + 1 : i + 1 + BPTT].reshape(-1)
+def get_batch(
+    source: torch.Tensor, i: int, length: int = BPTT
+) -> tuple[torch.Tensor, torch.Tensor]:
+    i %= len(source) - length - 1
+    return source[i : i + length], source[i + 1 : i + 1 + length].reshape(-1)
 
 
 def zeros() -> tuple[torch.Tensor, torch.Tensor]:
@@ -58,7 +61,7 @@ if __name__ == "__main__":
         steps += 1
         model.eval()
         with torch.no_grad():
-            vx, vy = get_batch(val_data, steps * BPTT)
+            vx, vy = get_batch(val_data, steps * BPTT, BPTT // 4)
             val_out, val_hidden = model(vx, val_hidden)
             val_loss = criterion(val_out, vy).item()
         evaluations += 1
