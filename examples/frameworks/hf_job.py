@@ -4,7 +4,8 @@ classifies random token sequences.
 ``HF_FAULT=collator``: a data collator that pads each batch in Python, token by token, and
 checks every token against the vocabulary (the planted slow collator).
 ``HF_STEPS``: optimizer steps (default 40). ``HF_ACCUMULATION``: micro-batches per step
-(default 1). ``HF_EVAL_STEPS``: evaluate every N steps (default: never).
+(default 1). ``HF_EVAL_STEPS``: evaluate every N steps (default: never). ``HF_SAVE_STEPS``:
+save a checkpoint every N steps (default: never).
 """
 
 import os
@@ -17,6 +18,7 @@ FAULT = os.environ.get("HF_FAULT", "")
 STEPS = int(os.environ.get("HF_STEPS", "40"))
 ACCUMULATION = int(os.environ.get("HF_ACCUMULATION", "1"))
 EVAL_STEPS = int(os.environ.get("HF_EVAL_STEPS", "0"))
+SAVE_STEPS = int(os.environ.get("HF_SAVE_STEPS", "0"))
 VOCAB, LENGTH, BATCH = 1000, 64, 16
 
 
@@ -90,7 +92,8 @@ def main() -> None:
             logging_steps=10,
             eval_strategy="steps" if EVAL_STEPS else "no",
             eval_steps=EVAL_STEPS or None,
-            save_strategy="no",
+            save_strategy="steps" if SAVE_STEPS else "no",
+            save_steps=SAVE_STEPS or 500,
             report_to=[],
             use_cpu=True,
             disable_tqdm=True,

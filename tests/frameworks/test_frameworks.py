@@ -149,13 +149,20 @@ def test_a_slow_data_collator_is_the_trainers_data_wait(tmp_path: Path) -> None:
 
 
 def test_evaluation_every_few_steps_is_named_with_the_trainers_argument(tmp_path: Path) -> None:
-    report, record, out = _run("hf_job.py", tmp_path, HF_EVAL_STEPS="2", HF_STEPS="30")
+    """...and the Trainer's saving is its checkpoint phase."""
+    report, record, out = _run(
+        "hf_job.py", tmp_path, HF_EVAL_STEPS="2", HF_STEPS="30", HF_SAVE_STEPS="10"
+    )
     top = _top(report, out)
     assert top["rule"] == "frequent-evaluation" and top["severity"] in LOUD, top
     fix = top["fix"]
     assert isinstance(fix, dict) and "eval_steps=2" in fix["summary"]
     assert "eval_steps=1000" in fix["snippet"]
-    assert _hooks(record)["Trainer.evaluate (eval_steps)"] == 15
+    hooks = _hooks(record)
+    assert hooks["Trainer.evaluate (eval_steps)"] == 15
+    assert hooks["Trainer._save_checkpoint (save_steps)"] == 3
+    # saves after steps 10 and 20 fall in the next steps; the one after the last step in none
+    assert sum(s.phase("checkpoint") > 0 for s in record.steps) == 2
 
 
 # -- Keras 3 ----------------------------------------------------------------------------------

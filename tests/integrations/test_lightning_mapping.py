@@ -77,3 +77,26 @@ def test_a_launched_rank_records_in_the_launching_runs_folder(tmp_path: Path) ->
     assert both is not None and both.rank == 2
     # Lightning's own variables alone (a rank not launched by us): no rank of ours
     assert rank_from_env({"LOCAL_RANK": "1", "WORLD_SIZE": "2"}) is None
+
+
+def test_the_callback_pickles_and_the_wrapped_profiler_keeps_its_report() -> None:
+    import pickle
+
+    pytest.importorskip("lightning")
+    from stepdoctor.integrations.lightning import StepdoctorCallback, StepdoctorProfiler
+
+    callback = StepdoctorCallback(report=False)
+    again = pickle.loads(pickle.dumps(callback))  # ddp_spawn sends the Trainer to its ranks
+    assert type(again) is type(callback)
+
+    class Wrapped:
+        torn_down = 0
+
+        def teardown(self, stage: object) -> None:
+            self.torn_down += 1
+
+    wrapped = Wrapped()
+    profiler = StepdoctorProfiler(None, wrapped=wrapped)
+    profiler.__del__()  # ours is dropped before the Trainer asks the wrapped one for its report
+    assert wrapped.torn_down == 0
+    assert pickle.loads(pickle.dumps(StepdoctorProfiler(None, wrapped=0))) == 0

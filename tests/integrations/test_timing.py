@@ -8,7 +8,7 @@ import types
 from pathlib import Path
 
 from stepdoctor.collect import Session
-from stepdoctor.integrations import FRAMEWORK_MODULES, AutoIntegrations
+from stepdoctor.integrations import AutoIntegrations
 from stepdoctor.integrations._timing import FrameworkTimer, OwnSession, note_settings
 from stepdoctor.record import load_run
 from tests.collect.test_session import FixedReader
@@ -65,10 +65,10 @@ def test_a_framework_imported_installs_its_integration_once_and_uninstall_undoes
 
     fake.install = install  # type: ignore[attr-defined]
     sys.modules["stepdoctor_fake_integration"] = fake
-    FRAMEWORK_MODULES["stepdoctor_fake_framework"] = ("stepdoctor_fake_integration", ())
+    modules = {"stepdoctor_fake_framework": ("stepdoctor_fake_integration", ())}
     try:
         with Session(tmp_path, readers=[FixedReader()], instrument_torch=False) as doc:
-            auto = AutoIntegrations(doc)
+            auto = AutoIntegrations(doc, modules)
             auto.install()
             framework = types.ModuleType("stepdoctor_fake_framework")
             sys.modules["stepdoctor_fake_framework"] = framework
@@ -79,7 +79,6 @@ def test_a_framework_imported_installs_its_integration_once_and_uninstall_undoes
             auto.uninstall()
         assert calls == ["install", "undo"]
     finally:
-        del FRAMEWORK_MODULES["stepdoctor_fake_framework"]
         sys.modules.pop("stepdoctor_fake_framework", None)
         sys.modules.pop("stepdoctor_fake_integration", None)
 
@@ -92,10 +91,10 @@ def test_an_integration_that_fails_is_a_notice_and_the_job_goes_on(tmp_path: Pat
 
     broken.install = install  # type: ignore[attr-defined]
     sys.modules["stepdoctor_broken_integration"] = broken
-    FRAMEWORK_MODULES["stepdoctor_broken_framework"] = ("stepdoctor_broken_integration", ())
+    modules = {"stepdoctor_broken_framework": ("stepdoctor_broken_integration", ())}
     try:
         with Session(tmp_path, readers=[FixedReader()], instrument_torch=False) as doc:
-            auto = AutoIntegrations(doc)
+            auto = AutoIntegrations(doc, modules)
             auto.install()
             import wrapt
 
@@ -106,5 +105,4 @@ def test_an_integration_that_fails_is_a_notice_and_the_job_goes_on(tmp_path: Pat
         assert rec is not None
         assert any("changed API" in n.message for n in rec.notices)
     finally:
-        del FRAMEWORK_MODULES["stepdoctor_broken_framework"]
         sys.modules.pop("stepdoctor_broken_integration", None)

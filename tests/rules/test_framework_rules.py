@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from stepdoctor.model import HookTime, Severity
+import dataclasses
+
+from stepdoctor.model import ConcurrencyStat, HookTime, LoaderInfo, Severity
 from stepdoctor.report import build_report
 from stepdoctor.rules import RuleContext
 from stepdoctor.rules.frequent_evaluation import frequent_evaluation
@@ -55,7 +57,10 @@ def test_evaluation_every_few_steps_is_a_finding_told_in_the_frameworks_setting(
     ev = {e.metric: e.value for e in f.evidence}
     assert ev["every"] == "every 2 steps"
     assert f.speedup.factor > 1.0
-    hf = record(s, facts=env(framework="transformers", transformers__eval_steps=2))
+    facts = env(
+        framework="transformers", transformers__eval_steps=2, transformers__eval_strategy="steps"
+    )
+    hf = record(s, facts=facts)
     g = _findings(hf)["frequent-evaluation"]
     assert "eval_steps=2" in g.fix.summary  # type: ignore[attr-defined]
     keras = record(s, facts=env(framework="keras"))
@@ -65,3 +70,41 @@ def test_evaluation_every_few_steps_is_a_finding_told_in_the_frameworks_setting(
 def test_evaluation_once_an_epoch_is_silent() -> None:
     s = steps(100, phases_ms={"forward": 10, "backward": 10}, every={50: {"evaluation": 40}})
     assert frequent_evaluation(RuleContext(record(s))) == []
+
+
+def test_one_evaluation_is_no_period() -> None:
+    s = steps(100, phases_ms={"forward": 10, "backward": 10}, every={70: {"evaluation": 900}})
+    assert frequent_evaluation(RuleContext(record(s))) == []
+
+
+def test_calls_without_autograd_in_train_mode_are_sampling_more_likely_than_validation() -> None:
+    s = steps(100, phases_ms={"forward": 10, "backward": 10}, every={2: {"evaluation": 30}})
+    rollouts = ConcurrencyStat(
+        model_id=1, class_name="Policy", calls=200, threads=1, max_concurrent=1,
+        concurrent_calls=0, grad_calls=100, train_mode_calls=200,
+    )  # fmt: skip
+    (f,) = frequent_evaluation(RuleContext(record(s, concurrency=(rollouts,))))
+    assert f.severity is Severity.INFO and "train mode" in f.explanation
+    validation = dataclasses.replace(rollouts, train_mode_calls=100)  # model.eval() called
+    (g,) = frequent_evaluation(RuleContext(record(s, concurrency=(validation,))))
+    assert g.severity is Severity.CRITICAL
+
+
+def test_workers_and_checkpoints_are_told_in_the_trainers_arguments() -> None:
+    # a decoding data set read in the main process beside a spare core: workers are the fix
+    s = steps(100, phases_ms={"data_wait": 40, "forward": 30, "backward": 30})
+    loader = LoaderInfo(loader_id=1, num_workers=0, batch_size=32, dataset_type="Decoded")
+    facts = env(framework="transformers", transformers__dataloader_num_workers=0,
+                cpu__affinity=8, torch__num_threads=2)  # fmt: skip
+    f = _findings(record(s, cores=8, loaders=[loader], facts=facts))["input-bound"]
+    assert "dataloader_num_workers is 0" in f.fix.summary  # type: ignore[attr-defined]
+    assert "TrainingArguments(..., dataloader_num_workers=" in f.fix.snippet  # type: ignore[attr-defined]
+    saving = steps(100, phases_ms={"forward": 10, "backward": 10}, every={5: {"checkpoint": 40}})
+    lightning = env(framework="lightning", lightning__checkpoint_every_n_train_steps=5)
+    g = _findings(record(saving, facts=lightning))["checkpoint-stalls"]
+    assert "every_n_train_steps is 5" in g.fix.summary  # type: ignore[attr-defined]
+    hf = env(
+        framework="transformers", transformers__save_strategy="steps", transformers__save_steps=5
+    )
+    h = _findings(record(saving, facts=hf))["checkpoint-stalls"]
+    assert "save_steps=5" in h.fix.summary and "save_total_limit" in h.fix.snippet  # type: ignore[attr-defined]

@@ -35,8 +35,15 @@ class AutoIntegrations:
     """Install each framework's integration into ``session`` when the job imports the
     framework; ``uninstall`` undoes them (a hook registered with ``wrapt`` stays, inert)."""
 
-    def __init__(self, session: BaseSession) -> None:
+    def __init__(
+        self,
+        session: BaseSession,
+        modules: dict[str, tuple[str, tuple[str, ...]]] | None = None,
+    ) -> None:
+        """``modules``: which module's import installs which integration (by default
+        ``FRAMEWORK_MODULES``)."""
         self._session = session
+        self._modules = FRAMEWORK_MODULES if modules is None else modules
         self._undo: list[Callable[[], None]] = []
         self._active = False
         self.installed: list[str] = []
@@ -44,7 +51,7 @@ class AutoIntegrations:
     def install(self) -> None:
         """Watch for the frameworks' imports (one already imported is installed now)."""
         self._active = True
-        for module_name in FRAMEWORK_MODULES:
+        for module_name in self._modules:
             wrapt.register_post_import_hook(self._on_import, module_name)
 
     def uninstall(self) -> None:
@@ -58,9 +65,9 @@ class AutoIntegrations:
 
     def _on_import(self, module: object) -> None:
         name = getattr(module, "__name__", "")
-        if not self._active or name not in FRAMEWORK_MODULES or name in self.installed:
+        if not self._active or name not in self._modules or name in self.installed:
             return
-        home, args = FRAMEWORK_MODULES[name]
+        home, args = self._modules[name]
         try:
             integration = importlib.import_module(home)
             self._undo.append(integration.install(self._session, *args))

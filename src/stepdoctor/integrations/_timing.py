@@ -8,9 +8,11 @@ The hot path here is the hooks' own: a clock read and an append per framework ac
 
 from __future__ import annotations
 
+import functools
+import logging
 import threading
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
 
 from stepdoctor.collect import current_session
 from stepdoctor.collect.hooks.events import ENTER, EXIT
@@ -18,9 +20,34 @@ from stepdoctor.collect.hooks.session import BaseSession
 from stepdoctor.model import EnvFact
 from stepdoctor.watching import Watch, watch
 
-__all__ = ["FrameworkTimer", "OwnSession", "Setting", "note_settings"]
+__all__ = ["FrameworkTimer", "OwnSession", "Setting", "guarded", "note_settings"]
+
+logger = logging.getLogger(__name__)
 
 Setting = str | int | float | bool | None
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def guarded(method: F) -> F:
+    """A framework callback's method whose own failure is logged once and swallowed: our
+    bookkeeping never breaks the job's loop (DESIGN.md, non-negotiables)."""
+
+    @functools.wraps(method)
+    def call(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return method(*args, **kwargs)
+        except Exception as exc:
+            if method.__qualname__ not in _FAILED:
+                _FAILED.add(method.__qualname__)
+                logger.warning(
+                    "stepdoctor: %s failed (the job carries on): %r", method.__qualname__, exc
+                )
+            return None
+
+    return call  # type: ignore[return-value]
+
+
+_FAILED: set[str] = set()
 
 
 class FrameworkTimer:

@@ -4,10 +4,10 @@
 
     model.fit(x, y, callbacks=[StepdoctorCallback()])   # or: stepdoctor run train.py
 
-A step is one batch of ``fit`` (``on_train_batch_end``). The data wait is the time from a
-batch's end to the next batch's begin (the epoch iterator fetching it); the train step's own
-work besides the model's call and the backward (the loss, the metrics) is ``forward``, its
-optimizer's ``apply`` ``optimizer``; validation inside
+A step is one batch of ``fit``, from its ``on_train_batch_begin`` to the next one's. Its data
+wait is torch's DataLoader's (Keras on the torch backend feeds arrays and torch data sets
+through one); the train step's own work besides the model's call and the backward (the loss,
+the metrics) is ``forward``, its optimizer's ``apply`` ``optimizer``; validation inside
 ``fit`` (``on_test_begin`` to ``on_test_end``) is ``evaluation``. The callback notes ``fit``'s
 settings; outside ``stepdoctor run`` it records a run of its own per ``fit`` and prints the
 diagnosis at its end. Under ``stepdoctor run`` every ``fit`` gets one (``install``), which also
@@ -23,7 +23,13 @@ from typing import Any
 
 from stepdoctor.collect.hooks.session import BaseSession
 from stepdoctor.errors import UsageError
-from stepdoctor.integrations._timing import FrameworkTimer, OwnSession, Setting, note_settings
+from stepdoctor.integrations._timing import (
+    FrameworkTimer,
+    OwnSession,
+    Setting,
+    guarded,
+    note_settings,
+)
 from stepdoctor.model import Phase
 
 try:
@@ -33,16 +39,18 @@ except ImportError as exc:  # pragma: no cover - depends on what is installed
 
 __all__ = ["StepdoctorCallback", "install"]
 
-_DATA_WAIT = Phase.DATA_WAIT.value
 _EVALUATION = Phase.EVALUATION.value
 _OPTIMIZER = Phase.OPTIMIZER.value
 _FORWARD = Phase.FORWARD.value
 
 
 class StepdoctorCallback(keras.callbacks.Callback):  # type: ignore[misc]
-    """Watch a Keras ``fit``: one step per batch, the wait for the next batch as
-    ``data_wait``, validation as ``evaluation``; a run of its own (with the diagnosis printed
-    at the end of ``fit``) unless one is already running (``stepdoctor run``, ``watch()``).
+    """Watch a Keras ``fit``: one step per batch, validation as ``evaluation``; a run of its
+    own (with the diagnosis printed at the end of ``fit``) unless one is already running
+    (``stepdoctor run``, ``watch()``).
+
+    It overrides no ``*_batch_end`` method: one that did would switch off the asynchronous
+    dispatch of batch-end callbacks Keras uses when none needs them (``CallbackList``).
 
     Args:
         **watch_options: for the run of its own (``stepdoctor.watch``'s: ``out_dir``,
@@ -54,14 +62,16 @@ class StepdoctorCallback(keras.callbacks.Callback):  # type: ignore[misc]
         self._own = OwnSession(**watch_options)
         self._fit_settings = fit_settings or {}
         self._timer: FrameworkTimer | None = None
-        self._waiting = False
+        self._began = False
         self._evaluating = False
-        self._optimizer: Any = None
+        self._wrapped: list[tuple[Any, str, Any]] = []
 
+    @guarded
     def on_train_begin(self, logs: Any = None) -> None:
         """Join (or start) the session and note ``fit``'s settings."""
         session = self._own.open()
-        self._timer = FrameworkTimer(session)
+        timer = self._timer = FrameworkTimer(session)
+        self._began = False
         model = self.model
         params = dict(getattr(self, "params", None) or {})
         settings: dict[str, Setting] = {
@@ -75,95 +85,86 @@ class StepdoctorCallback(keras.callbacks.Callback):  # type: ignore[misc]
             **self._fit_settings,
         }
         note_settings(session, "keras", keras.__version__, settings)
-        self._time_optimizer(model)
-        self._time_train_step(model)
+        # the parameters' update (Keras's optimizer: torch's hooks do not see it), and the
+        # train step's own work besides the model's call and the backward (the loss, the
+        # metrics' update, zero_grad), which a plain loop's code would do: looked up at each
+        # call (fit's train function calls self.train_step)
+        self._wrap(getattr(model, "optimizer", None), "apply", _OPTIMIZER, timer)
+        self._wrap(model, "train_step", _FORWARD, timer)
 
+    @guarded
     def on_train_batch_begin(self, batch: int, logs: Any = None) -> None:
-        """The next batch is here: the wait for it ends."""
-        self._stop_waiting()
+        """A batch begins: the step of the one before ends here (its callbacks and the
+        fetch of this batch included)."""
+        if self._began and self._timer is not None:
+            self._timer.step()
+        self._began = True
 
-    def on_train_batch_end(self, batch: int, logs: Any = None) -> None:
-        """A step ends; the wait for the next batch begins."""
-        timer = self._timer
-        if timer is None:
-            return
-        timer.step()
-        timer.enter(_DATA_WAIT)
-        self._waiting = True
-
+    @guarded
     def on_epoch_end(self, epoch: int, logs: Any = None) -> None:
-        """The epoch's batches are done: no batch is waited for."""
-        self._stop_waiting()
+        """The epoch's last step ends (its validation included)."""
+        self._end_step()
 
+    @guarded
     def on_test_begin(self, logs: Any = None) -> None:
         """Validation inside ``fit`` begins (``evaluate`` called alone has no step)."""
-        self._stop_waiting()
         if self._timer is not None and not self._evaluating:
             self._evaluating = True
             self._timer.enter(_EVALUATION)
 
+    @guarded
     def on_test_end(self, logs: Any = None) -> None:
         """Validation ends."""
         if self._timer is not None and self._evaluating:
             self._evaluating = False
             self._timer.leave()
 
+    @guarded
     def on_train_end(self, logs: Any = None) -> None:
         """End the run of its own (its report printed)."""
-        self._stop_waiting()
-        optimizer, self._optimizer = self._optimizer, None
-        if optimizer is not None and "apply" in vars(optimizer):
-            del optimizer.apply  # the class's own again
-        model = self.model
-        if model is not None and "train_step" in vars(model):
-            del model.train_step
-        self._timer = None
+        self._end_step()
+        self.cleanup()
         self._own.close()
 
-    def _time_train_step(self, model: Any) -> None:
-        """Count the train step's own work outside the model's call and the backward (the
-        loss, the metrics' update, ``zero_grad``) as ``forward``: Keras computes them in its
-        step, where a plain loop's code would (looked up at each call: ``fit``'s train
-        function calls ``self.train_step``)."""
-        original = getattr(model, "train_step", None)
-        timer = self._timer
-        if original is None or timer is None or "train_step" in vars(model):
-            return
-
-        @functools.wraps(original)
-        def train_step(*args: Any, **kwargs: Any) -> Any:
-            timer.enter(_FORWARD)
-            try:
-                return original(*args, **kwargs)
-            finally:
-                timer.leave()
-
-        setattr(model, "train_step", train_step)  # noqa: B010 (model: Any)
-
-    def _time_optimizer(self, model: Any) -> None:
-        """Time the model's optimizer's ``apply`` (the parameters' update: Keras's own
-        optimizer, which torch's optimizer hooks do not see) as ``optimizer``."""
-        optimizer = getattr(model, "optimizer", None)
-        original = getattr(optimizer, "apply", None)
-        timer = self._timer
-        if original is None or timer is None or "apply" in vars(optimizer):
-            return
-
-        @functools.wraps(original)
-        def apply(*args: Any, **kwargs: Any) -> Any:
-            timer.enter(_OPTIMIZER)
-            try:
-                return original(*args, **kwargs)
-            finally:
-                timer.leave()
-
-        setattr(optimizer, "apply", apply)  # noqa: B010 (optimizer: Any | None)
-        self._optimizer = optimizer
-
-    def _stop_waiting(self) -> None:
-        if self._waiting and self._timer is not None:
-            self._waiting = False
+    def cleanup(self) -> None:
+        """Put the model and its optimizer back as they were, and leave an evaluation left
+        open (``fit`` ended by an exception calls no callback)."""
+        if self._evaluating and self._timer is not None:
+            self._evaluating = False
             self._timer.leave()
+        while self._wrapped:
+            owner, name, wrapper = self._wrapped.pop()
+            if vars(owner).get(name) is wrapper:  # ours, not one the user set since
+                delattr(owner, name)
+        self._timer = None
+
+    def _end_step(self) -> None:
+        if self._began and self._timer is not None:
+            self._timer.step()
+        self._began = False
+
+    def _wrap(self, owner: Any, name: str, phase: str, timer: FrameworkTimer) -> None:
+        original = getattr(owner, name, None)
+        if original is None or name in vars(owner):  # absent, or set on the instance already
+            return
+
+        @functools.wraps(original)
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            timer.enter(phase)
+            try:
+                return original(*args, **kwargs)
+            finally:
+                timer.leave()
+
+        setattr(owner, name, timed)
+        self._wrapped.append((owner, name, timed))
+
+
+def _has_ours(callbacks: object) -> bool:
+    listed = getattr(callbacks, "callbacks", callbacks)  # a CallbackList's own list
+    if isinstance(listed, list | tuple):
+        return any(isinstance(c, StepdoctorCallback) for c in listed)
+    return isinstance(listed, StepdoctorCallback)
 
 
 def _setting(value: object) -> Setting:
@@ -184,14 +185,28 @@ def install(session: BaseSession) -> Callable[[], None]:
             bound = signature.bind(self, *args, **kwargs)
         except TypeError:  # Keras will say what is wrong with the call
             return original_fit(self, *args, **kwargs)
-        given = list(bound.arguments.get("callbacks") or [])
-        if not any(isinstance(c, StepdoctorCallback) for c in given):
+        given = bound.arguments.get("callbacks")
+        ours = None
+        if not _has_ours(given):
             settings: dict[str, Setting] = {}
             for name in ("batch_size", "validation_freq"):
                 if bound.arguments.get(name) is not None:
                     settings[name] = _setting(bound.arguments[name])
-            bound.arguments["callbacks"] = [*given, StepdoctorCallback(fit_settings=settings)]
-        return original_fit(*bound.args, **bound.kwargs)
+            ours = StepdoctorCallback(fit_settings=settings)
+            if isinstance(given, keras.callbacks.CallbackList):
+                given.callbacks.append(ours)  # the user's list, with its own choices
+                if getattr(given, "_model", None) is not None:
+                    ours.set_model(given._model)
+                ours.set_params(getattr(given, "params", None) or {})
+            elif isinstance(given, list | tuple):
+                bound.arguments["callbacks"] = [*given, ours]
+            else:  # none, or a single callback
+                bound.arguments["callbacks"] = [*([given] if given else []), ours]
+        try:
+            return original_fit(*bound.args, **bound.kwargs)
+        finally:
+            if ours is not None:
+                ours.cleanup()  # fit that raised called no on_train_end
 
     model_cls.fit = fit
 

@@ -32,7 +32,13 @@ from typing import Any
 
 from stepdoctor.collect.hooks.session import BaseSession
 from stepdoctor.errors import UsageError
-from stepdoctor.integrations._timing import FrameworkTimer, OwnSession, Setting, note_settings
+from stepdoctor.integrations._timing import (
+    FrameworkTimer,
+    OwnSession,
+    Setting,
+    guarded,
+    note_settings,
+)
 from stepdoctor.model import Phase
 from stepdoctor.probes.ranks import LAUNCHED_JOB_VARIABLE, LAUNCHED_LOCAL_WORLD_VARIABLE
 
@@ -108,11 +114,26 @@ def phase_of(action: str) -> tuple[str | None, str | None]:
     return None, None
 
 
-@functools.cache
 def kit(package: str = "") -> tuple[type, type]:
     """``(StepdoctorProfiler, StepdoctorCallback)`` for the Lightning package ``package``
     (``lightning`` or ``pytorch_lightning``; by default the first installed): each package
     has classes of its own, which its Trainer requires its callbacks and profilers to be."""
+    return _kit(package or _installed())
+
+
+def _installed() -> str:
+    """The first Lightning package installed."""
+    for name in ("lightning", "pytorch_lightning"):
+        try:
+            _package(name)
+        except UsageError:
+            continue
+        return name
+    raise UsageError("the Lightning integration needs lightning: pip install stepdoctor[lightning]")
+
+
+@functools.cache
+def _kit(package: str) -> tuple[type, type]:
     pl = _package(package)
 
     class StepdoctorProfiler(pl.profilers.Profiler):  # type: ignore[name-defined,misc]
@@ -144,6 +165,7 @@ def kit(package: str = "") -> tuple[type, type]:
 
         def stop(self, action_name: str) -> None:
             """Lightning ends ``action_name``."""
+            self.wrapped.stop(action_name)
             timer = self._timer
             phase, hook = phase_of(action_name)
             if hook is not None:
@@ -162,7 +184,12 @@ def kit(package: str = "") -> tuple[type, type]:
                     timer.leave()
             elif phase is not None:
                 timer.leave()
-            self.wrapped.stop(action_name)
+
+        def close(self) -> None:
+            """Leave an evaluation left open (validation that raised)."""
+            if self._in_eval:
+                self._in_eval = False
+                self._timer.leave()
 
         def setup(
             self, stage: str, local_rank: int | None = None, log_dir: str | None = None
@@ -189,6 +216,15 @@ def kit(package: str = "") -> tuple[type, type]:
                 raise AttributeError(name)
             return getattr(self.wrapped, name)
 
+        def __del__(self) -> None:
+            # Profiler.__del__ tears down: ours is dropped when fit ends, before the Trainer
+            # asks the wrapped one for its report (an AdvancedProfiler's would be emptied)
+            pass
+
+        def __reduce__(self) -> tuple[Any, ...]:
+            # made inside kit(): pickled (ddp_spawn) as the wrapped profiler alone
+            return (_identity, (self.wrapped,))
+
     class StepdoctorCallback(pl.Callback):  # type: ignore[name-defined,misc]
         """Watch a Lightning ``fit``: its actions as phases, its callbacks and logging timed by
         name, its settings noted; a run of its own (with the diagnosis printed at the end of
@@ -200,10 +236,15 @@ def kit(package: str = "") -> tuple[type, type]:
         """
 
         def __init__(self, **watch_options: Any) -> None:
+            self._options = watch_options
             self._own = OwnSession(**watch_options)
             self._timer: FrameworkTimer | None = None
-            self._wrapped_log: Callable[..., Any] | None = None
 
+        def __reduce__(self) -> tuple[Any, ...]:
+            # made inside kit(): pickled by name (ddp_spawn sends the Trainer to its ranks)
+            return (_callback, (package, self._options))
+
+        @guarded
         def setup(self, trainer: Any, pl_module: Any, stage: str) -> None:
             """Join (or start) the session and put our profiler in front of the Trainer's."""
             if stage != "fit":
@@ -221,6 +262,7 @@ def kit(package: str = "") -> tuple[type, type]:
                 _settings(trainer) | {"package": trainer_cls.__module__.partition(".")[0]},
             )
 
+        @guarded
         def on_train_start(self, trainer: Any, pl_module: Any) -> None:
             """Note what is known once the loop starts (batches per epoch, loader workers)."""
             session = self._own.session
@@ -240,11 +282,13 @@ def kit(package: str = "") -> tuple[type, type]:
                 if fact.value is not None  # unknown values are left out
             )
 
+        @guarded
         def teardown(self, trainer: Any, pl_module: Any, stage: str) -> None:
             """End the run of its own (its report printed) after ``fit``."""
             if stage == "fit":
                 self._end(trainer, None)
 
+        @guarded
         def on_exception(self, trainer: Any, pl_module: Any, exception: BaseException) -> None:
             """``fit`` raised: the run of its own ends with the exception's status."""
             self._end(trainer, exception)
@@ -252,12 +296,22 @@ def kit(package: str = "") -> tuple[type, type]:
         def _end(self, trainer: Any, exc: BaseException | None) -> None:
             profiler = trainer.profiler
             if isinstance(profiler, StepdoctorProfiler):
+                profiler.close()
                 trainer.profiler = profiler.wrapped
             _untime_logging(trainer)
             self._timer = None
             self._own.close(exc)
 
     return StepdoctorProfiler, StepdoctorCallback
+
+
+def _identity(value: Any) -> Any:
+    return value
+
+
+def _callback(package: str, options: dict[str, Any]) -> Any:
+    """A ``StepdoctorCallback`` of ``package`` made again (after pickling)."""
+    return kit(package)[1](**options)
 
 
 def _package(name: str) -> Any:
@@ -377,14 +431,17 @@ def install(session: BaseSession, package: str = "lightning") -> Callable[[], No
         if not any(isinstance(c, callback_cls) for c in self.callbacks):
             self.callbacks.append(callback_cls())
 
-    trainer_cls.__init__ = __init__
-    undo.append(lambda: setattr(trainer_cls, "__init__", original_init))
-    undo.append(_watch_launched_ranks(session, package))
-
     def uninstall() -> None:
         while undo:
             undo.pop()()
 
+    trainer_cls.__init__ = __init__
+    undo.append(lambda: setattr(trainer_cls, "__init__", original_init))
+    try:
+        undo.append(_watch_launched_ranks(session, package))
+    except Exception:  # a launcher of another version: undo what went in
+        uninstall()
+        raise
     return uninstall
 
 
@@ -398,6 +455,8 @@ def _watch_launched_ranks(session: BaseSession, package: str) -> Callable[[], No
             fromlist=["_basic_subprocess_cmd"],
         )
     except ImportError:
+        return lambda: None
+    if not hasattr(launcher_mod, "_basic_subprocess_cmd"):  # an older Lightning
         return lambda: None
     out_dir = getattr(session, "out_dir", None)
     original_cmd = getattr(launcher_mod, "_basic_subprocess_cmd")  # noqa: B009

@@ -25,7 +25,13 @@ from typing import Any
 
 from stepdoctor.collect.hooks.session import BaseSession
 from stepdoctor.errors import UsageError
-from stepdoctor.integrations._timing import FrameworkTimer, OwnSession, Setting, note_settings
+from stepdoctor.integrations._timing import (
+    FrameworkTimer,
+    OwnSession,
+    Setting,
+    guarded,
+    note_settings,
+)
 from stepdoctor.model import Phase
 
 try:
@@ -84,9 +90,11 @@ class StepdoctorCallback(TrainerCallback):
         self._own = OwnSession(**watch_options)
         self._undo: list[Callable[[], None]] = []
 
+    @guarded
     def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         """Join (or start) the session, find the Trainer and time its parts."""
-        session = self._own.open()
+        self.cleanup()  # a loop begun again (auto_find_batch_size) without its end
+        session = self._own.session or self._own.open()
         note_settings(session, "transformers", transformers.__version__, _arguments(args))
         trainer = _calling_trainer()
         if trainer is not None:
@@ -97,11 +105,17 @@ class StepdoctorCallback(TrainerCallback):
                 "saving and logging are not timed by name"
             )
 
+    @guarded
     def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         """Put the Trainer back as it was; end the run of its own (its report printed)."""
+        self.cleanup()
+        self._own.close()
+
+    def cleanup(self) -> None:
+        """Put the Trainer and its callbacks back as they were (``train()`` that raised
+        called no ``on_train_end``)."""
         while self._undo:
             self._undo.pop()()
-        self._own.close()
 
 
 def _arguments(args: Any) -> dict[str, Setting]:
@@ -189,9 +203,22 @@ def install(session: BaseSession) -> Callable[[], None]:
         if not any(isinstance(c, StepdoctorCallback) for c in callbacks):
             self.add_callback(StepdoctorCallback())
 
+    original_train = Trainer.train
+
+    @functools.wraps(original_train)
+    def train(self: Any, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return original_train(self, *args, **kwargs)
+        finally:
+            for callback in getattr(getattr(self, "callback_handler", None), "callbacks", ()):
+                if isinstance(callback, StepdoctorCallback):
+                    callback.cleanup()
+
     Trainer.__init__ = __init__  # type: ignore[method-assign]
+    Trainer.train = train  # type: ignore[method-assign]
 
     def uninstall() -> None:
         Trainer.__init__ = original_init  # type: ignore[method-assign]
+        Trainer.train = original_train  # type: ignore[method-assign]
 
     return uninstall

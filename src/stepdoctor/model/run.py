@@ -210,6 +210,10 @@ class LoaderInfo:
     collate_fn: str = ""
     """The loader's own ``collate_fn`` as ``name (path:line)`` (empty for torch's default):
     where each batch is put together, a Hugging Face Trainer's data collator, say."""
+    auto_collation: bool | None = None
+    """Whether the loader fetches samples one by one and collates them (a ``batch_size`` or a
+    ``batch_sampler``); False when it hands the sampler's indices to the data set at once
+    (``batch_size=None``: a data set that returns whole batches); None: unknown."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -32,6 +32,25 @@ HOOK_SHOWN_SHARE = 0.01
 #: What the rules' generic fixes say, read back for the framework's own call.
 _WORKERS = re.compile(r"num_workers=(\d+)")
 _BATCH = re.compile(r"batch_size=(\d+)")
+#: Progress bars redrawn every batch, and how each framework makes them redraw less.
+_PROGRESS_FIXES = {
+    "TQDMProgressBar": (
+        "redraw it less often, or not at all in batch jobs.",
+        "trainer = L.Trainer(..., callbacks=[TQDMProgressBar(refresh_rate=50)])",
+    ),
+    "RichProgressBar": (
+        "redraw it less often, or not at all in batch jobs.",
+        "trainer = L.Trainer(..., callbacks=[RichProgressBar(refresh_rate=50)])",
+    ),
+    "ProgressCallback": (
+        "turn it off in batch jobs (disable_tqdm=True).",
+        "TrainingArguments(..., disable_tqdm=True)",
+    ),
+    "NotebookProgressCallback": (
+        "turn it off in batch jobs (disable_tqdm=True).",
+        "TrainingArguments(..., disable_tqdm=True)",
+    ),
+}
 #: A logging hook's name, per framework (``stepdoctor.integrations``).
 _LOGGING_HOOKS = {
     "lightning": "logging (log_metrics)",
@@ -87,10 +106,12 @@ def _told(finding: Finding, sentence: str, snippet: str | None) -> Finding:
 
 
 def _number(pattern: re.Pattern[str], fix: Fix | None) -> str | None:
-    if fix is None:
+    """The count the generic fix's code suggests (its snippet: the summary also quotes the
+    job's own settings), when it suggests one above 0."""
+    if fix is None or not fix.snippet:
         return None
-    found = pattern.search(f"{fix.summary} {fix.snippet or ''}")
-    return found.group(1) if found else None
+    found = pattern.search(fix.snippet)
+    return found.group(1) if found and int(found.group(1)) > 0 else None
 
 
 def _workers(record: RunRecord, framework: str, finding: Finding) -> Finding:
@@ -159,7 +180,15 @@ def _between_steps(record: RunRecord, framework: str, finding: Finding) -> Findi
             "integrations (report_to).",
             "TrainingArguments(..., logging_steps=500)",
         )
-    hook = top.name.rpartition(".")[2]
+    owner, _, hook = top.name.rpartition(".")
+    progress = _PROGRESS_FIXES.get(owner)
+    if progress is not None:
+        return _told(
+            finding,
+            f"Most of it is the progress bar ({top.name}, {top.total_ns / total:.0%} of the "
+            f"hooks' time): {progress[0]}",
+            progress[1],
+        )
     if framework == "lightning":
         guard = "if batch_idx % 50 == 0:"
     elif framework == "transformers":
@@ -237,9 +266,15 @@ def _evaluation(record: RunRecord, framework: str, finding: Finding) -> Finding:
         )
     if framework == "transformers":
         steps = _setting(record, framework, "eval_steps")
+        strategy = _setting(record, framework, "eval_strategy")
+        every = (
+            f"every eval_steps={steps} steps"
+            if steps is not None and strategy == "steps"
+            else f"by eval_strategy={strategy!r}"
+        )
         return _told(
             finding,
-            f"The Trainer evaluates every eval_steps={steps} steps: evaluate less often "
+            f"The Trainer evaluates {every}: evaluate less often "
             '(eval_strategy="epoch", or a larger eval_steps) or on a subset of eval_dataset.',
             'TrainingArguments(..., eval_strategy="steps", eval_steps=1000)',
         )

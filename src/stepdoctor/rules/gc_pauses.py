@@ -24,7 +24,7 @@ __all__ = ["CRITICAL_SHARE", "ONE_OFF_SHARE", "WARNING_SHARE", "gc_pauses"]
 WARNING_SHARE = 0.05
 CRITICAL_SHARE = 0.20
 #: The pauses are one collection when a single step holds this share of their time and no
-#: other step a pause of half the longest: measured on tests/frameworks/lightning_job.py, one
+#: other step a pause of half the longest: measured on examples/frameworks/lightning_job.py, one
 #: full pass of 290-310 ms after the warm-up was 14-19% of a 60-step run, and none followed.
 ONE_OFF_SHARE = 0.8
 

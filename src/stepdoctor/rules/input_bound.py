@@ -86,6 +86,9 @@ IO_BOUND = 0.3
 #: most this share of data wait, once there are this many of them (1 s of them).
 QUIET_WAIT_SHARE = 0.05
 MIN_QUIET_INTERVALS = 10
+#: Below this share of a core between waits the loop's thread was starved: its CPU in the
+#: waits tells nothing.
+MIN_COMPUTE_RATE = 0.1
 #: A DataLoader worker samples its own stack (collect/sampling/stacks.py); one found in
 #: torch's ``_worker_loop`` waiting for its next indices (``Queue.get``) is ahead of the loop
 #: (a worker reading its data is inside the fetch). Workers idle in this share of their
@@ -379,10 +382,13 @@ def _main_busy(ctx: RuleContext) -> tuple[float | None, str]:
     if not inside or wait_s <= 0 or wall_s <= wait_s:
         return None, ""
     rate = _compute_rate(readings, inside)
-    busy = ((c1 or 0.0) - (c0 or 0.0) - rate * (wall_s - wait_s)) / wait_s
+    if rate < MIN_COMPUTE_RATE:  # a thread starved of the CPU: nothing to tell from it
+        return None, ""
+    # a thread that gets ``rate`` of a core while it computes gets no more while it loads
+    busy = ((c1 or 0.0) - (c0 or 0.0) - rate * (wall_s - wait_s)) / wait_s / rate
     how = "CPU time of the loop's thread beyond its compute / data wait"
     if rate < 1.0:
-        how += f" (it computed at {rate:.0%} of a core between waits)"
+        how += f", over the {rate:.0%} of a core it got between waits"
     return min(1.0, max(0.0, busy)), how
 
 
@@ -392,7 +398,7 @@ def _compute_rate(
     """The loop thread's CPU rate while it computes: the median over the intervals between
     readings that hold almost no data wait (``QUIET_WAIT_SHARE``; each step's wait taken at its
     start, where the loop asks for its batch), at most 1. A thread computing on a busy machine
-    gets less than a core (tests/frameworks/hf_job.py beside a fresh-clone check: its
+    gets less than a core (examples/frameworks/hf_job.py beside a fresh-clone check: its
     collator's work read as 0% of the wait on a CPU when a core was assumed); with fewer than
     ``MIN_QUIET_INTERVALS`` such intervals (steps shorter than the readings' period), a core
     is assumed."""
@@ -442,7 +448,7 @@ def _cure(
     )
     if loader is not None and loader.collate_fn:
         where += f" and the collate_fn {loader.collate_fn}"
-    if cause == "indexing" and loader is not None and loader.batch_size is None:
+    if cause == "indexing" and loader is not None and loader.auto_collation is False:
         return _per_batch_fix(per_sample_ms or 0.0)
     if cause == "indexing":
         return _batched_fix(per_sample_ms or 0.0, loader.batch_size if loader else None)

@@ -176,6 +176,19 @@ def _weigh_heap(ctx: RuleContext, rss: list[tuple[int, int]], finding: Finding) 
         return dataclasses.replace(
             finding, evidence=(*finding.evidence, evidence, per_step, significance)
         )
+    if heap_rise >= HEAP_FLAT_BYTES:  # it rose, but not steadily: no verdict either way
+        return dataclasses.replace(
+            finding,
+            severity=Severity.INFO,
+            title=f"process RSS grew {rise / 2**20:.0f} MiB; memory in use too uneven to tell",
+            explanation=(
+                f"RSS rose by {rise / 2**20:.0f} MiB and the memory the job holds allocated "
+                f"(glibc malloc's heap in use) by {heap_rise / 2**20:+.0f} MiB along its trend, "
+                f"but not steadily enough to call a leak (t = {trend.t:.1f}, threshold "
+                f"{HEAP_TREND_T:g}): readings swing by what a step holds. A longer run tells."
+            ),
+            evidence=(*finding.evidence, evidence),
+        )
     return dataclasses.replace(
         finding,
         severity=Severity.INFO,

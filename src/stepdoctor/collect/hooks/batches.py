@@ -55,7 +55,13 @@ def loader_info(loader: Any) -> LoaderInfo:
         multiprocessing_context=None if context is None else str(context.get_start_method()),
         getitem_at=_code_at(getattr(type(dataset), "__getitem__", None)),
         collate_fn=_collate_fn(getattr(loader, "collate_fn", None)),
+        auto_collation=_auto_collation(loader),
     )
+
+
+def _auto_collation(loader: Any) -> bool | None:
+    value = getattr(loader, "_auto_collation", None)  # torch's DataLoader property
+    return value if isinstance(value, bool) else None
 
 
 def _collate_fn(function: Any) -> str:

@@ -100,9 +100,9 @@ class Collected:
         self.samples: list[StackSample] = []
         self.allocations: list[AllocationSite] = []
         self.collectives: list[Collective] = []
+        """A rank's last collectives, as read last (flight recorder)."""
         self.hooks: dict[str, HookTime] = {}
         """A training framework's hooks, by name, with their time so far."""
-        """A rank's last collectives, as read last (flight recorder)."""
 
     def steps(self) -> list[StepTiming]:
         """The steps, made from their rows.
