@@ -141,7 +141,7 @@ def step_basis(steps: Sequence[StepTiming], *, framework: str = "") -> str:
         return ""
     words = _BASIS.get(work[-1].boundary, work[-1].boundary)
     if work[-1].boundary == "explicit" and framework == "keras":
-        words = "one step per batch of Keras's fit (its on_train_batch_end)"
+        words = "one step per batch of Keras's fit (from its on_train_batch_begin to the next)"
     micro = _median_count(work, "micro_batches") or 0
     closure = _median_count(work, "closure_passes") or 0
     if framework == "lightning":
