@@ -14,6 +14,9 @@ from _zoo import dose, fixed, mlp, tensors, train
 from torch.utils.data import DataLoader
 
 SPANS = dose(strong=5000, mild=2500)
+# read once: 5,000 spans a step each reading the environment made the fixed twin's work
+# between steps 20-50% of its step (about 14% without)
+FIXED = fixed()
 
 
 class Span:
@@ -21,7 +24,7 @@ class Span:
 
     def __init__(self, name: str, parent: "Span | None") -> None:
         self.name = name
-        self.parent: object = weakref.ref(parent) if fixed() and parent else parent
+        self.parent: object = weakref.ref(parent) if FIXED and parent else parent
         self.children: list[Span] = []
         if parent is not None:
             parent.children.append(self)
@@ -41,7 +44,7 @@ if __name__ == "__main__":
     last: list[Span] = []
 
     def after_step(step: int, loss: object) -> None:
-        if fixed() and step == 0:
+        if FIXED and step == 0:
             gc.freeze()
         last[:] = [trace_step(step)]
 
