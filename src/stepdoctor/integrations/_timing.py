@@ -20,7 +20,15 @@ from stepdoctor.collect.hooks.session import BaseSession
 from stepdoctor.model import EnvFact
 from stepdoctor.watching import Watch, watch
 
-__all__ = ["FrameworkTimer", "OwnSession", "Setting", "guarded", "note_settings"]
+__all__ = [
+    "FrameworkTimer",
+    "OwnSession",
+    "Setting",
+    "guarded",
+    "note_settings",
+    "setting_facts",
+    "time_method",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -85,15 +93,53 @@ def note_settings(
     """Note the framework, its version and its settings as env facts (``framework``,
     ``<framework>.version``, ``<framework>.<setting>``) for the rules to read."""
     source = f"{framework} integration"
-    facts = [
-        EnvFact(key="framework", value=framework, source=source),
-        EnvFact(key=f"{framework}.version", value=version, source=source),
-    ]
-    facts += [
+    session.framework_facts.extend(
+        [
+            EnvFact(key="framework", value=framework, source=source),
+            EnvFact(key=f"{framework}.version", value=version, source=source),
+            *setting_facts(framework, settings),
+        ]
+    )
+
+
+def setting_facts(framework: str, settings: Mapping[str, Setting]) -> list[EnvFact]:
+    """``settings`` as ``<framework>.<setting>`` env facts."""
+    source = f"{framework} integration"
+    return [
         EnvFact(key=f"{framework}.{key}", value=value, source=source)
         for key, value in settings.items()
     ]
-    session.framework_facts.extend(facts)
+
+
+def time_method(
+    owner: Any, name: str, timer: FrameworkTimer, phase: str, hook: str | None = None
+) -> Callable[[], None] | None:
+    """Put on ``owner`` (as an instance attribute) a wrapper of its method ``name`` that
+    enters ``phase`` around each call and, given ``hook``, times each call under that name.
+    Return the undo (it removes the wrapper while it is still the one set); None where
+    ``owner`` has no such method or one set on the instance already (ours, or the user's)."""
+    original = getattr(owner, name, None)
+    if original is None or name in vars(owner):
+        return None
+
+    @functools.wraps(original)
+    def timed(*args: Any, **kwargs: Any) -> Any:
+        began = timer.clock()
+        timer.enter(phase)
+        try:
+            return original(*args, **kwargs)
+        finally:
+            timer.leave()
+            if hook is not None:
+                timer.hook(hook, phase, timer.clock() - began)
+
+    setattr(owner, name, timed)
+
+    def undo() -> None:
+        if vars(owner).get(name) is timed:  # ours, not one set since
+            delattr(owner, name)
+
+    return undo
 
 
 class OwnSession:

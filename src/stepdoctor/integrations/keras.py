@@ -29,6 +29,7 @@ from stepdoctor.integrations._timing import (
     Setting,
     guarded,
     note_settings,
+    time_method,
 )
 from stepdoctor.model import Phase
 
@@ -64,7 +65,7 @@ class StepdoctorCallback(keras.callbacks.Callback):  # type: ignore[misc]
         self._timer: FrameworkTimer | None = None
         self._began = False
         self._evaluating = False
-        self._wrapped: list[tuple[Any, str, Any]] = []
+        self._undo: list[Callable[[], None]] = []
 
     @guarded
     def on_train_begin(self, logs: Any = None) -> None:
@@ -89,8 +90,13 @@ class StepdoctorCallback(keras.callbacks.Callback):  # type: ignore[misc]
         # train step's own work besides the model's call and the backward (the loss, the
         # metrics' update, zero_grad), which a plain loop's code would do: looked up at each
         # call (fit's train function calls self.train_step)
-        self._wrap(getattr(model, "optimizer", None), "apply", _OPTIMIZER, timer)
-        self._wrap(model, "train_step", _FORWARD, timer)
+        for owner, name, phase in (
+            (getattr(model, "optimizer", None), "apply", _OPTIMIZER),
+            (model, "train_step", _FORWARD),
+        ):
+            undo = None if owner is None else time_method(owner, name, timer, phase)
+            if undo is not None:
+                self._undo.append(undo)
 
     @guarded
     def on_train_batch_begin(self, batch: int, logs: Any = None) -> None:
@@ -132,32 +138,14 @@ class StepdoctorCallback(keras.callbacks.Callback):  # type: ignore[misc]
         if self._evaluating and self._timer is not None:
             self._evaluating = False
             self._timer.leave()
-        while self._wrapped:
-            owner, name, wrapper = self._wrapped.pop()
-            if vars(owner).get(name) is wrapper:  # ours, not one the user set since
-                delattr(owner, name)
+        while self._undo:
+            self._undo.pop()()
         self._timer = None
 
     def _end_step(self) -> None:
         if self._began and self._timer is not None:
             self._timer.step()
         self._began = False
-
-    def _wrap(self, owner: Any, name: str, phase: str, timer: FrameworkTimer) -> None:
-        original = getattr(owner, name, None)
-        if original is None or name in vars(owner):  # absent, or set on the instance already
-            return
-
-        @functools.wraps(original)
-        def timed(*args: Any, **kwargs: Any) -> Any:
-            timer.enter(phase)
-            try:
-                return original(*args, **kwargs)
-            finally:
-                timer.leave()
-
-        setattr(owner, name, timed)
-        self._wrapped.append((owner, name, timed))
 
 
 def _has_ours(callbacks: object) -> bool:

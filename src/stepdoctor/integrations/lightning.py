@@ -38,6 +38,8 @@ from stepdoctor.integrations._timing import (
     Setting,
     guarded,
     note_settings,
+    setting_facts,
+    time_method,
 )
 from stepdoctor.model import Phase
 from stepdoctor.probes.ranks import LAUNCHED_JOB_VARIABLE, LAUNCHED_LOCAL_WORLD_VARIABLE
@@ -239,6 +241,7 @@ def _kit(package: str) -> tuple[type, type]:
             self._options = watch_options
             self._own = OwnSession(**watch_options)
             self._timer: FrameworkTimer | None = None
+            self._undo: list[Callable[[], None]] = []
 
         def __reduce__(self) -> tuple[Any, ...]:
             # made inside kit(): pickled by name (ddp_spawn sends the Trainer to its ranks)
@@ -253,7 +256,17 @@ def _kit(package: str) -> tuple[type, type]:
             timer = self._timer = FrameworkTimer(session)
             if not isinstance(trainer.profiler, StepdoctorProfiler):
                 trainer.profiler = StepdoctorProfiler(timer, wrapped=trainer.profiler)
-            _time_logging(trainer, timer)
+            # the logger connector's write of every logged step to the loggers
+            connector = getattr(trainer, "_logger_connector", None)
+            undo = (
+                None
+                if connector is None
+                else time_method(
+                    connector, "log_metrics", timer, _CALLBACKS, "logging (log_metrics)"
+                )
+            )
+            if undo is not None:
+                self._undo.append(undo)
             trainer_cls = type(trainer)
             note_settings(
                 session,
@@ -276,11 +289,8 @@ def _kit(package: str) -> tuple[type, type]:
             if loaders:
                 late["num_workers"] = min(int(getattr(dl, "num_workers", 0) or 0) for dl in loaders)
                 late["batch_size"] = getattr(loaders[0], "batch_size", None)
-            session.framework_facts.extend(
-                fact
-                for fact in _facts(late)
-                if fact.value is not None  # unknown values are left out
-            )
+            known = {key: value for key, value in late.items() if value is not None}
+            session.framework_facts.extend(setting_facts("lightning", known))
 
         @guarded
         def teardown(self, trainer: Any, pl_module: Any, stage: str) -> None:
@@ -298,7 +308,8 @@ def _kit(package: str) -> tuple[type, type]:
             if isinstance(profiler, StepdoctorProfiler):
                 profiler.close()
                 trainer.profiler = profiler.wrapped
-            _untime_logging(trainer)
+            while self._undo:
+                self._undo.pop()()
             self._timer = None
             self._own.close(exc)
 
@@ -339,15 +350,6 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-def _facts(values: dict[str, Setting]) -> list[Any]:
-    from stepdoctor.model import EnvFact
-
-    return [
-        EnvFact(key=f"lightning.{key}", value=value, source="lightning integration")
-        for key, value in values.items()
-    ]
-
-
 def _number(value: object) -> int | float | None:
     if isinstance(value, bool) or not isinstance(value, int | float):
         return None
@@ -385,33 +387,6 @@ def _train_loaders(trainer: Any) -> list[Any]:
     if isinstance(loaders, list | tuple):
         return list(loaders)
     return [loaders]
-
-
-def _time_logging(trainer: Any, timer: FrameworkTimer) -> None:
-    """Time the logger connector's ``log_metrics`` (every logged step's write to the
-    loggers) as ``callbacks``, named ``logging``."""
-    connector = getattr(trainer, "_logger_connector", None)
-    original = getattr(connector, "log_metrics", None)
-    if original is None or getattr(original, "_stepdoctor", False):
-        return
-
-    def log_metrics(*args: Any, **kwargs: Any) -> Any:
-        began = timer.clock()
-        timer.enter(_CALLBACKS)
-        try:
-            return original(*args, **kwargs)
-        finally:
-            timer.leave()
-            timer.hook("logging (log_metrics)", _CALLBACKS, timer.clock() - began)
-
-    log_metrics._stepdoctor = True  # type: ignore[attr-defined]
-    setattr(connector, "log_metrics", log_metrics)  # noqa: B010 (connector: Any | None)
-
-
-def _untime_logging(trainer: Any) -> None:
-    connector = getattr(trainer, "_logger_connector", None)
-    if connector is not None and getattr(connector.log_metrics, "_stepdoctor", False):
-        del connector.log_metrics  # the class's own again
 
 
 def install(session: BaseSession, package: str = "lightning") -> Callable[[], None]:

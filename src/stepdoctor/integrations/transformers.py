@@ -31,6 +31,7 @@ from stepdoctor.integrations._timing import (
     Setting,
     guarded,
     note_settings,
+    time_method,
 )
 from stepdoctor.model import Phase
 
@@ -145,9 +146,10 @@ def _calling_trainer() -> Any:
 def _time_trainer(trainer: Any, timer: FrameworkTimer, *, own: Any) -> list[Callable[[], None]]:
     """Time the Trainer's ``TIMED_METHODS`` and its other callbacks' events on this Trainer
     alone (instance attributes, deleted again by the undos returned)."""
-    undo: list[Callable[[], None]] = []
-    for method, (phase, name) in TIMED_METHODS.items():
-        undo.extend(_timed(trainer, method, timer, phase, name))
+    undo = [
+        time_method(trainer, method, timer, phase, name)
+        for method, (phase, name) in TIMED_METHODS.items()
+    ]
     handler = getattr(trainer, "callback_handler", None)
     for callback in getattr(handler, "callbacks", ()):
         if callback is own:
@@ -158,36 +160,9 @@ def _time_trainer(trainer: Any, timer: FrameworkTimer, *, own: Any) -> list[Call
             overrides = getattr(type(callback), event, None)
             if overrides is None or overrides is getattr(TrainerCallback, event):
                 continue  # TrainerCallback's own no-op
-            undo.extend(
-                _timed(callback, event, timer, _CALLBACKS, f"{type(callback).__name__}.{event}")
-            )
-    return undo
-
-
-def _timed(
-    owner: Any, method: str, timer: FrameworkTimer, phase: str, name: str
-) -> list[Callable[[], None]]:
-    original = getattr(owner, method, None)
-    if original is None:
-        return []
-
-    @functools.wraps(original)
-    def timed(*args: Any, **kwargs: Any) -> Any:
-        began = timer.clock()
-        timer.enter(phase)
-        try:
-            return original(*args, **kwargs)
-        finally:
-            timer.leave()
-            timer.hook(name, phase, timer.clock() - began)
-
-    setattr(owner, method, timed)
-
-    def undo() -> None:
-        if owner.__dict__.get(method) is timed:
-            delattr(owner, method)
-
-    return [undo]
+            hook = f"{type(callback).__name__}.{event}"
+            undo.append(time_method(callback, event, timer, _CALLBACKS, hook))
+    return [u for u in undo if u is not None]
 
 
 def install(session: BaseSession) -> Callable[[], None]:
