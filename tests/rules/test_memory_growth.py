@@ -255,3 +255,27 @@ def test_a_heap_that_rose_and_stopped_or_rose_a_little_is_no_leak() -> None:
         s, lambda i: 480 * MIB, lambda i: (150 + 16 * (i * 7 % 3 == 0)) * MIB
     )
     assert memory_growth(RuleContext(record(s, system=swinging))) == []
+
+
+def test_a_swing_read_low_early_and_high_late_is_not_a_leak() -> None:
+    """tests/scenarios/oversized_network.py's mild dose: a 3,072-unit layer's 36 MiB gradient
+    is in or out as a reading falls, and its readings may fall low early and high late. The
+    trend through them is significant (t >= 4) and rises past the 32 MiB floor, but no more
+    than the swing between readings can fake: no leak. The same readings with a leak twice
+    the swing under them are one."""
+    s = steps(132, phases_ms={"forward": 50})
+    swing = [204, 206, 205, 204, 242, 206, 242, 242, 242, 241, 242]
+
+    def reading(i: int) -> int:  # the readings in the steps are samples 15, 20 ... (as above)
+        return swing[min(max(0, i // 5 - 3), len(swing) - 1)] * MIB
+
+    system = _with_heap(s, lambda i: 480 * MIB, reading)
+    ctx = RuleContext(record(s, system=system))
+    assert [x.main_heap_bytes // MIB for x in ctx.system if x.main_heap_bytes] == swing
+    assert memory_growth(ctx) == []
+
+    leak = _with_heap(s, lambda i: 480 * MIB, lambda i: reading(i) + i * MIB)
+    (f,) = memory_growth(RuleContext(record(s, system=leak)))
+    assert f.title.startswith("Memory the job holds grows every step")
+    ev = {e.metric: e.value for e in f.evidence}
+    assert ev["rise"] >= 1.5 * ev["largest swing between readings"]

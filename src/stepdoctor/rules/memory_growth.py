@@ -22,6 +22,7 @@ from stepdoctor.rules.where import allocation_sites
 
 __all__ = [
     "HEAP_MIN_RISE_BYTES",
+    "HEAP_SWING_MARGIN",
     "HEAP_TREND_T",
     "MIN_RISE_BYTES",
     "MIN_RISE_SHARE",
@@ -96,6 +97,15 @@ HEAP_TREND_T = 4.0
 #: leak of memory_growth.py's mild dose 56-71 MiB (t = 7.7-13.8; 4 runs beside two busy
 #: processes, 4 without).
 HEAP_MIN_RISE_BYTES = 32 * 2**20
+#: ...and it rose past what a step's swing can fake: readings that happen to fall where a step
+#: holds little early and where it holds much late (a step's gradient in or out) draw a trend
+#: through them, and the least-squares line through a step of height G rises 1.5 G over the
+#: run. The swing G is the largest change between successive readings less the trend's share
+#: of it. Measured: leaks rise 2.7-3.8 times their swing (tests/scenarios/memory_growth.py
+#: mild: 67 MiB over 25; leak_outputs.py mild: 76 over 20); tests/scenarios/
+#: oversized_network.py (a 3,072-unit layer's 36 MiB gradient) rose 47 MiB on 11 readings
+#: with t = 4.1 and was called a leak on a CI host.
+HEAP_SWING_MARGIN = 1.5
 
 
 #: After the tree changes size, a new (spawned) DataLoader worker imports torch and fills its
@@ -158,7 +168,11 @@ def _weigh_heap(ctx: RuleContext, rss: list[tuple[int, int]], finding: Finding) 
         threshold=round(HEAP_FLAT_BYTES / 2**20, 1),
         source="mallinfo2",
     )
-    steady = _rising_share([v for _, v in heap]) >= RISING_WINDOWS and trend.t >= HEAP_TREND_T
+    steady = (
+        _rising_share([v for _, v in heap]) >= RISING_WINDOWS
+        and trend.t >= HEAP_TREND_T
+        and trend.beyond_swing
+    )
     if steady and (heap_rise >= HEAP_FLAT_BYTES or heap_rise >= HEAP_SHARE_OF_RISE * rise):
         per_step = Evidence(
             metric="memory in use, rise per step",
@@ -185,7 +199,8 @@ def _weigh_heap(ctx: RuleContext, rss: list[tuple[int, int]], finding: Finding) 
                 f"RSS rose by {rise / 2**20:.0f} MiB and the memory the job holds allocated "
                 f"(glibc malloc's heap in use) by {heap_rise / 2**20:+.0f} MiB along its trend, "
                 f"but not steadily enough to call a leak (t = {trend.t:.1f}, threshold "
-                f"{HEAP_TREND_T:g}): readings swing by what a step holds. A longer run tells."
+                f"{HEAP_TREND_T:g}; a swing of {trend.swing / 2**20:.0f} MiB between "
+                "readings): readings swing by what a step holds. A longer run tells."
             ),
             evidence=(*finding.evidence, evidence),
         )
@@ -354,7 +369,7 @@ def _heap_leak(
         return None
     trend = _Trend.of(heap)
     floor = max(HEAP_MIN_RISE_BYTES, MIN_RISE_SHARE * trend.start)
-    if trend.t < HEAP_TREND_T or trend.rise < floor:
+    if trend.t < HEAP_TREND_T or trend.rise < floor or not trend.beyond_swing:
         return None
     if trend.late_rise < LATE_RISE_SHARE * trend.rise:
         return None
@@ -365,6 +380,12 @@ def _heap_leak(
         threshold=HEAP_TREND_T,
         source="sampler",
     )
+    swing = Evidence(
+        metric="largest swing between readings",
+        value=round(trend.swing / 2**20, 1),
+        unit="MiB",
+        source="mallinfo2",
+    )
     found = _growth(
         ctx,
         heap,
@@ -374,19 +395,27 @@ def _heap_leak(
         steadiness=steadiness,
         floor=HEAP_MIN_RISE_BYTES,
     )
-    return _held(found)
+    return _held(dataclasses.replace(found, evidence=(*found.evidence, swing)))
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class _Trend:
     """The least-squares line through readings: where it starts, how much it rises over
-    them, its slope in standard errors, and how much the line through their second half
-    rises over that half (a rise that stopped: ~0)."""
+    them, its slope in standard errors, how much the line through their second half rises
+    over that half (a rise that stopped: ~0), and the readings' swing about it."""
 
     start: float
     rise: float
     t: float
     late_rise: float
+    swing: float = 0.0
+    """The largest change between successive readings, less the trend's over that time."""
+
+    @property
+    def beyond_swing(self) -> bool:
+        """Whether the line rose past what the readings' swing can fake
+        (``HEAP_SWING_MARGIN``)."""
+        return self.rise >= HEAP_SWING_MARGIN * self.swing
 
     @classmethod
     def of(cls, points: Sequence[tuple[int, int]]) -> _Trend:
@@ -401,7 +430,14 @@ class _Trend:
         t = slope / error if error > 0 else (float("inf") if slope > 0 else 0.0)
         half = points[len(points) // 2 :]
         late = _trend_rise(half) if len(half) >= 2 and half[-1][0] > half[0][0] else 0.0
-        return cls(start=intercept, rise=slope * xs[-1], t=t, late_rise=late)
+        swing = max(
+            (
+                abs(y1 - y0 - slope * (x1 - x0))
+                for (x0, y0), (x1, y1) in itertools.pairwise(zip(xs, ys, strict=True))
+            ),
+            default=0.0,
+        )
+        return cls(start=intercept, rise=slope * xs[-1], t=t, late_rise=late, swing=swing)
 
 
 def _growth(
