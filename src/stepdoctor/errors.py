@@ -8,6 +8,7 @@
     ├── RecordError                  a run record cannot be read at all
     │   └── RecordCorruptError       a record is corrupt at a known byte offset
     ├── TraceError                   a profiler trace cannot be read (file, offset, what)
+    ├── LogError                     a log given to `stepdoctor logs` cannot be read
     └── MissingExtraError            an optional dependency (torch, nvidia-ml-py) is missing
 
 Messages say what went wrong, where (path, byte offset) and what to do. The CLI prints
@@ -17,6 +18,7 @@ Messages say what went wrong, where (path, byte offset) and what to do. The CLI 
 from __future__ import annotations
 
 __all__ = [
+    "LogError",
     "MissingExtraError",
     "RecordCorruptError",
     "RecordError",
@@ -68,3 +70,7 @@ class MissingExtraError(StepdoctorError):
         )
         self.module = module
         self.extra = extra
+
+
+class LogError(StepdoctorError):
+    """A log given to ``stepdoctor logs`` cannot be read (no such file, not a log)."""

@@ -1,0 +1,209 @@
+"""The running sums a GC log's parser feeds, event by event, with GCViewer's definitions
+(``model.jvm``): memory stays bounded whatever the log's length.
+"""
+
+from __future__ import annotations
+
+import heapq
+from dataclasses import dataclass, field
+
+from stepdoctor.model.jvm import GcCause, GcPause, GcProblem, JvmGcLog
+
+__all__ = ["KEPT_PAUSES", "LONGEST_KEPT", "UNPARSED_SAMPLES", "GcStats"]
+
+#: Pauses kept for the timeline: past this, every other one kept is dropped and the stride
+#: doubles (a 1 GB log holds millions; a plot shows a few thousand points). The sums are
+#: always over every pause.
+KEPT_PAUSES = 20_000
+#: The longest pauses, always kept whole (the long-pause finding names them).
+LONGEST_KEPT = 10
+#: Lines that could not be read, shown as samples.
+UNPARSED_SAMPLES = 5
+
+
+@dataclass(slots=True)
+class _Cause:
+    count: int = 0
+    total_s: float = 0.0
+    max_s: float = 0.0
+
+
+@dataclass(slots=True)
+class GcStats:
+    """Accumulates one log's events in file order."""
+
+    source: str
+    format: str
+    collector: str = ""
+    pauses: int = 0
+    total_pause_s: float = 0.0
+    max_pause_s: float = 0.0
+    full_gcs: int = 0
+    full_pause_s: float = 0.0
+    first_t_s: float | None = None
+    last_t_s: float | None = None
+    started_unix_s: float | None = None
+    safepoint_pauses: int = 0
+    safepoint_s: float = 0.0
+    concurrent_s: float = 0.0
+    heap_max_bytes: int | None = None
+    metaspace_after_bytes: int | None = None
+    metaspace_total_bytes: int | None = None
+    lines: int = 0
+    unparsed: int = 0
+    events: int = 0
+    pause_times_known: bool = True
+    unparsed_samples: list[str] = field(default_factory=list)
+    _causes: dict[tuple[str, str], _Cause] = field(default_factory=dict)
+    _problem_first: dict[str, float] = field(default_factory=dict)
+    _problem_count: dict[str, int] = field(default_factory=dict)
+    _timeline: list[GcPause] = field(default_factory=list)
+    _stride: int = 1
+    _seen: int = 0
+    _longest: list[tuple[float, int, GcPause]] = field(default_factory=list)
+    _last_pause: GcPause | None = None
+    """The last stop-the-world event (GCViewer's running time adds its pause)."""
+    _last_was_gc: bool = False
+    _first_date: float | None = None
+
+    def timestamp(self, t_s: float | None, unix_s: float | None) -> float | None:
+        """The event's time in seconds: its uptime, or where the log has dates only, the
+        seconds since the first event's date (GCViewer's ``makeSureHasTimeStamp``)."""
+        if unix_s is not None and self._first_date is None:
+            self._first_date = unix_s
+            self.started_unix_s = unix_s if t_s is None else unix_s
+        if t_s is not None:
+            return t_s
+        if unix_s is not None and self._first_date is not None:
+            return round(unix_s - self._first_date, 3)
+        return None
+
+    def _saw(self, t_s: float | None) -> None:
+        self.events += 1
+        if t_s is None:
+            return
+        # an event at 0 counts for the start only when it is the first (GCViewer: a mixed
+        # line's event may have lost its timestamp)
+        if self.events == 1 or t_s > 0.0:
+            self.first_t_s = t_s if self.first_t_s is None else min(self.first_t_s, t_s)
+        self.last_t_s = t_s if self.last_t_s is None else max(self.last_t_s, t_s)
+
+    def concurrent(self, t_s: float | None, seconds: float = 0.0) -> None:
+        """A concurrent phase: no pause, but it counts for the log's span."""
+        self._saw(t_s)
+        self.concurrent_s += seconds
+
+    def pause(self, pause: GcPause) -> None:
+        """A stop-the-world GC pause."""
+        self._saw(pause.t_s)
+        self._add(pause)
+        self._last_was_gc = True
+        if pause.kind == "full":
+            self.full_gcs += 1
+            self.full_pause_s += pause.pause_s
+        if pause.heap_total_bytes is not None:
+            self.heap_max_bytes = max(self.heap_max_bytes or 0, pause.heap_total_bytes)
+
+    def stopped(self, t_s: float | None, seconds: float, unix_s: float | None = None) -> None:
+        """Threads stopped at a safepoint for ``seconds``: beyond the GC pause just before
+        it, this is a pause of its own (GCViewer's ``adjustPause``: the stop includes that
+        GC's pause; after another safepoint stop, all of it is overhead)."""
+        pause_s = seconds
+        last = self._last_pause
+        if t_s is None:
+            # no stamp (-XX:+PrintGCApplicationStoppedTime without time stamps): right
+            # after the pause before it, or at 0 (GCViewer's ``setTimeStamp``)
+            t_s = 0.0 if last is None else last.t_s + last.pause_s
+        if last is not None and self._last_was_gc:
+            beyond = seconds - last.pause_s
+            if beyond > 0:
+                pause_s = beyond
+                t_s = max(t_s, last.t_s + last.pause_s)
+        self._saw(t_s)
+        self._add(GcPause(t_s=t_s, pause_s=pause_s, kind="safepoint", unix_s=unix_s))
+        self._last_was_gc = False
+        self.safepoint_pauses += 1
+        self.safepoint_s += pause_s
+
+    def _add(self, pause: GcPause) -> None:
+        self.pauses += 1
+        self.total_pause_s += pause.pause_s
+        self.max_pause_s = max(self.max_pause_s, pause.pause_s)
+        self._last_pause = pause
+        key = (pause.kind, pause.cause)
+        cause = self._causes.get(key)
+        if cause is None:
+            cause = self._causes[key] = _Cause()
+        cause.count += 1
+        cause.total_s += pause.pause_s
+        cause.max_s = max(cause.max_s, pause.pause_s)
+        entry = (pause.pause_s, self.pauses, pause)
+        if len(self._longest) < LONGEST_KEPT:
+            heapq.heappush(self._longest, entry)
+        elif entry > self._longest[0]:
+            heapq.heapreplace(self._longest, entry)
+        self._seen += 1
+        if (self._seen - 1) % self._stride == 0:
+            self._timeline.append(pause)
+            if len(self._timeline) >= KEPT_PAUSES:
+                self._timeline = self._timeline[::2]
+                self._stride *= 2
+
+    def problem(self, name: str, t_s: float | None) -> None:
+        """A failure or warning sign of the collector (``model.jvm.GcProblem``)."""
+        self._problem_first.setdefault(name, t_s if t_s is not None else 0.0)
+        self._problem_count[name] = self._problem_count.get(name, 0) + 1
+
+    def bad_line(self, line: str) -> None:
+        """A line that looked like an event but could not be read."""
+        self.unparsed += 1
+        if len(self.unparsed_samples) < UNPARSED_SAMPLES:
+            self.unparsed_samples.append(line[:300])
+
+    @property
+    def duration_s(self) -> float:
+        """GCViewer's running time: first to last event, plus the last pause."""
+        if self.first_t_s is None or self.last_t_s is None:
+            return 0.0
+        last = self._last_pause.pause_s if self._last_pause is not None else 0.0
+        return max(0.0, self.last_t_s - self.first_t_s + last)
+
+    def result(self) -> JvmGcLog:
+        """The summary of what was fed so far."""
+        causes = tuple(
+            GcCause(kind=k, cause=c, count=v.count, total_s=v.total_s, max_s=v.max_s)
+            for (k, c), v in sorted(self._causes.items(), key=lambda kv: -kv[1].total_s)
+        )
+        problems = tuple(
+            GcProblem(name=name, count=count, first_t_s=self._problem_first[name])
+            for name, count in self._problem_count.items()
+        )
+        return JvmGcLog(
+            source=self.source,
+            format=self.format,
+            collector=self.collector,
+            pauses=self.pauses,
+            total_pause_s=self.total_pause_s,
+            max_pause_s=self.max_pause_s,
+            full_gcs=self.full_gcs,
+            full_pause_s=self.full_pause_s,
+            duration_s=self.duration_s,
+            first_t_s=self.first_t_s,
+            last_t_s=self.last_t_s,
+            started_unix_s=self.started_unix_s,
+            safepoint_pauses=self.safepoint_pauses,
+            safepoint_s=self.safepoint_s,
+            concurrent_s=self.concurrent_s,
+            causes=causes,
+            problems=problems,
+            timeline=tuple(self._timeline),
+            pause_stride=self._stride,
+            longest=tuple(p for _, _, p in sorted(self._longest, reverse=True)),
+            heap_max_bytes=self.heap_max_bytes,
+            metaspace_after_bytes=self.metaspace_after_bytes,
+            metaspace_total_bytes=self.metaspace_total_bytes,
+            lines=self.lines,
+            unparsed=self.unparsed,
+            unparsed_samples=tuple(self.unparsed_samples),
+            pause_times_known=self.pause_times_known,
+        )

@@ -1,0 +1,228 @@
+"""JDK 9+ unified GC logs (``-Xlog:gc``, ``-Xlog:gc*``, with any decorations: uptime,
+uptime in ms, dates, level and tags or none): G1, Parallel, Serial, CMS, ZGC and Shenandoah,
+in one streaming pass.
+
+A pause is a ``GC(n) Pause ... N.NNNms`` line (the summary line at ``gc`` level; the
+``gc,start`` line before it has no time): its decoration is the time it ended, as GCViewer
+takes it. A ZGC cycle's pauses (``Pause Mark Start``, ``Pause Mark End``, ``Pause Relocate
+Start``, at ``gc,phases``) are one pause, their sum, at the cycle's ``Garbage Collection``
+line (GCViewer's reading). Concurrent phases (``Concurrent Cycle``, ``Concurrent Mark`` ...)
+are not pauses. Safepoint lines (``Total time for which application threads were stopped``)
+add their time beyond the GC pause before them (``gc_stats.GcStats.stopped``).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from datetime import datetime
+
+from stepdoctor.logs.gc_stats import GcStats
+from stepdoctor.model.jvm import GcPause, JvmGcLog
+
+__all__ = ["parse_unified"]
+
+_NUM = r"\d+[.,]\d+"
+_DECORATION = re.compile(r"\[([^\]]*)\]\s*")
+_UPTIME = re.compile(rf"^({_NUM})s$")
+_UPTIME_MS = re.compile(r"^(\d+)ms$")
+_DATE = re.compile(r"^\d{4}-\d\d-\d\dT")
+_PAUSE = re.compile(
+    rf"^GC\((?P<id>\d+)\) (?:[yo]: )?Pause (?P<what>[A-Z][\w ]*?)(?P<rest>(?: \(.*?\))*)"
+    rf"(?: (?P<heap>\S+->\S+))? (?P<ms>{_NUM})ms$"
+)
+_ZGC_PHASE = re.compile(rf"^GC\((?P<id>\d+)\) (?:[yo]: )?Pause (?:Mark Start|Mark End|Relocate Start)(?: \([^)]*\))? (?P<ms>{_NUM})ms$")
+_ZGC_CYCLE_END = re.compile(r"^GC\((?P<id>\d+)\) (?:Garbage Collection|Major Collection|Minor Collection) \((?P<cause>[^)]*(?:\(\))?)\) \S+->\S+")
+_CONCURRENT = re.compile(rf"^GC\((?P<id>\d+)\) (?:[yo]: )?Concurrent [\w -]+?(?: \(.*?\))?(?: (?P<ms>{_NUM})ms)?$")
+_STOPPED = re.compile(rf"Total time for which application threads were stopped: ({_NUM}) seconds")
+_STALL = re.compile(rf"(?:Allocation|Relocation) Stall \(.*\) ({_NUM})ms$")
+_HEAP = re.compile(r"(\d+)([BKMGT])(?:\(\d+%\))?->(\d+)([BKMGT])(?:\(\d+%\))?(?:\((\d+)([BKMGT])\))?")
+_METASPACE = re.compile(r"Metaspace: (\d+)([KMG])(?:\(\d+[KMG]\))?->(\d+)([KMG])\((\d+)([KMG])\)")
+_UNIT = {"B": 1, "K": 1024, "M": 1024**2, "G": 1024**3, "T": 1024**4}
+_USING = re.compile(r"^Using (G1|Parallel|Serial|Concurrent Mark Sweep|The Z Garbage Collector|Shenandoah)")
+_COLLECTOR = {
+    "G1": "G1",
+    "Parallel": "Parallel",
+    "Serial": "Serial",
+    "Concurrent Mark Sweep": "CMS",
+    "The Z Garbage Collector": "ZGC",
+    "Shenandoah": "Shenandoah",
+}
+_KINDS = {
+    "Young": "young",
+    "Full": "full",
+    "Remark": "remark",
+    "Cleanup": "cleanup",
+    "Initial Mark": "initial-mark",
+    "Mixed": "mixed",
+}
+
+
+def _num(text: str) -> float:
+    return float(text.replace(",", "."))
+
+
+def parse_unified(source: str, lines: Iterable[str]) -> JvmGcLog:
+    """Read a unified GC log's ``lines`` (without line ends) into its summary."""
+    stats = GcStats(source=source, format="unified")
+    zgc_phases: dict[str, float] = {}
+    last_id = -1
+    last_kind = ""
+    zgc_cycles_without_phases = 0
+    for line in lines:
+        stats.lines += 1
+        if not line.startswith("["):
+            if line.strip():
+                stats.bad_line(line)
+            continue
+        t_s, unix_s, body = _decorations(line)
+        if body is None:
+            stats.bad_line(line)
+            continue
+        if not body.startswith("GC("):
+            using = _USING.match(body)
+            if using is not None:
+                stats.collector = _COLLECTOR[using.group(1)]
+                continue
+            stopped = _STOPPED.search(body)
+            if stopped is not None:
+                stats.stopped(stats.timestamp(t_s, unix_s), _num(stopped.group(1)), unix_s)
+                continue
+            stall = _STALL.search(body)
+            if stall is not None:
+                stats.problem("allocation stall", stats.timestamp(t_s, unix_s))
+            continue
+        phase = _ZGC_PHASE.match(body)
+        if phase is not None:
+            gc_id = phase.group("id")
+            zgc_phases[gc_id] = zgc_phases.get(gc_id, 0.0) + _num(phase.group("ms")) / 1000
+            if not stats.collector:
+                stats.collector = "ZGC"
+            continue
+        pause = _PAUSE.match(body)
+        if pause is not None:
+            when = stats.timestamp(t_s, unix_s)
+            gc_id = int(pause.group("id"))
+            what = pause.group("what").strip()
+            kind = _KINDS.get(what.split(" ")[0] if what not in _KINDS else what, "")
+            if not kind:
+                kind = "full" if what.startswith("Full") or what.startswith("Degenerated") else "concurrent-pause"
+            pause_s = _num(pause.group("ms")) / 1000
+            if kind == "young" and last_kind == "full" and last_id > gc_id:
+                # Serial: a full collection ran inside this failed young one, whose time
+                # includes it
+                pause_s = max(0.0, pause_s - last_full_s)
+            rest = pause.group("rest")
+            causes = re.findall(r"\(([^)]*(?:\(\))?)\)", rest)
+            cause = next((c for c in causes if c not in ("Normal", "Concurrent Start", "Prepare Mixed", "Mixed", "unload classes", "update refs", "process weakrefs")), "")
+            _problems(stats, body, when)
+            before, after, total = _heap(pause.group("heap"))
+            stats.pause(
+                GcPause(
+                    t_s=when if when is not None else (stats.last_t_s or 0.0),
+                    pause_s=pause_s,
+                    kind=kind,
+                    cause=cause,
+                    heap_before_bytes=before,
+                    heap_after_bytes=after,
+                    heap_total_bytes=total,
+                    unix_s=unix_s,
+                )
+            )
+            last_id, last_kind = gc_id, kind
+            last_full_s = pause_s if kind == "full" else 0.0
+            continue
+        cycle = _ZGC_CYCLE_END.match(body)
+        if cycle is not None:
+            when = stats.timestamp(t_s, unix_s)
+            gc_id = cycle.group("id")
+            stats.collector = stats.collector or "ZGC"
+            if gc_id not in zgc_phases:
+                zgc_cycles_without_phases += 1
+                stats.concurrent(when)
+                continue
+            _problems(stats, body, when)
+            before, after, total = _heap(body.split(") ", 1)[-1])
+            stats.pause(
+                GcPause(
+                    t_s=when if when is not None else (stats.last_t_s or 0.0),
+                    pause_s=zgc_phases.pop(gc_id),
+                    kind="concurrent-pause",
+                    cause=cycle.group("cause"),
+                    heap_before_bytes=before,
+                    heap_after_bytes=after,
+                    heap_total_bytes=total,
+                    unix_s=unix_s,
+                )
+            )
+            continue
+        concurrent = _CONCURRENT.match(body)
+        if concurrent is not None:
+            ms = concurrent.group("ms")
+            stats.concurrent(stats.timestamp(t_s, unix_s), 0.0 if ms is None else _num(ms) / 1000)
+            continue
+        if "To-space exhausted" in body or "Evacuation Failure" in body:
+            _problems(stats, body, stats.timestamp(t_s, unix_s))
+            continue
+        meta = _METASPACE.search(body)
+        if meta is not None:
+            stats.metaspace_after_bytes = int(meta.group(3)) * _UNIT[meta.group(4)]
+            stats.metaspace_total_bytes = int(meta.group(5)) * _UNIT[meta.group(6)]
+    if zgc_cycles_without_phases and stats.pauses == 0:
+        stats.pause_times_known = False
+    return stats.result()
+
+
+def _decorations(line: str) -> tuple[float | None, float | None, str | None]:
+    """The uptime (s), the date (Unix s) and the message of a unified log line."""
+    t_s = unix_s = None
+    end = 0
+    while True:
+        found = _DECORATION.match(line, end)
+        if found is None:
+            break
+        end = found.end()
+        text = found.group(1).strip()
+        up = _UPTIME.match(text)
+        if up is not None:
+            t_s = _num(up.group(1))
+            continue
+        up_ms = _UPTIME_MS.match(text)
+        if up_ms is not None:
+            t_s = int(up_ms.group(1)) / 1000
+            continue
+        if _DATE.match(text):
+            unix_s = _unix(text)
+    if end == 0:
+        return None, None, None
+    return t_s, unix_s, line[end:]
+
+
+def _unix(text: str) -> float | None:
+    try:
+        return datetime.strptime(text.replace(",", "."), "%Y-%m-%dT%H:%M:%S.%f%z").timestamp()
+    except ValueError:
+        return None
+
+
+def _heap(text: str | None) -> tuple[int | None, int | None, int | None]:
+    if not text:
+        return None, None, None
+    found = _HEAP.search(text)
+    if found is None:
+        return None, None, None
+    before = int(found.group(1)) * _UNIT[found.group(2)]
+    after = int(found.group(3)) * _UNIT[found.group(4)]
+    total = None if found.group(5) is None else int(found.group(5)) * _UNIT[found.group(6)]
+    return before, after, total
+
+
+def _problems(stats: GcStats, body: str, when: float | None) -> None:
+    if "To-space exhausted" in body:
+        stats.problem("to-space exhausted", when)
+    if "Evacuation Failure" in body:
+        stats.problem("evacuation failure", when)
+    if "Humongous" in body:
+        stats.problem("humongous allocation", when)
+    if "Metadata GC" in body:
+        stats.problem("metaspace", when)
