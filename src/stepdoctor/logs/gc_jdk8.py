@@ -29,7 +29,9 @@ _DATE = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d[.,]\d{3}[+-]\d{4}"
 _STAMPS = rf"(?:(?P<date>{_DATE}): )?(?:(?P<up>{_NUM}): )?(?:#\d+: )?"
 _EVENT = re.compile(
     _STAMPS + r"\[(?P<type>Full GC|GC pause|GC remark|GC cleanup|GC concurrent-[\w-]+|"
-    r"CMS-concurrent-[\w-]+|GC(?=\s*[\[(\d]|\s*$|--))"
+    r"CMS-concurrent-[\w-]+|GC(?=\s*[\[(\d]|\s*$|--)|"
+    # Shenandoah in JDK 8 builds: "[Pause Init Mark, 1.2 ms]", "[Concurrent marking ...]"
+    r"Pause [A-Z][\w ]*?(?=[,\s(\d])|Concurrent [a-z][\w ]*?(?=[,\s(\d]))"
 )
 # a concurrent phase, with its time where it ended: "[CMS-concurrent-mark: 0.010/0.012 secs]"
 # (CPU/wall), "[GC concurrent-mark-end, 0.0011728 secs]"
@@ -39,7 +41,7 @@ _NESTED_CONCURRENT = re.compile(
 )
 _BRACKET = re.compile(r"[\[\]]")
 _INNER_GC = re.compile(r"\[GC(?=\s*[\[(\d]|\s*$)")
-_PAUSE_END = re.compile(rf", ({_NUM}) secs\s*$")
+_PAUSE_END = re.compile(rf", ({_NUM}) (secs|ms)\s*$")
 _STOPPED = re.compile(
     _STAMPS + rf"Total time for which application threads were stopped: ({_NUM}) seconds"
 )
@@ -54,6 +56,7 @@ _OLD_GEN = re.compile(r"\[(?:Tenured|CMS(?!-concurrent| Perm)|ParOldGen|PSOldGen
 _UNIT = {"B": 1, "K": 1024, "M": 1024**2, "G": 1024**3}
 _COLLECTORS = (
     ("G1", ("[GC pause", "G1 Evacuation", "[GC remark", "garbage-first heap")),
+    ("Shenandoah", ("[Pause Init Mark", "[Pause Final Mark", "Shenandoah")),
     ("CMS", ("CMS", "[ParNew", "concurrent mode failure")),
     ("Parallel", ("[PSYoungGen", "[ParOldGen", "[PSOldGen")),
     ("Serial", ("[DefNew", "[Tenured")),
@@ -145,6 +148,9 @@ def parse_jdk8(source: str, lines: Iterable[str]) -> JvmGcLog:
         up = event.group("up")
         t_s = stats.timestamp(None if up is None else _num(up), unix_s)
         rest = line[event.start("type") - 1 :]
+        if kind.startswith("Concurrent "):
+            stats.concurrent(t_s)  # Shenandoah's (JDK 8 builds): no pause
+            continue
         if "concurrent" in kind:
             _concurrent(stats, line)
             # a pause may follow on the same line, its thread's text cut into by this one
@@ -158,6 +164,8 @@ def parse_jdk8(source: str, lines: Iterable[str]) -> JvmGcLog:
         depth, pause_s = _close(rest, 0, inner)
         _inner(stats, t_s, unix_s, inner)
         if pause_s is None:
+            if rest.endswith(", start]"):
+                continue  # Shenandoah's start line
             if depth > 0:
                 pending = _Open(t_s=t_s, unix_s=unix_s, text=rest, depth=depth, inner=sum(inner))
             else:
@@ -188,10 +196,10 @@ def _close(text: str, depth: int, inner: list[float] | None = None) -> tuple[int
             opened.pop()
             found = _PAUSE_END.search(text, 0, bracket.start())
             if found is not None and inner is not None:
-                inner.append(_num(found.group(1)))
+                inner.append(_seconds(found))
         if depth == 0:
             found = _PAUSE_END.search(text, 0, bracket.start())
-            return 0, (None if found is None else _num(found.group(1)))
+            return 0, (None if found is None else _seconds(found))
     return depth, None
 
 
@@ -202,6 +210,11 @@ def _inner(stats: GcStats, t_s: float | None, unix_s: float | None, pauses: list
                 t_s=t_s or 0.0, pause_s=pause_s, kind="young", cause="before remark", unix_s=unix_s
             )
         )
+
+
+def _seconds(found: re.Match[str]) -> float:
+    value = _num(found.group(1))
+    return value / 1000 if found.group(2) == "ms" else value
 
 
 def _concurrent(stats: GcStats, text: str) -> None:
@@ -237,9 +250,11 @@ def _finish(
     """Add the event whose text (from its ``[``) is ``text``."""
     head = text[1:]
     cause_text = ""
-    if head.startswith("Full GC"):
+    if head.startswith("Full GC") or head.startswith("Pause Full"):
         kind = "full"
-        cause_text = head[7:]
+        cause_text = head[7:] if head.startswith("Full GC") else ""
+    elif head.startswith("Pause "):
+        kind = "concurrent-pause"  # Shenandoah's init/final pauses
     elif head.startswith("GC pause"):
         cause_text = head[8:]
         kind = "mixed" if "(mixed)" in head[:120] or "(partial)" in head[:120] else "young"

@@ -115,10 +115,10 @@ class GcStats:
             # after the pause before it, or at 0 (GCViewer's ``setTimeStamp``)
             t_s = 0.0 if last is None else last.t_s + last.pause_s
         if last is not None and self._last_was_gc:
-            beyond = seconds - last.pause_s
-            if beyond > 0:
-                pause_s = beyond
-                t_s = max(t_s, last.t_s + last.pause_s)
+            # beyond it (none where the stop, rounded differently, reads shorter than the
+            # pause: GCViewer then counts the whole stop again)
+            pause_s = max(0.0, seconds - last.pause_s)
+            t_s = max(t_s, last.t_s + last.pause_s)
         self._saw(t_s)
         self._add(GcPause(t_s=t_s, pause_s=pause_s, kind="safepoint", unix_s=unix_s))
         self._last_was_gc = False

@@ -31,9 +31,49 @@ _PAUSE = re.compile(
     rf"^GC\((?P<id>\d+)\) (?:[yo]: )?Pause (?P<what>[A-Z][\w ]*?)(?P<rest>(?: \(.*?\))*)"
     rf"(?: (?P<heap>\S+->\S+))? (?P<ms>{_NUM})ms$"
 )
-_ZGC_PHASE = re.compile(rf"^GC\((?P<id>\d+)\) (?:[yo]: )?Pause (?:Mark Start|Mark End|Relocate Start)(?: \([^)]*\))? (?P<ms>{_NUM})ms$")
+_ZGC_PHASE = re.compile(
+    rf"^GC\((?P<id>\d+)\) (?:[yo]: )?Pause (?P<what>Mark Start|Mark End|Relocate Start)"
+    rf"(?: \([^)]*\))? (?P<ms>{_NUM})ms$"
+)
 _ZGC_CYCLE_END = re.compile(r"^GC\((?P<id>\d+)\) (?:Garbage Collection|Major Collection|Minor Collection) \((?P<cause>[^)]*(?:\(\))?)\) \S+->\S+")
-_CONCURRENT = re.compile(rf"^GC\((?P<id>\d+)\) (?:[yo]: )?Concurrent [\w -]+?(?: \(.*?\))?(?: (?P<ms>{_NUM})ms)?$")
+_CONCURRENT = re.compile(
+    rf"^GC\((?P<id>\d+)\) (?:[yo]: )?(?P<name>Concurrent [\w -]+?)(?: \(.*?\))?(?: (?P<ms>{_NUM})ms)?$"
+)
+#: The concurrent phases that count for the log's span: those GCViewer reads (its UJL event
+#: types), so that a log's span, and its throughput, are GCViewer's.
+_SPAN_PHASES = frozenset(
+    {
+        "Concurrent Cycle",
+        "Concurrent Mark Cycle",
+        "Concurrent Undo Cycle",
+        "Concurrent Mark",
+        "Concurrent Preclean",
+        "Concurrent Abortable Preclean",
+        "Concurrent Sweep",
+        "Concurrent Reset",
+        "Concurrent reset",
+        "Concurrent marking roots",
+        "Concurrent marking",
+        "Concurrent precleaning",
+        "Concurrent thread roots",
+        "Concurrent weak references",
+        "Concurrent weak roots",
+        "Concurrent cleanup",
+        "Concurrent class unloading",
+        "Concurrent strong roots",
+        "Concurrent evacuation",
+        "Concurrent update references",
+        "Concurrent update thread roots",
+        "Concurrent uncommit",
+        "Concurrent Mark Free",
+        "Concurrent Process Non-Strong References",
+        "Concurrent Reset Relocation Set",
+        "Concurrent Destroy Detached Pages",
+        "Concurrent Select Relocation Set",
+        "Concurrent Prepare Relocation Set",
+        "Concurrent Relocate",
+    }
+)
 _STOPPED = re.compile(rf"Total time for which application threads were stopped: ({_NUM}) seconds")
 _STALL = re.compile(rf"(?:Allocation|Relocation) Stall \(.*\) ({_NUM})ms$")
 _HEAP = re.compile(r"(\d+)([BKMGT])(?:\(\d+%\))?->(\d+)([BKMGT])(?:\(\d+%\))?(?:\((\d+)([BKMGT])\))?")
@@ -65,10 +105,10 @@ def _num(text: str) -> float:
 def parse_unified(source: str, lines: Iterable[str]) -> JvmGcLog:
     """Read a unified GC log's ``lines`` (without line ends) into its summary."""
     stats = GcStats(source=source, format="unified")
-    zgc_phases: dict[str, float] = {}
+    zgc_phases = zgc_cycles = 0
     last_id = -1
     last_kind = ""
-    zgc_cycles_without_phases = 0
+    last_full_s = 0.0
     for line in lines:
         stats.lines += 1
         if not line.startswith("["):
@@ -90,14 +130,25 @@ def parse_unified(source: str, lines: Iterable[str]) -> JvmGcLog:
                 continue
             stall = _STALL.search(body)
             if stall is not None:
-                stats.problem("allocation stall", stats.timestamp(t_s, unix_s))
+                # one thread waited for memory: no pause of the world (GCViewer counts one)
+                when = stats.timestamp(t_s, unix_s)
+                stats.problem("allocation stall", when)
+                stats.concurrent(when)
             continue
         phase = _ZGC_PHASE.match(body)
         if phase is not None:
-            gc_id = phase.group("id")
-            zgc_phases[gc_id] = zgc_phases.get(gc_id, 0.0) + _num(phase.group("ms")) / 1000
-            if not stats.collector:
-                stats.collector = "ZGC"
+            when = stats.timestamp(t_s, unix_s)
+            stats.collector = stats.collector or "ZGC"
+            stats.pause(
+                GcPause(
+                    t_s=when if when is not None else (stats.last_t_s or 0.0),
+                    pause_s=_num(phase.group("ms")) / 1000,
+                    kind="concurrent-pause",
+                    cause=phase.group("what"),
+                    unix_s=unix_s,
+                )
+            )
+            zgc_phases += 1
             continue
         pause = _PAUSE.match(body)
         if pause is not None:
@@ -135,31 +186,21 @@ def parse_unified(source: str, lines: Iterable[str]) -> JvmGcLog:
         cycle = _ZGC_CYCLE_END.match(body)
         if cycle is not None:
             when = stats.timestamp(t_s, unix_s)
-            gc_id = cycle.group("id")
             stats.collector = stats.collector or "ZGC"
-            if gc_id not in zgc_phases:
-                zgc_cycles_without_phases += 1
-                stats.concurrent(when)
-                continue
+            zgc_cycles += 1
             _problems(stats, body, when)
-            before, after, total = _heap(body.split(") ", 1)[-1])
-            stats.pause(
-                GcPause(
-                    t_s=when if when is not None else (stats.last_t_s or 0.0),
-                    pause_s=zgc_phases.pop(gc_id),
-                    kind="concurrent-pause",
-                    cause=cycle.group("cause"),
-                    heap_before_bytes=before,
-                    heap_after_bytes=after,
-                    heap_total_bytes=total,
-                    unix_s=unix_s,
-                )
-            )
+            stats.concurrent(when)
             continue
         concurrent = _CONCURRENT.match(body)
         if concurrent is not None:
             ms = concurrent.group("ms")
-            stats.concurrent(stats.timestamp(t_s, unix_s), 0.0 if ms is None else _num(ms) / 1000)
+            seconds = 0.0 if ms is None else _num(ms) / 1000
+            # a phase's start line counts where GCViewer reads it: at gc level, not gc,start
+            started = ms is None and "gc,start" in line[: len(line) - len(body)]
+            if concurrent.group("name") in _SPAN_PHASES and not started:
+                stats.concurrent(stats.timestamp(t_s, unix_s), seconds)
+            else:
+                stats.concurrent_s += seconds
             continue
         if "To-space exhausted" in body or "Evacuation Failure" in body:
             _problems(stats, body, stats.timestamp(t_s, unix_s))
@@ -168,8 +209,8 @@ def parse_unified(source: str, lines: Iterable[str]) -> JvmGcLog:
         if meta is not None:
             stats.metaspace_after_bytes = int(meta.group(3)) * _UNIT[meta.group(4)]
             stats.metaspace_total_bytes = int(meta.group(5)) * _UNIT[meta.group(6)]
-    if zgc_cycles_without_phases and stats.pauses == 0:
-        stats.pause_times_known = False
+    if zgc_cycles and not zgc_phases:
+        stats.pause_times_known = False  # ZGC logged with -Xlog:gc: cycles, no pauses
     return stats.result()
 
 

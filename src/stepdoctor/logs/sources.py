@@ -38,7 +38,7 @@ _UNIFIED = re.compile(
 # JDK 8: "12.345: [GC", "2012-04-26T23:59:50.253+0200: 3.344: [Full GC", "[GC pause (G1 ..."
 _JDK8 = re.compile(
     r"^(?:\d{4}-\d\d-\d\dT\S+: )?(?:\d+[.,]\d+: )?(?:#\d+: )?"
-    r"\[(?:GC|Full GC|CMS-concurrent|GC concurrent|GC pause|GC remark|GC cleanup)"
+    r"\[(?:GC|Full GC|CMS-concurrent|GC concurrent|GC pause|GC remark|GC cleanup|Pause [A-Z])"
 )
 _JDK8_HEADER = re.compile(r"^(?:Java HotSpot|OpenJDK).*\(\d|^CommandLine flags: ")
 _DL4J = re.compile(
