@@ -76,13 +76,13 @@ def build_report(record: RunRecord, context: RuleContext | None = None) -> Repor
     findings = attach_measurements(findings, record.experiments, ctx.summary)
     thin = thin_evidence(len(ctx.steps), ctx.summary.measured_s)
     findings = rank([
-        temper(f, measured_s=_over(f, ctx.summary), thin=bool(thin), timed=_timed(f))
+        temper(f, measured_s=_over(f, ctx.summary, record), thin=bool(thin), timed=_timed(f))
         for f in merge_duplicates(findings)
     ])  # fmt: skip
     failed, said = outcome(record, ctx.summary)
     warnings = list(record.warnings)
     warnings += [f"stepdoctor: {n.message}" for n in record.notices]
-    if not record.steps:
+    if not record.steps and not record.from_logs:
         warnings.append(
             "no steps were recorded: no optimizer step, model call or doc.step() was seen"
         )
@@ -114,8 +114,12 @@ def build_report(record: RunRecord, context: RuleContext | None = None) -> Repor
 _OF_WALL_TIME = frozenset({"frequent-evaluation"})
 
 
-def _over(finding: Finding, summary: Summary) -> float:
-    """The seconds over which ``finding``'s fix saves its share."""
+def _over(finding: Finding, summary: Summary, record: RunRecord) -> float:
+    """The seconds over which ``finding``'s fix saves its share (a JVM's GC log's: its
+    span)."""
+    registered = RULES.get(finding.rule)
+    if registered is not None and registered.scope == "logs" and record.jvm_gc:
+        return max(log.duration_s for log in record.jvm_gc)
     extra = summary.evaluation_s if finding.rule in _OF_WALL_TIME else 0.0
     return summary.measured_s + (extra or 0.0)
 
@@ -143,8 +147,8 @@ def outcome(record: RunRecord, summary: Summary) -> tuple[bool, str]:
     limit (``stopped``) and ``sys.exit(0)`` are normal ends.
     """
     end = record.end
-    if end is not None and not _failed(end):
-        return False, ""
+    if record.from_logs or (end is not None and not _failed(end)):
+        return False, ""  # a job read from its logs: how it ended is not known
     ran = f"{summary.steps} step(s) in {summary.wall_s:.1f} s"
     cover = f"The findings are about the part of the job that ran ({ran}), not a whole run."
     if end is None:

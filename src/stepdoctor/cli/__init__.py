@@ -7,14 +7,14 @@ import sys
 from collections.abc import Sequence
 
 from stepdoctor._version import __version__
-from stepdoctor.cli import compare, doctor, report, run, trace, tune
+from stepdoctor.cli import compare, doctor, logs, report, run, trace, tune
 from stepdoctor.cli._common import EXIT_ERROR, EXIT_USAGE, error_line
 from stepdoctor.errors import ScriptNotFoundError, StepdoctorError, UsageError
 
 __all__ = ["COMMANDS", "entry_point", "main"]
 
 #: Every command, in the order ``--help`` lists them.
-COMMANDS = (run, report, compare, doctor, tune, trace)
+COMMANDS = (run, report, compare, doctor, tune, trace, logs)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -7,15 +7,74 @@ reads any mix of files, folders, ``.gz`` and stdin, telling each file's kind fro
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from stepdoctor.errors import LogError
+from stepdoctor.logs.dl4j import parse_dl4j
 from stepdoctor.logs.gc_jdk8 import parse_jdk8
 from stepdoctor.logs.gc_unified import parse_unified
+from stepdoctor.logs.record import to_record
 from stepdoctor.logs.sources import LogSource, open_sources
-from stepdoctor.model.jvm import JvmGcLog
+from stepdoctor.model import RunRecord
+from stepdoctor.model.jvm import Dl4jLog, JvmGcLog
 
-__all__ = ["read_gc_log", "read_gc_source"]
+__all__ = ["LogsRead", "read_gc_log", "read_gc_source", "read_logs"]
+
+
+@dataclass(frozen=True, slots=True)
+class LogsRead:
+    """What ``read_logs`` found: the record for the rules, each GC log's figures, the DL4J
+    logs, and what could not be read (a line each)."""
+
+    record: RunRecord
+    gc_logs: tuple[JvmGcLog, ...]
+    dl4j_logs: tuple[Dl4jLog, ...]
+    warnings: tuple[str, ...]
+
+
+def read_logs(paths: Sequence[str], command: tuple[str, ...] = ()) -> LogsRead:
+    """Read every log of ``paths`` (files, folders, ``.gz``, ``-``), each by its kind.
+
+    Raises ``LogError`` when no path holds a log this reads."""
+    gc_logs: list[JvmGcLog] = []
+    dl4j_logs: list[Dl4jLog] = []
+    warnings: list[str] = []
+    for source in open_sources(list(paths)):
+        try:
+            if source.kind == "dl4j":
+                dl4j_logs.append(parse_dl4j(source.name, source.lines))
+            elif source.kind in ("jdk8-gc", "unified-gc"):
+                gc_logs.append(read_gc_source(source))
+            else:
+                warnings.append(f"{source.name}: neither a DL4J log nor a JVM GC log; skipped")
+                continue
+        finally:
+            source.close()
+        warnings.extend(source.warnings)
+    if not gc_logs and not dl4j_logs:
+        raise LogError(
+            "no DL4J or JVM GC log among " + ", ".join(paths) + " (" + "; ".join(warnings) + ")"
+        )
+    if len(dl4j_logs) > 1:
+        warnings.append(
+            f"{len(dl4j_logs)} DL4J logs: the first ({dl4j_logs[0].source}) is the job's steps"
+        )
+    dl4j = dl4j_logs[0] if dl4j_logs else None
+    every: list[JvmGcLog | Dl4jLog] = [*gc_logs, *dl4j_logs]
+    for log in every:
+        if log.unparsed:
+            warnings.append(
+                f"{log.source}: {log.unparsed} line(s) looked like events but could not be "
+                f"read, e.g. {log.unparsed_samples[0]!r}"
+            )
+    record = to_record(dl4j, gc_logs, command or ("stepdoctor", "logs", *paths))
+    record = dataclasses.replace(record, warnings=tuple(warnings))
+    return LogsRead(
+        record=record, gc_logs=tuple(gc_logs), dl4j_logs=tuple(dl4j_logs), warnings=tuple(warnings)
+    )
 
 
 def read_gc_source(source: LogSource) -> JvmGcLog:
@@ -30,4 +89,7 @@ def read_gc_source(source: LogSource) -> JvmGcLog:
 def read_gc_log(path: str | Path) -> JvmGcLog:
     """The figures of the GC log at ``path`` (plain or ``.gz``)."""
     (source,) = open_sources([str(path)])
-    return read_gc_source(source)
+    try:
+        return read_gc_source(source)
+    finally:
+        source.close()

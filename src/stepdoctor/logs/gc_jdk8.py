@@ -250,7 +250,7 @@ def _finish(
     """Add the event whose text (from its ``[``) is ``text``."""
     head = text[1:]
     cause_text = ""
-    if head.startswith("Full GC") or head.startswith("Pause Full"):
+    if head.startswith(("Full GC", "Pause Full")):
         kind = "full"
         cause_text = head[7:] if head.startswith("Full GC") else ""
     elif head.startswith("Pause "):
@@ -285,7 +285,7 @@ def _finish(
         after = int(float(heap.group(3)) * _UNIT[heap.group(4)])
         total = int(float(heap.group(5)) * _UNIT[heap.group(6)])
     else:
-        outer = [m for m in _HEAP.finditer(text.split("[Times:", 1)[0])]
+        outer = list(_HEAP.finditer(text.split("[Times:", 1)[0]))
         if outer:
             m = outer[-1] if "Metaspace" not in text and "Perm" not in text else _last_heap(text)
             if m is not None:
@@ -314,7 +314,4 @@ def _last_heap(text: str) -> re.Match[str] | None:
     """The whole heap's ``before->after(total)``: the last one outside the permanent
     generation's or metaspace's brackets."""
     cut = re.sub(r"\[(?:Metaspace|PSPermGen|CMS Perm |Perm ): [^\]]*\]", "", text)
-    found = None
-    for found in _HEAP.finditer(cut.split("[Times:", 1)[0]):
-        pass
-    return found
+    return next(reversed(list(_HEAP.finditer(cut.split("[Times:", 1)[0]))), None)

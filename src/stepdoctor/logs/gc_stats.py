@@ -71,7 +71,7 @@ class GcStats:
         seconds since the first event's date (GCViewer's ``makeSureHasTimeStamp``)."""
         if unix_s is not None and self._first_date is None:
             self._first_date = unix_s
-            self.started_unix_s = unix_s if t_s is None else unix_s
+            self.started_unix_s = unix_s
         if t_s is not None:
             return t_s
         if unix_s is not None and self._first_date is not None:

@@ -35,9 +35,13 @@ _ZGC_PHASE = re.compile(
     rf"^GC\((?P<id>\d+)\) (?:[yo]: )?Pause (?P<what>Mark Start|Mark End|Relocate Start)"
     rf"(?: \([^)]*\))? (?P<ms>{_NUM})ms$"
 )
-_ZGC_CYCLE_END = re.compile(r"^GC\((?P<id>\d+)\) (?:Garbage Collection|Major Collection|Minor Collection) \((?P<cause>[^)]*(?:\(\))?)\) \S+->\S+")
+_ZGC_CYCLE_END = re.compile(
+    r"^GC\((?P<id>\d+)\) (?:Garbage Collection|Major Collection|Minor Collection) "
+    r"\((?P<cause>[^)]*(?:\(\))?)\) \S+->\S+"
+)
 _CONCURRENT = re.compile(
-    rf"^GC\((?P<id>\d+)\) (?:[yo]: )?(?P<name>Concurrent [\w -]+?)(?: \(.*?\))?(?: (?P<ms>{_NUM})ms)?$"
+    rf"^GC\((?P<id>\d+)\) (?:[yo]: )?(?P<name>Concurrent [\w -]+?)(?: \(.*?\))?"
+    rf"(?: (?P<ms>{_NUM})ms)?$"
 )
 #: The concurrent phases that count for the log's span: those GCViewer reads (its UJL event
 #: types), so that a log's span, and its throughput, are GCViewer's.
@@ -76,10 +80,14 @@ _SPAN_PHASES = frozenset(
 )
 _STOPPED = re.compile(rf"Total time for which application threads were stopped: ({_NUM}) seconds")
 _STALL = re.compile(rf"(?:Allocation|Relocation) Stall \(.*\) ({_NUM})ms$")
-_HEAP = re.compile(r"(\d+)([BKMGT])(?:\(\d+%\))?->(\d+)([BKMGT])(?:\(\d+%\))?(?:\((\d+)([BKMGT])\))?")
+_HEAP = re.compile(
+    r"(\d+)([BKMGT])(?:\(\d+%\))?->(\d+)([BKMGT])(?:\(\d+%\))?(?:\((\d+)([BKMGT])\))?"
+)
 _METASPACE = re.compile(r"Metaspace: (\d+)([KMG])(?:\(\d+[KMG]\))?->(\d+)([KMG])\((\d+)([KMG])\)")
 _UNIT = {"B": 1, "K": 1024, "M": 1024**2, "G": 1024**3, "T": 1024**4}
-_USING = re.compile(r"^Using (G1|Parallel|Serial|Concurrent Mark Sweep|The Z Garbage Collector|Shenandoah)")
+_USING = re.compile(
+    r"^Using (G1|Parallel|Serial|Concurrent Mark Sweep|The Z Garbage Collector|Shenandoah)"
+)
 _COLLECTOR = {
     "G1": "G1",
     "Parallel": "Parallel",
@@ -88,6 +96,19 @@ _COLLECTOR = {
     "The Z Garbage Collector": "ZGC",
     "Shenandoah": "Shenandoah",
 }
+#: What unified logging puts in parentheses after a pause's name that is no cause: G1's and
+#: Shenandoah's kinds of pause.
+_NOT_CAUSES = frozenset(
+    {
+        "Normal",
+        "Concurrent Start",
+        "Prepare Mixed",
+        "Mixed",
+        "unload classes",
+        "update refs",
+        "process weakrefs",
+    }
+)
 _KINDS = {
     "Young": "young",
     "Full": "full",
@@ -157,7 +178,8 @@ def parse_unified(source: str, lines: Iterable[str]) -> JvmGcLog:
             what = pause.group("what").strip()
             kind = _KINDS.get(what.split(" ")[0] if what not in _KINDS else what, "")
             if not kind:
-                kind = "full" if what.startswith("Full") or what.startswith("Degenerated") else "concurrent-pause"
+                full = what.startswith(("Full", "Degenerated"))
+                kind = "full" if full else "concurrent-pause"
             pause_s = _num(pause.group("ms")) / 1000
             if kind == "young" and last_kind == "full" and last_id > gc_id:
                 # Serial: a full collection ran inside this failed young one, whose time
@@ -165,7 +187,7 @@ def parse_unified(source: str, lines: Iterable[str]) -> JvmGcLog:
                 pause_s = max(0.0, pause_s - last_full_s)
             rest = pause.group("rest")
             causes = re.findall(r"\(([^)]*(?:\(\))?)\)", rest)
-            cause = next((c for c in causes if c not in ("Normal", "Concurrent Start", "Prepare Mixed", "Mixed", "unload classes", "update refs", "process weakrefs")), "")
+            cause = next((c for c in causes if c not in _NOT_CAUSES), "")
             _problems(stats, body, when)
             before, after, total = _heap(pause.group("heap"))
             stats.pause(

@@ -57,6 +57,12 @@ class LogSource:
     kind: str
     lines: Iterator[str]
     warnings: list[str] = field(default_factory=list)
+    closing: list[BinaryIO] = field(default_factory=list)
+
+    def close(self) -> None:
+        """Close the file (reading its lines to the end does too)."""
+        for stream in self.closing:
+            stream.close()
 
 
 def detect(head: list[str]) -> str:
@@ -69,7 +75,8 @@ def detect(head: list[str]) -> str:
             jdk8 += 1
         elif _DL4J.search(line):
             dl4j += 1
-    if dl4j and dl4j >= max(unified, jdk8):
+    # two lines at least: a document quoting one listener line is not a training log
+    if dl4j >= 2 and dl4j >= max(unified, jdk8):
         return "dl4j"
     if unified or jdk8:
         return "unified-gc" if unified >= jdk8 else "jdk8-gc"
@@ -103,25 +110,34 @@ def open_sources(paths: list[str]) -> Iterator[LogSource]:
 
 def _source(name: str, raw: BinaryIO) -> LogSource:
     stream = _maybe_gzip(name, raw)
+    closing = [stream, raw] if name != "-" else [stream]
     warnings: list[str] = []
     head: list[str] = []
-    lines = _lines(name, stream, warnings)
+    lines = _lines(name, stream, warnings, closing)
     for line in lines:
         head.append(line)
         if len(head) >= DETECT_LINES:
             break
-    return LogSource(name=name, kind=detect(head), lines=_chain(head, lines), warnings=warnings)
+    return LogSource(
+        name=name,
+        kind=detect(head),
+        lines=_chain(head, lines),
+        warnings=warnings,
+        closing=closing,
+    )
 
 
 def _maybe_gzip(name: str, raw: BinaryIO) -> BinaryIO:
     """``raw``, or its gunzipped stream when it starts with gzip's magic bytes."""
-    buffered = raw if isinstance(raw, io.BufferedReader) else io.BufferedReader(raw)  # type: ignore[arg-type]
+    buffered = raw if isinstance(raw, io.BufferedReader) else io.BufferedReader(raw)  # type: ignore[type-var]
     if buffered.peek(2)[:2] == b"\x1f\x8b":
         return gzip.GzipFile(filename=name, fileobj=buffered)  # type: ignore[return-value]
     return buffered
 
 
-def _lines(name: str, stream: BinaryIO, warnings: list[str]) -> Iterator[str]:
+def _lines(
+    name: str, stream: BinaryIO, warnings: list[str], closing: list[BinaryIO]
+) -> Iterator[str]:
     try:
         for raw in stream:
             yield raw.decode("utf-8", "replace").rstrip("\r\n")
@@ -130,7 +146,8 @@ def _lines(name: str, stream: BinaryIO, warnings: list[str]) -> Iterator[str]:
             f"{name}: the compressed stream ends early or is corrupt ({exc}); read up to there"
         )
     finally:
-        stream.close()
+        for each in closing:
+            each.close()
 
 
 def _chain(head: list[str], rest: Iterator[str]) -> Iterator[str]:

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from stepdoctor.model.experiments import BoundVerdict
+from stepdoctor.model.jvm import JvmGcLog
 from stepdoctor.model.phases import Phase
 from stepdoctor.model.stacks import AllocationSite, CodeFrame, CodeStack, StackSample
 
@@ -451,6 +452,11 @@ class RunRecord:
     """A training framework's hooks and the time spent in each (Lightning, the Hugging Face
     Trainer, Keras), as last written; the framework and its settings are ``env`` facts
     (``framework``, ``lightning.log_every_n_steps``...)."""
+    jvm_gc: tuple[JvmGcLog, ...] = ()
+    """The JVM's GC logs of a job read from its logs (``stepdoctor logs``)."""
+    from_logs: bool = False
+    """Read from a JVM job's logs (``stepdoctor logs``), not recorded by watching it: no
+    end, no samples, no model are to be expected."""
     end: RunEnd | None = None
     warnings: tuple[str, ...] = ()
     """Problems met while loading the record (truncated tail, say)."""

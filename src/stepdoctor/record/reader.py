@@ -82,7 +82,7 @@ def load_run(path: Path | str) -> RunRecord:
         meta=meta,
         end=end,
         warnings=tuple(warnings),
-        **{name: tuple(items) for name, items in fields.items()},
+        **{name: tuple(items) for name, items in fields.items()},  # type: ignore[arg-type]
     )
 
 

@@ -1,6 +1,7 @@
 """Findings told in the terms of the framework that ran the loop (Lightning, the Hugging Face
 Trainer, Keras), when its integration noted it (the ``framework`` env fact and its settings,
-``stepdoctor.integrations``).
+``stepdoctor.integrations``); and DL4J, whose logs ``stepdoctor logs`` reads (a JVM job: the
+generic fixes, in PyTorch's terms, are replaced, not added to).
 
 The rules find the same time wherever the loop comes from; only the fix differs: a
 ``TrainingArguments`` argument instead of a DataLoader's, ``Trainer(log_every_n_steps=...)``
@@ -24,6 +25,7 @@ FRAMEWORK_NAMES = {
     "lightning": "Lightning",
     "transformers": "the Hugging Face Trainer",
     "keras": "Keras",
+    "dl4j": "DL4J",
 }
 #: Hooks named in the evidence of the time between steps: the slowest few, from this share of
 #: the hooks' time (a callback's hooks it does not override are still called, for nothing).
@@ -78,6 +80,8 @@ def in_framework_terms(record: RunRecord, findings: Sequence[Finding]) -> list[F
     framework = framework_of(record)
     if not framework:
         return list(findings)
+    if framework == "dl4j":
+        return [_dl4j(record, f) for f in findings]
     translate = {
         "input-bound": _workers,
         "slow-callbacks": _between_steps,
@@ -141,6 +145,42 @@ def _workers(record: RunRecord, framework: str, finding: Finding) -> Finding:
         "work) or a DataLoader with num_workers.",
         f"model.fit(MyPyDataset(..., workers={workers}, use_multiprocessing=True))",
     )
+
+
+def _dl4j(record: RunRecord, finding: Finding) -> Finding:
+    """A finding on a DL4J job, its fix in DL4J's terms (its performance guide's steps)."""
+    if finding.rule == "input-bound":
+        return dataclasses.replace(
+            finding,
+            fix=Fix(
+                summary=(
+                    "Prepare batches ahead of fit() on background threads and find what makes "
+                    "ETL slow (the DL4J performance guide, step 3): wrap the iterator in an "
+                    "AsyncDataSetIterator (fit() does so itself only when the iterator's "
+                    "asyncSupported() is true) with a queue of several batches; for "
+                    "expensive ETL, pre-process once and save the DataSets "
+                    "(DataSet.save, then ExistingMiniBatchDataSetIterator); read from local "
+                    "storage rather than a network file system."
+                ),
+                snippet=(
+                    "DataSetIterator train = new AsyncDataSetIterator(iterator, 8);\n"
+                    "net.fit(train, epochs);"
+                ),
+            ),
+        )
+    if finding.rule == "small-batch":
+        size = _number(_BATCH, finding.fix) or "64"
+        return dataclasses.replace(
+            finding,
+            fix=Fix(
+                summary=(
+                    "Use a larger minibatch: the batch size of the DataSetIterator given to "
+                    f"fit() (try {size}), with the learning rate adjusted to it."
+                ),
+                snippet=f"DataSetIterator train = new MnistDataSetIterator({size}, true, 12345);",
+            ),
+        )
+    return finding
 
 
 def _between_steps(record: RunRecord, framework: str, finding: Finding) -> Finding:

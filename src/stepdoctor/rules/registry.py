@@ -26,6 +26,8 @@ _REQUIREMENTS: dict[str, tuple[Callable[[RuleContext], bool], str]] = {
         lambda c: c.trace is not None and any(r.temporal for r in c.trace.ranks),
         "no profiler trace with GPU events",
     ),
+    "jvm_gc": (lambda c: len(c.record.jvm_gc) > 0, "no JVM GC log was given"),
+    "dl4j": (lambda c: c.record.env_value("framework") == "dl4j", "no DL4J log was given"),
 }
 
 
@@ -62,8 +64,9 @@ RULES: dict[str, Rule] = {}
 #: What a rule judges: ``run`` (a watched run's steps and samples), ``env`` (the machine and
 #: Python environment: ``stepdoctor doctor`` runs these) or ``model`` (a model's structure:
 #: ``stepdoctor.lint`` runs these) or ``trace`` (a profiler trace's analysis: ``stepdoctor
-#: trace`` runs these). A watched run runs them all.
-SCOPES = ("run", "env", "model", "trace")
+#: trace`` runs these) or ``logs`` (a JVM job's DL4J and GC logs: ``stepdoctor logs``; only
+#: run, and listed, for a record read from logs). A watched run runs the others.
+SCOPES = ("run", "env", "model", "trace", "logs")
 
 
 def rule(
@@ -112,7 +115,7 @@ def run_rules(
     findings: list[Finding] = []
     skipped: list[SkippedRule] = []
     for r in RULES.values():
-        if r.scope not in scopes:
+        if r.scope not in scopes or (r.scope == "logs" and not ctx.record.from_logs):
             continue
         reason = r.missing(ctx)
         if reason is not None:

@@ -128,6 +128,10 @@ _BASIS = {
     ),
     "explicit": "one step per doc.step() call",
     "model": "no backward pass was seen (inference): one step per call of the model",
+    "dl4j": (
+        "one step per PerformanceListener line of the DL4J log (an iteration, ETL included; "
+        "one in N with a listener frequency of N)"
+    ),
 }
 
 

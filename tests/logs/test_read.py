@@ -1,0 +1,250 @@
+"""Reading logs: kinds told from their lines, folders, .gz, stdin, truncated and hostile input
+(hypothesis), DL4J's lines in every form, and iterations placed among GC pauses."""
+
+from __future__ import annotations
+
+import gzip
+import io
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from stepdoctor.errors import LogError
+from stepdoctor.logs import read_gc_log, read_logs
+from stepdoctor.logs.dl4j import parse_dl4j
+from stepdoctor.logs.gc_jdk8 import parse_jdk8
+from stepdoctor.logs.gc_unified import parse_unified
+from stepdoctor.logs.record import FIT_PHASE
+from stepdoctor.render.logs import logs_to_dict, render_logs_text
+from stepdoctor.report import build_report
+
+DATA = Path(__file__).parent.parent / "data" / "logs"
+DL4J = DATA / "dl4j" / "output_v100alpha_cuda91-cudnn_16.txt"
+G1_JDK8 = DATA / "gc" / "gcviewer" / "SampleSun1_6_0G1_gc_verbose.txt"
+UNIFIED = DATA / "gc" / "gcviewer" / "sample-ujl-g1-gc-all,safepoint,os+cpu.txt"
+
+
+def test_a_folder_is_every_file_in_it_each_by_its_kind(tmp_path: Path) -> None:
+    (tmp_path / "train.log").write_bytes(DL4J.read_bytes())
+    (tmp_path / "gc.log.gz").write_bytes(gzip.compress(G1_JDK8.read_bytes()))
+    (tmp_path / "notes.txt").write_text("nothing to see\n")
+    read = read_logs([str(tmp_path)])
+    assert [log.source for log in read.gc_logs] == [str(tmp_path / "gc.log.gz")]
+    assert read.gc_logs[0].pauses == 2978  # GCViewer's figure, through gzip
+    assert len(read.dl4j_logs) == 1 and len(read.dl4j_logs[0].iterations) == 199
+    assert any("notes.txt: neither" in w for w in read.warnings)
+    assert read.record.from_logs and len(read.record.steps) == 199
+
+
+def test_paths_with_no_log_are_one_clear_error(tmp_path: Path) -> None:
+    with pytest.raises(LogError, match="no such file"):
+        read_logs([str(tmp_path / "missing.log")])
+    (tmp_path / "a.txt").write_text("hello\n")
+    with pytest.raises(LogError, match="no DL4J or JVM GC log"):
+        read_logs([str(tmp_path / "a.txt")])
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(LogError, match="holds no files"):
+        read_logs([str(empty)])
+
+
+def test_a_truncated_gz_reads_to_where_it_ends_with_a_warning(tmp_path: Path) -> None:
+    whole = gzip.compress(G1_JDK8.read_bytes())
+    cut = tmp_path / "gc.log.gz"
+    cut.write_bytes(whole[: len(whole) // 2])
+    read = read_logs([str(cut)])
+    (log,) = read.gc_logs
+    assert 0 < log.pauses < 2978
+    assert any("ends early" in w for w in read.warnings)
+
+
+def test_stdin_is_read_through_the_command_line(tmp_path: Path) -> None:
+    out = tmp_path / "r.json"
+    proc = subprocess.run(
+        [sys.executable, "-m", "stepdoctor", "logs", "-", "--json", str(out)],
+        input=gzip.compress(UNIFIED.read_bytes()),
+        capture_output=True,
+        timeout=120,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    gc = json.loads(out.read_text())["gc"]
+    assert (gc["pauses"], gc["collector"]) == (27, "G1")
+    keys = ("pauses", "total_pause_s", "max_pause_s", "mean_pause_s", "throughput_pct",
+            "full_gcs", "duration_s", "collector")  # fmt: skip
+    assert all(k in gc for k in keys)
+    assert gc["mean_pause_s"] == pytest.approx(gc["total_pause_s"] / gc["pauses"], abs=1e-6)
+
+
+def test_a_missing_file_is_one_line_and_exit_code_1(tmp_path: Path) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "stepdoctor", "logs", str(tmp_path / "nope.log")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert proc.returncode == 1
+    assert proc.stderr.strip().count("\n") == 0 and "no such file" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_performance_listener_lines_of_every_form() -> None:
+    lines = [
+        # the guide's, with the score and the collectors' time (reportGC)
+        "o.d.o.l.PerformanceListener - ETL: 0 ms; iteration 30; iteration time: 17 ms; "
+        "samples/sec: 588.235; batches/sec: 58.824; score: 0.7229335801186025; "
+        "GC: [PS Scavenge: 2 (1ms)], [PS MarkSweep: 2 (24ms)];",
+        # a German JVM's decimal commas, a logger's time of day
+        "10:11:12.345 [main] INFO o.d.o.l.PerformanceListener - ETL: 12 ms; iteration 16; "
+        "iteration time: 65 ms; samples/sec: 492,308; batches/sec: 15,384; ",
+        # several devices; a date and time
+        "2019-03-01 10:11:12,500 INFO PerformanceListener - Device: [1]; ETL: 3 ms; "
+        "iteration 17; iteration time: 66 ms; samples/sec: 484,848; batches/sec: 15,152; ",
+        # fields switched off (Builder: no ETL, no iteration)
+        "o.d.o.l.PerformanceListener - iteration time: 0 ms; samples/sec: Infinity; "
+        "batches/sec: Infinity; ",
+        "Score at iteration 40 is 0.4567",
+    ]
+    log = parse_dl4j("x", lines)
+    first, second, third, fourth = log.iterations
+    assert (first.gc_ms, first.gc_count, first.score) == (25.0, 4, pytest.approx(0.72293358))
+    assert (second.etl_ms, second.samples_per_s, second.batches_per_s) == (12.0, 492.308, 15.384)
+    assert second.day_s == 10 * 3600 + 11 * 60 + 12.345
+    assert third.device == 1 and third.unix_s is not None
+    assert fourth.etl_ms is None and fourth.iteration == 3 and math.isinf(fourth.samples_per_s)
+    assert log.scores == ((40, 0.4567),)
+
+
+def test_the_corpus_dl4j_run_its_facts_and_batch() -> None:
+    read = read_logs([str(DL4J)])
+    facts = dict(read.dl4j_logs[0].facts)
+    assert facts["nd4j.backend"] == "CUDA" and facts["nd4j.blas"] == "CUBLAS"
+    assert facts["nd4j.periodic_gc"] == "true" and facts["nd4j.periodic_gc_ms"] == "5000"
+    assert facts["dl4j.workspace_training"] == "SINGLE"
+    steps = read.record.steps
+    assert {s.batch_size for s in steps} == {16}  # samples/sec / batches/sec
+    assert all(sum(s.phase_ns.values()) == s.duration_ns for s in steps)
+    report = build_report(read.record)
+    # an ETL of 0-1 ms is no wait; periodic GC with workspaces on is told, as info
+    assert [(f.rule, f.severity.value) for f in report.findings] == [("dl4j-setup", "info")]
+    text = render_logs_text(report, read.gc_logs, read.dl4j_logs, width=100)
+    assert "199 PerformanceListener iterations" in text and "backend CUDA" in text
+
+
+def _perf(i: int, etl: int, time_ms: int, when: str = "") -> str:
+    return (
+        f"{when}o.d.o.l.PerformanceListener - ETL: {etl} ms; iteration {i}; iteration time: "
+        f"{time_ms} ms; samples/sec: 512.000; batches/sec: 16.000; "
+    )
+
+
+def test_an_etl_bound_dl4j_job_is_told_in_dl4js_terms() -> None:
+    """Synthetic lines (no public DL4J log has a slow ETL): 40% of each iteration waits."""
+    lines = [_perf(i, 24 + i % 3, 60 + i % 4) for i in range(100)]
+    read = read_logs_from_lines(lines)
+    report = build_report(read.record)
+    top = report.findings[0]
+    assert top.rule == "input-bound" and top.severity.value == "critical"
+    assert top.fix is not None and "AsyncDataSetIterator" in top.fix.summary
+    assert "DataLoader" not in top.fix.summary and "num_workers" not in (top.fix.snippet or "")
+
+
+def test_etl_that_never_reads_above_zero_cannot_be_told() -> None:
+    read = read_logs_from_lines([_perf(i, 0, 60) for i in range(50)])
+    findings = build_report(read.record).findings
+    assert [(f.rule, f.severity.value) for f in findings] == [("dl4j-setup", "info")]
+    assert "cannot be told" in findings[0].title
+
+
+def read_logs_from_lines(lines: list[str], tmp: Path | None = None):  # type: ignore[no-untyped-def]
+    from stepdoctor.logs import LogsRead
+    from stepdoctor.logs.record import to_record
+
+    log = parse_dl4j("train.log", lines)
+    return LogsRead(record=to_record(log, [], ("t",)), gc_logs=(), dl4j_logs=(log,), warnings=())
+
+
+def test_iterations_get_the_gc_pauses_that_fell_in_them() -> None:
+    """A logger with dates and a GC log with dates (JDK 8, PrintGCDateStamps): each pause
+    lands in the iteration it interrupted; the iterations' GC share is the pauses'."""
+    perf = [
+        _perf(i, 0, 100, f"2021-01-01 00:00:{i // 10:02d}.{i % 10}00 INFO ") for i in range(1, 51)
+    ]
+    gc = [
+        f"2021-01-01T00:00:0{s}.{ms:03d}+0000: {s}.{ms:03d}: [GC (Allocation Failure) "
+        f"[PSYoungGen: 1000K->100K(2000K)] 3000K->2100K(9000K), 0.0400000 secs] "
+        "[Times: user=0.01 sys=0.00, real=0.04 secs]"
+        for s, ms in ((1, 520), (2, 530), (3, 540))
+    ]
+    dl4j = parse_dl4j("train.log", perf)
+    gc_log = parse_jdk8("gc.log", gc)
+    from stepdoctor.logs.record import to_record
+
+    record = to_record(dl4j, [gc_log], ("t",))
+    hit = [s for s in record.steps if s.gc_count]
+    # the pause at :01.520 falls in the iteration logged at :01.600 (it began at :01.500)
+    assert [(s.index, s.gc_pause_ns) for s in hit] == [
+        (15, 40_000_000), (25, 40_000_000), (35, 40_000_000)
+    ]  # fmt: skip
+    assert all(s.phase_ns[FIT_PHASE] + s.phase_ns["data_wait"] == s.duration_ns for s in hit)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    which=st.sampled_from([G1_JDK8, UNIFIED, DL4J, DATA / "gc/jifa/8CMSParser.log"]),
+    cut=st.floats(0, 1),
+    junk=st.binary(max_size=300),
+    at=st.floats(0, 1),
+)
+def test_cut_or_corrupted_logs_never_raise(which: Path, cut: float, junk: bytes, at: float) -> None:
+    """Any prefix of a real log, with random bytes spliced in anywhere: read to what it holds,
+    lines that look like events but are not counted as unparsed, never a traceback."""
+    data = which.read_bytes()[:20_000]
+    data = data[: int(len(data) * cut)]
+    where = int(len(data) * at)
+    data = data[:where] + junk + data[where:]
+    lines = [b.decode("utf-8", "replace") for b in data.splitlines()]
+    for parse in (parse_jdk8, parse_unified):
+        log = parse("f", lines)
+        assert log.pauses >= 0 and log.total_pause_s >= 0 and log.lines == len(lines)
+    parse_dl4j("f", lines)
+    (source,) = open_sources_from_bytes(data)
+    if source.kind in ("jdk8-gc", "unified-gc", "dl4j"):
+        read = read_logs_from_source(source)
+        report = build_report(read.record)
+        json.dumps(logs_to_dict(report, read.gc_logs, read.dl4j_logs), allow_nan=False)
+
+
+def open_sources_from_bytes(data: bytes):  # type: ignore[no-untyped-def]
+    from stepdoctor.logs.sources import _source
+
+    return [_source("f", io.BytesIO(data))]  # type: ignore[arg-type]
+
+
+def read_logs_from_source(source):  # type: ignore[no-untyped-def]
+    from stepdoctor.logs import LogsRead, read_gc_source
+    from stepdoctor.logs.record import to_record
+
+    if source.kind == "dl4j":
+        log = parse_dl4j(source.name, source.lines)
+        return LogsRead(to_record(log, [], ("t",)), (), (log,), ())
+    gc = read_gc_source(source)
+    return LogsRead(to_record(None, [gc], ("t",)), (gc,), (), ())
+
+
+def test_the_gc_section_of_a_real_g1_log() -> None:
+    log = read_gc_log(G1_JDK8)
+    read = read_logs([str(G1_JDK8)])
+    data = logs_to_dict(build_report(read.record), read.gc_logs, read.dl4j_logs)
+    gc = data["gc"]
+    assert gc["pauses"] == log.pauses == 2978
+    assert gc["throughput_pct"] == pytest.approx(47.7730602904, abs=0.01)  # GCViewer's test
+    assert gc["collector"] == "G1" and gc["full_gcs"] == 5
+    assert data["findings"][0]["rule"] == "jvm-gc-overhead"
