@@ -40,6 +40,12 @@ EXPECTED = {
     "hot-kernel",
     "comm-bound",
     "stragglers",
+    # issue 27: a JVM job's DL4J and GC logs
+    "jvm-gc-overhead",
+    "jvm-full-gcs",
+    "jvm-gc-failures",
+    "jvm-long-pauses",
+    "dl4j-setup",
 }
 
 
@@ -55,6 +61,8 @@ def test_rules_missing_inputs_are_skipped_with_a_reason() -> None:
     reasons = {s.rule: s.reason for s in skipped}
     assert reasons["input-bound"] == "no steps were recorded after warm-up"
     assert "float64" not in reasons
+    # the rules of a JVM job's logs are neither run nor listed for a watched run
+    assert not {r for r in reasons if r.startswith(("jvm-", "dl4j-"))}
 
 
 def _finding(rule_id: str, factor: float, severity: Severity) -> Finding:
