@@ -21,7 +21,10 @@ from datetime import datetime
 from stepdoctor.logs.gc_stats import GcStats
 from stepdoctor.model.jvm import GcPause, JvmGcLog
 
-__all__ = ["parse_jdk8"]
+__all__ = ["COLLECTOR_EVENTS", "parse_jdk8"]
+
+#: The collector is told from the first events' generations (it does not change in a run).
+COLLECTOR_EVENTS = 1000
 
 _NUM = r"\d+[.,]\d+"
 _DATE = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d[.,]\d{3}[+-]\d{4}"
@@ -142,7 +145,8 @@ def parse_jdk8(source: str, lines: Iterable[str]) -> JvmGcLog:
             if "secs]" in line:
                 stats.bad_line(line)
             continue  # the JVM's heading, heap printouts
-        _count_collector(line, collectors)
+        if stats.events < COLLECTOR_EVENTS:
+            _count_collector(line, collectors)
         kind = event.group("type")
         unix_s = _unix(event.group("date"))
         up = event.group("up")
