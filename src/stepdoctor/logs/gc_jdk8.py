@@ -280,6 +280,8 @@ def _finish(
     for name, mark in _PROBLEMS:
         if mark in text:
             stats.problem(name, t_s)
+            if kind == "full" and not cause:
+                cause = name  # a young collection that failed into a full one
     if "Metadata GC Threshold" in text or "Metaspace" in cause:
         stats.problem("metaspace", t_s)
     before = after = total = None

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import io
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from rich.console import Console
@@ -125,11 +126,16 @@ def _gc_table(gc_logs: Sequence[JvmGcLog]) -> Table:
     table = Table(title="JVM garbage collection", title_justify="left")
     for column in ("log", "collector", "span", "pauses", "in pauses", "longest", "full GCs",
                    "throughput"):  # fmt: skip
-        table.add_column(column, justify="left" if column in ("log", "collector") else "right")
+        table.add_column(
+            column,
+            justify="left" if column in ("log", "collector") else "right",
+            overflow="fold",
+            min_width=12 if column == "log" else None,
+        )
     for log in gc_logs:
         throughput = log.throughput_pct
         table.add_row(
-            log.source,
+            Path(log.source).name or log.source,
             log.collector or "?",
             f"{log.duration_s:,.1f} s",
             f"{log.pauses:,}" if log.pause_times_known else "not logged",

@@ -13,7 +13,7 @@ from __future__ import annotations
 from stepdoctor.model import Evidence, Finding, Fix, Severity, Speedup
 from stepdoctor.model.jvm import GcCause, JvmGcLog
 from stepdoctor.rules.context import RuleContext, speedup_if_removed
-from stepdoctor.rules.jvm_gc_overhead import MIN_PAUSES
+from stepdoctor.rules.jvm_gc_overhead import MIN_PAUSES, log_name
 from stepdoctor.rules.registry import rule
 
 __all__ = ["WARNING_SHARE", "jvm_full_gcs"]
@@ -72,14 +72,15 @@ def _finding(
             "The old generation filled: a larger heap (-Xmx), and with G1 an earlier "
             "concurrent cycle (-XX:InitiatingHeapOccupancyPercent=35)."
         )
+    snippet = "java -XX:+DisableExplicitGC ..." if explicit else "java -Xms8g -Xmx8g ..."
     severity = Severity.WARNING if share >= WARNING_SHARE or explicit else Severity.INFO
     return Finding(
         rule="jvm-full-gcs",
         severity=severity,
         title=(
-            f"{log.full_gcs} full collection(s) took {share:.1%} of the time ({log.source})"
+            f"{log.full_gcs} full collection(s) took {share:.1%} of the time ({log_name(log)})"
             if share
-            else f"{log.full_gcs} full collection(s) called by the program ({log.source})"
+            else f"{log.full_gcs} full collection(s) called by the program ({log_name(log)})"
         ),
         explanation=(
             f"A full collection stops the JVM while it walks the whole heap. By cause: {causes}."
@@ -104,5 +105,5 @@ def _finding(
             factor=speedup_if_removed(share),
             basis=f"1 / (1 - {share:.3f}): the full collections' pauses removed",
         ),
-        fix=Fix(summary=" ".join(fixes), snippet="java -XX:+DisableExplicitGC -Xmx8g ..."),
+        fix=Fix(summary=" ".join(fixes), snippet=snippet),
     )

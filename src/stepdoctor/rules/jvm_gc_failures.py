@@ -16,6 +16,7 @@ from __future__ import annotations
 from stepdoctor.model import Evidence, Finding, Fix, Severity, Speedup
 from stepdoctor.model.jvm import GcProblem, JvmGcLog
 from stepdoctor.rules.context import RuleContext
+from stepdoctor.rules.jvm_gc_overhead import log_name
 from stepdoctor.rules.registry import rule
 
 __all__ = ["FIXES", "jvm_gc_failures"]
@@ -97,7 +98,7 @@ def _finding(log: JvmGcLog, problem: GcProblem) -> Finding:
     return Finding(
         rule="jvm-gc-failures",
         severity=severity,
-        title=f"{problem.name.capitalize()}: {problem.count} time(s) ({log.source})",
+        title=f"{problem.name.capitalize()}: {problem.count} time(s) ({log_name(log)})",
         explanation=f"{meaning} First at {problem.first_t_s:.3f} s of the JVM's uptime.",
         evidence=(
             Evidence(metric=problem.name, value=problem.count, unit="count", source="GC log"),

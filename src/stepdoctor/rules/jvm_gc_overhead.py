@@ -10,13 +10,15 @@ arrays off-heap), no periodic System.gc(), a collector fit for throughput.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from stepdoctor.model import Evidence, Finding, Fix, Severity, Speedup
 from stepdoctor.model.jvm import JvmGcLog
 from stepdoctor.rules._severity import grade
 from stepdoctor.rules.context import RuleContext, speedup_if_removed
 from stepdoctor.rules.registry import rule
 
-__all__ = ["CRITICAL_SHARE", "MIN_PAUSES", "WARNING_SHARE", "jvm_gc_overhead"]
+__all__ = ["CRITICAL_SHARE", "MIN_PAUSES", "WARNING_SHARE", "jvm_gc_overhead", "log_name"]
 
 #: Warning past the most lenient pause-time goal HotSpot sets itself: G1's default
 #: -XX:GCTimeRatio=12 aims at no more than 1/(1+12) = 7.7% of the time in GC (the Parallel
@@ -120,4 +122,9 @@ def _cause(cause: str) -> str:
 
 
 def _name(log: JvmGcLog) -> str:
-    return f"{log.collector} collector" if log.collector else log.source
+    return f"{log.collector} collector, {log_name(log)}" if log.collector else log_name(log)
+
+
+def log_name(log: JvmGcLog) -> str:
+    """The log's file name, as a finding's title names it (its path is in the evidence)."""
+    return Path(log.source).name or log.source

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from stepdoctor.model import Evidence, Finding, Fix, Severity, Speedup
 from stepdoctor.rules.context import RuleContext
+from stepdoctor.rules.jvm_gc_overhead import log_name
 from stepdoctor.rules.registry import rule
 
 __all__ = ["LONG_PAUSE_S", "jvm_long_pauses"]
@@ -41,7 +42,7 @@ def jvm_long_pauses(ctx: RuleContext) -> list[Finding]:
                 severity=Severity.WARNING,
                 title=(
                     f"{len(long)}{more} pause(s) of a second or more, the longest "
-                    f"{worst.pause_s:.1f} s ({log.source})"
+                    f"{worst.pause_s:.1f} s ({log_name(log)})"
                 ),
                 explanation=(
                     f"The longest, a {worst.kind} collection{cause} at {worst.t_s:.1f} s, "
