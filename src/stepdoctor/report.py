@@ -74,7 +74,12 @@ def build_report(record: RunRecord, context: RuleContext | None = None) -> Repor
     findings, skipped = run_rules(ctx)
     findings = in_framework_terms(record, findings)
     findings = attach_measurements(findings, record.experiments, ctx.summary)
-    thin = thin_evidence(len(ctx.steps), ctx.summary.measured_s)
+    # a GC log alone has no steps: its rules judge its own span (``_over``)
+    thin = (
+        ""
+        if record.from_logs and not record.steps
+        else thin_evidence(len(ctx.steps), ctx.summary.measured_s)
+    )
     findings = rank([
         temper(f, measured_s=_over(f, ctx.summary, record), thin=bool(thin), timed=_timed(f))
         for f in merge_duplicates(findings)

@@ -125,3 +125,32 @@ def test_a_run_with_no_steps_or_samples_gives_a_page_without_empty_plots(tmp_pat
     page.write_text(render_html(rec, build_report(rec)))
     problems, ink, dialogs, _ = _open(page, ARTIFACTS / "html-report-empty.png")
     assert problems == [] and dialogs == [] and ink == []
+
+
+def test_a_jvm_jobs_logs_render_their_gc_plots_with_hostile_names_escaped(tmp_path: Path) -> None:
+    """stepdoctor logs --html: a real CMS log's pauses and heap (GCViewer's sample, 3,409
+    pauses), beside a log whose file name and collection cause are markup."""
+    from stepdoctor.logs import read_logs
+
+    corpus = Path(__file__).parents[1] / "data" / "logs" / "gc" / "gcviewer"
+    hostile_name = "<img src=x onerror=alert(1)>.log"
+    hostile = tmp_path / hostile_name
+    hostile.write_text(
+        "".join(
+            f"{t}.000: [Full GC (<img src=x onerror=alert`2`>) [PSYoungGen: 100K->0K(200K)] "
+            f"[ParOldGen: 900K->800K(1000K)] 1000K->800K(1200K), 0.1{t:02d}0000 secs]\n"
+            for t in range(1, 13)
+        )
+    )
+    read = read_logs([str(corpus / "SampleSun1_5_0ConcurrentModeFailure.txt"), str(hostile)])
+    page = tmp_path / "logs.html"
+    page.write_text(render_html(read.record, build_report(read.record)))
+    problems, ink, dialogs, _ = _open(page, ARTIFACTS / "html-report-jvm-logs.png")
+    assert problems == [] and dialogs == []
+    drawn = {c["id"]: c for c in ink}
+    assert {"jvm0-pauses", "jvm0-heap", "jvm1-pauses", "jvm1-heap"} <= set(drawn)
+    assert all(c["ink"] >= INK and c["points"] for c in drawn.values())
+    # 3,409 pauses thinned to the page's limit (1,500 points): one in 3
+    assert drawn["jvm0-pauses"]["points"] == -(-3409 // 3)
+    text = page.read_text()
+    assert hostile_name not in text and "&lt;img src=x onerror=alert(1)&gt;.log" in text

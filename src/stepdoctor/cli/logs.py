@@ -9,6 +9,7 @@ from pathlib import Path
 
 from stepdoctor.cli._common import write_output
 from stepdoctor.logs import read_logs
+from stepdoctor.render.html import render_html
 from stepdoctor.render.logs import logs_to_dict, render_logs_text
 from stepdoctor.report import build_report
 
@@ -28,6 +29,13 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     )
     p.add_argument("paths", nargs="+", metavar="FILE", help="log files, folders, or - (stdin)")
     p.add_argument("--json", dest="json_path", metavar="FILE", help="also write JSON to FILE")
+    p.add_argument(
+        "--html",
+        dest="html_path",
+        metavar="FILE",
+        help="also write one self-contained HTML page: GC pauses and heap over time, the "
+        "iterations' time with GC pauses",
+    )
     p.add_argument("--width", type=int, default=100, help="width of the text")
     p.set_defaults(handler=run)
 
@@ -40,4 +48,6 @@ def run(args: argparse.Namespace) -> int:
     if args.json_path is not None:
         data = logs_to_dict(report, read.gc_logs, read.dl4j_logs)
         write_output(Path(args.json_path), json.dumps(data, indent=2, allow_nan=False) + "\n")
+    if args.html_path is not None:
+        write_output(Path(args.html_path), render_html(read.record, report))
     return 0

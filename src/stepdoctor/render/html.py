@@ -18,12 +18,14 @@ from __future__ import annotations
 import functools
 from collections import Counter
 from importlib import resources
+from pathlib import Path
 from typing import Any
 
 import jinja2
 from markupsafe import Markup
 
 from stepdoctor.model import SETUP_PHASE, Report, RunRecord, Severity, TraceSummary, to_jsonable
+from stepdoctor.model.jvm import JvmGcLog
 from stepdoctor.render.names import (
     PHASE_LABELS,
     SEVERITY_LABELS,
@@ -79,7 +81,12 @@ def html_context(
         "evidence_note": report.evidence_note,
         "summary": to_jsonable(s),
         "findings": [_finding(f, record.meta.cwd) for f in report.findings],
-        "plots": {**_plots(lines), "marks": marks, "flame": _flame(report)},
+        "plots": {
+            **_plots(lines),
+            "marks": marks,
+            "flame": _flame(report),
+            "jvm": [_jvm(log, max_points) for log in record.jvm_gc],
+        },
         "facts": [
             {"key": f.key, "value": f.value, "source": f.source}
             for f in {f.key: f for f in record.env}.values()  # probed twice: the last stands
@@ -164,6 +171,29 @@ def _plots(lines: Timelines) -> dict[str, Any]:
         {"index": i, "bucket": g.bucket, "t": g.t_s, **g.series} for i, g in lines.gpu.items()
     ]
     return out
+
+
+def _jvm(log: JvmGcLog, max_points: int) -> dict[str, Any]:
+    """A GC log's pauses for its plots: each pause kept (every ``stride``-th past a limit,
+    thinned again to ``max_points``), with its kind and the heap before and after it."""
+    kept = log.timeline
+    step = max(1, -(-len(kept) // max_points))
+    shown = kept[::step]
+
+    def mib(value: int | None) -> float | None:
+        return None if value is None else round(value / 2**20, 1)
+
+    return {
+        "name": Path(log.source).name or log.source,
+        "collector": log.collector,
+        "stride": log.pause_stride * step,
+        "t": [round(p.t_s, 3) for p in shown],
+        "pause_ms": [round(p.pause_s * 1000, 3) for p in shown],
+        "kind": [p.kind for p in shown],
+        "heap_before": [mib(p.heap_before_bytes) for p in shown],
+        "heap_after": [mib(p.heap_after_bytes) for p in shown],
+        "heap_total": [mib(p.heap_total_bytes) for p in shown],
+    }
 
 
 def _card(f: dict[str, Any]) -> dict[str, Any]:
@@ -336,7 +366,12 @@ def render_html(
         title=ctx["title"],
         run_id=ctx["run_id"],
         hostname=ctx["hostname"],
-        status=ctx["end_status"] or "no end recorded (killed, or still running)",
+        status=ctx["end_status"]
+        or (
+            "not known: read from its logs"
+            if record.from_logs
+            else "no end recorded (killed, or still running)"
+        ),
         failed=ctx["failed"],
         outcome=ctx["outcome"],
         evidence_note=ctx["evidence_note"],
@@ -346,6 +381,7 @@ def render_html(
         warnings=ctx["warnings"],
         measure_with=ctx["measure_with"],
         gpus=[int(g["index"]) for g in ctx["plots"].get("gpus", [])],
+        jvm=[g["name"] for g in ctx["plots"]["jvm"]],
         tables=_run_tables(ctx) + _trace_tables(trace),
         plots=ctx["plots"],
     )

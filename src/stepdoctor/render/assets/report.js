@@ -137,5 +137,28 @@ for (const g of D.gpus) {
     line("memory used", g.t, g["memory used"], 1),
   ], "seconds", "MiB"));
 }
+// A JVM's GC logs (stepdoctor logs): each pause by kind over the JVM's uptime, and the heap
+// before and after each collection.
+(D.jvm || []).forEach((g, i) => {
+  const kinds = [...new Set(g.kind)];
+  const byKind = kinds.map((k, j) => ({
+    type: "scatter", label: k + " pauses", backgroundColor: COLORS[j % 10],
+    borderColor: COLORS[j % 10], pointRadius: 2,
+    data: g.t.map((t, n) => (g.kind[n] === k ? {x: t, y: g.pause_ms[n]} : null))
+      .filter(p => p !== null),
+  }));
+  window.tdCharts.push(chart("jvm" + i + "-pauses", byKind, "JVM uptime (s)", "pause (ms)"));
+  const heap = [line("heap before", g.t, g.heap_before, 3), line("heap after", g.t, g.heap_after, 2),
+                line("heap size", g.t, g.heap_total, 7, {borderDash: [4, 3]})];
+  if (g.heap_before.some(v => v !== null)) {
+    window.tdCharts.push(chart("jvm" + i + "-heap", heap, "JVM uptime (s)", "MiB"));
+  } else {
+    document.getElementById("jvm" + i + "-heap").parentElement.style.display = "none";
+  }
+  document.getElementById("jvm" + i + "-note").textContent =
+    g.t.length + " pauses of the " + (g.collector || "JVM's") + " collector" +
+    (g.stride > 1 ? " (one in " + g.stride + ": the log has more than the page shows)" : "") +
+    "; the heap before and after each collection, where the log gives it.";
+});
 window.tdCharts = window.tdCharts.filter(c => c);
 window.tdReady = true;
