@@ -284,21 +284,9 @@ def _finish(
                 cause = name  # a young collection that failed into a full one
     if "Metadata GC Threshold" in text or "Metaspace" in cause:
         stats.problem("metaspace", t_s)
-    before = after = total = None
-    heap = _HEAP_G1.search(text)
-    if heap is not None:
-        before = int(float(heap.group(1)) * _UNIT[heap.group(2)])
-        after = int(float(heap.group(3)) * _UNIT[heap.group(4)])
-        total = int(float(heap.group(5)) * _UNIT[heap.group(6)])
-    else:
-        outer = list(_HEAP.finditer(text.split("[Times:", 1)[0]))
-        if outer:
-            m = outer[-1] if "Metaspace" not in text and "Perm" not in text else _last_heap(text)
-            if m is not None:
-                before = int(m.group(1)) * _UNIT[m.group(2)]
-                after = int(m.group(3)) * _UNIT[m.group(4)]
-                total = int(m.group(5)) * _UNIT[m.group(6)]
-    meta = _METASPACE.search(text)
+    # the heap only for the pauses the timeline keeps (each costs two searches)
+    before, after, total = _heap(text) if stats.keeps_next else (None, None, None)
+    meta = _METASPACE.search(text) if "Meta" in text or "Perm" in text else None
     if meta is not None:
         stats.metaspace_after_bytes = int(meta.group(2)) * 1024
         stats.metaspace_total_bytes = int(meta.group(3)) * 1024
@@ -314,6 +302,24 @@ def _finish(
             unix_s=unix_s,
         )
     )
+
+
+def _heap(text: str) -> tuple[int | None, int | None, int | None]:
+    """The whole heap's bytes before and after the event, and its size."""
+    heap = _HEAP_G1.search(text)
+    if heap is not None:
+        before = int(float(heap.group(1)) * _UNIT[heap.group(2)])
+        after = int(float(heap.group(3)) * _UNIT[heap.group(4)])
+        return before, after, int(float(heap.group(5)) * _UNIT[heap.group(6)])
+    outer = list(_HEAP.finditer(text.split("[Times:", 1)[0]))
+    if not outer:
+        return None, None, None
+    m = outer[-1] if "Metaspace" not in text and "Perm" not in text else _last_heap(text)
+    if m is None:
+        return None, None, None
+    before = int(m.group(1)) * _UNIT[m.group(2)]
+    after = int(m.group(3)) * _UNIT[m.group(4)]
+    return before, after, int(m.group(5)) * _UNIT[m.group(6)]
 
 
 def _last_heap(text: str) -> re.Match[str] | None:

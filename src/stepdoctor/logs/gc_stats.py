@@ -149,6 +149,11 @@ class GcStats:
                 self._timeline = self._timeline[::2]
                 self._stride *= 2
 
+    @property
+    def keeps_next(self) -> bool:
+        """Whether the next pause goes into the timeline (the parsers read its heap then)."""
+        return self._seen % self._stride == 0
+
     def problem(self, name: str, t_s: float | None) -> None:
         """A failure or warning sign of the collector (``model.jvm.GcProblem``)."""
         self._problem_first.setdefault(name, t_s if t_s is not None else 0.0)

@@ -23,10 +23,9 @@ from stepdoctor.model.jvm import GcPause, JvmGcLog
 __all__ = ["parse_unified"]
 
 _NUM = r"\d+[.,]\d+"
-_DECORATION = re.compile(r"\[([^\]]*)\]\s*")
-_UPTIME = re.compile(rf"^({_NUM})s$")
-_UPTIME_MS = re.compile(r"^(\d+)ms$")
-_DATE = re.compile(r"^\d{4}-\d\d-\d\dT")
+# the decorations: "[0.123s][info][gc,start   ] ", "[2020-06-24T18:13:47.695-0700][173690ms] "
+_PREFIX = re.compile(r"(?:\[[^\]]*\]\s*)+")
+_UPTIME = re.compile(rf"{_NUM}s")
 _PAUSE = re.compile(
     rf"^GC\((?P<id>\d+)\) (?:[yo]: )?Pause (?P<what>[A-Z][\w ]*?)(?P<rest>(?: \(.*?\))*)"
     rf"(?: (?P<heap>\S+->\S+))? (?P<ms>{_NUM})ms$"
@@ -238,27 +237,23 @@ def parse_unified(source: str, lines: Iterable[str]) -> JvmGcLog:
 
 def _decorations(line: str) -> tuple[float | None, float | None, str | None]:
     """The uptime (s), the date (Unix s) and the message of a unified log line."""
-    t_s = unix_s = None
-    end = 0
-    while True:
-        found = _DECORATION.match(line, end)
-        if found is None:
-            break
-        end = found.end()
-        text = found.group(1).strip()
-        up = _UPTIME.match(text)
-        if up is not None:
-            t_s = _num(up.group(1))
-            continue
-        up_ms = _UPTIME_MS.match(text)
-        if up_ms is not None:
-            t_s = int(up_ms.group(1)) / 1000
-            continue
-        if _DATE.match(text):
-            unix_s = _unix(text)
-    if end == 0:
+    prefix = _PREFIX.match(line)
+    if prefix is None:
         return None, None, None
-    return t_s, unix_s, line[end:]
+    t_s = unix_s = None
+    for part in prefix.group(0).strip()[1:-1].split("]["):
+        text = part.strip()
+        if not text or not text[0].isdigit():
+            continue  # level, tags, pid...
+        if text[-1] == "s":
+            if text[-2] == "m":
+                if text[:-2].isdigit() and len(text) < 13:  # uptimemillis, not timemillis
+                    t_s = int(text[:-2]) / 1000
+            elif _UPTIME.fullmatch(text):
+                t_s = _num(text[:-1])
+        elif len(text) > 10 and text[4] == "-":
+            unix_s = _unix(text)
+    return t_s, unix_s, line[prefix.end() :]
 
 
 def _unix(text: str) -> float | None:

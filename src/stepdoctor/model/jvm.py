@@ -100,6 +100,7 @@ class JvmGcLog:
     pause_stride: int = 1
     longest: tuple[GcPause, ...] = ()
     heap_max_bytes: int | None = None
+    """The largest heap size among the pauses kept (``timeline``)."""
     metaspace_after_bytes: int | None = None
     metaspace_total_bytes: int | None = None
     lines: int = 0
