@@ -44,6 +44,32 @@ COMPUTED: dict[str, dict[str, float]] = {
         "pauses": 11, "total_pause_s": 0.066124, "max_pause_s": 0.013160, "full_gcs": 3,
         "throughput_pct": 100 * (0.189076 - 0.066124) / 0.189076,
     },
+    # A stop at a safepoint holds every GC pause since the stop before it; GCViewer subtracts
+    # only the last. CMS's remark (0.997 ms) and the young collection inside it (0.0537 ms),
+    # then a stop of 1.1523 ms: 0.1016 ms beyond them. The span as GCViewer's, that stop's
+    # share less: 0.0151016 s.
+    "gc/gcviewer/SampleSun1_7_0_51_CMS_PrintApplStoppedTime.txt": {
+        "pauses": 5, "total_pause_s": 0.0015025, "max_pause_s": 0.000997, "full_gcs": 0,
+        "throughput_pct": 100 * (0.0151016 - 0.0015025) / 0.0151016,
+    },
+    # Parallel's young collections that failed into a full one in the same safepoint (the stop
+    # after them holds both): 2747.384163 s of pauses (GCViewer: 2816.516812); the span is
+    # GCViewer's, 2827.918043 s.
+    "gc/garbagecat/dataset103.txt": {
+        "pauses": 311, "total_pause_s": 2747.384163, "max_pause_s": 179.099451, "full_gcs": 129,
+        "throughput_pct": 100 * (2827.918043 - 2747.384163) / 2827.918043,
+    },
+    # A full collection inside a young one, each followed by a stop that holds both: counted
+    # once (GCViewer: 35.3405 ms, 80.1894 ms). Spans: 0.070 s to the stop at 0.290 s plus its
+    # 0.1894 ms; 0.072 s to 0.330 s plus 5.794 ms.
+    "gc/gcviewer/sample-ujl-serial-gc-all,safepoint,os+cpu.txt": {
+        "pauses": 8, "total_pause_s": 0.0283535, "max_pause_s": 0.010926, "full_gcs": 1,
+        "throughput_pct": 100 * (0.2203204 - 0.0283535) / 0.2203204,
+    },
+    "gc/gcviewer/sample-ujl-parallel-gc-all,safepoint,os+cpu.txt": {
+        "pauses": 14, "total_pause_s": 0.0649454, "max_pause_s": 0.013561, "full_gcs": 4,
+        "throughput_pct": 100 * (0.263794 - 0.0649454) / 0.263794,
+    },
     # ZGC with -Xlog:gc: 5 cycles and no pause times (GCViewer: 5 pauses of 0 s).
     "gc/gcviewer/sample-ujl-zgc-gc-default.txt": {
         "pauses": 0, "total_pause_s": 0.0, "max_pause_s": 0.0, "full_gcs": 0,

@@ -9,6 +9,7 @@ import json
 import math
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -171,14 +172,20 @@ def read_logs_from_lines(lines: list[str], tmp: Path | None = None):  # type: ig
     return LogsRead(record=to_record(log, [], ("t",)), gc_logs=(), dl4j_logs=(log,), warnings=())
 
 
-def test_iterations_get_the_gc_pauses_that_fell_in_them() -> None:
-    """A logger with dates and a GC log with dates (JDK 8, PrintGCDateStamps): each pause
-    lands in the iteration it interrupted; the iterations' GC share is the pauses'."""
+@pytest.mark.parametrize("zone", ["UTC", "America/Los_Angeles"])
+def test_iterations_get_the_gc_pauses_that_fell_in_them(
+    zone: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A logger with dates (local, no offset) and a GC log with dates (JDK 8,
+    PrintGCDateStamps, +0200): each pause lands in the iteration it interrupted, by the job's
+    wall clock, whatever the time zone of the machine reading them."""
+    monkeypatch.setenv("TZ", zone)
+    time.tzset()
     perf = [
         _perf(i, 0, 100, f"2021-01-01 00:00:{i // 10:02d}.{i % 10}00 INFO ") for i in range(1, 51)
     ]
     gc = [
-        f"2021-01-01T00:00:0{s}.{ms:03d}+0000: {s}.{ms:03d}: [GC (Allocation Failure) "
+        f"2021-01-01T00:00:0{s}.{ms:03d}+0200: {s}.{ms:03d}: [GC (Allocation Failure) "
         f"[PSYoungGen: 1000K->100K(2000K)] 3000K->2100K(9000K), 0.0400000 secs] "
         "[Times: user=0.01 sys=0.00, real=0.04 secs]"
         for s, ms in ((1, 520), (2, 530), (3, 540))
@@ -248,3 +255,69 @@ def test_the_gc_section_of_a_real_g1_log() -> None:
     assert gc["throughput_pct"] == pytest.approx(47.7730602904, abs=0.01)  # GCViewer's test
     assert gc["collector"] == "G1" and gc["full_gcs"] == 5
     assert data["findings"][0]["rule"] == "jvm-gc-overhead"
+
+
+def test_a_log_without_time_stamps_has_pauses_but_no_span() -> None:
+    """-verbose:gc alone: pauses, no time: no throughput, and no share of time is claimed."""
+    lines = [
+        f"[GC (Allocation Failure) [PSYoungGen: 1000K->100K(2000K)] 3000K->2100K(9000K), "
+        f"0.0{i % 9 + 1}00000 secs]"
+        for i in range(30)
+    ] + ["[Full GC (System.gc()) [PSYoungGen: 100K->0K(2000K)] [ParOldGen: 2000K->900K(7000K)] "
+         "2100K->900K(9000K), 0.2000000 secs]"]  # fmt: skip
+    log = parse_jdk8("gc.log", lines)
+    assert log.pauses == 31 and log.full_gcs == 1
+    assert log.duration_s == 0.0 and log.throughput_pct is None
+    from stepdoctor.logs.record import to_record
+
+    findings = build_report(to_record(None, [log], ("t",))).findings
+    assert not [f for f in findings if "% of the time" in f.title or "% of the JVM" in f.title]
+    assert [f.title for f in findings if f.rule == "jvm-full-gcs"] == [
+        "1 full collection(s) called by the program (gc.log)"
+    ]
+
+
+def test_unified_lines_of_generational_zgc_and_without_decorations() -> None:
+    zgc = parse_unified("z", [
+        "[0.100s][info][gc] Using The Z Garbage Collector",
+        "[1.000s][info][gc,phases] GC(0) Y: Pause Mark Start 0.010ms",
+        "[1.020s][info][gc,phases] GC(0) Y: Pause Mark End 0.020ms",
+        "[1.030s][info][gc,phases] GC(0) Y: Pause Relocate Start 0.005ms",
+    ])  # fmt: skip
+    assert (zgc.pauses, zgc.collector) == (3, "ZGC")
+    plain = ["Using G1", "GC(0) Pause Young (Normal) (G1 Evacuation Pause) 24M->4M(256M) 3.456ms"]
+    (source,) = open_sources_from_bytes("\n".join(plain).encode())
+    assert source.kind == "unified-gc"
+    log = parse_unified("u", plain)
+    assert (log.pauses, log.collector, log.throughput_pct) == (1, "G1", None)
+
+
+def test_odd_listener_numbers_are_skipped_not_raised() -> None:
+    log = parse_dl4j("x", [
+        "Score at iteration 10 is 1.234.",
+        "Score at iteration 11 is abc",
+        "o.d.o.l.PerformanceListener - ETL: 0 ms; iteration 1; iteration time: "
+        + "9" * 400 + " ms; samples/sec: 1.000; batches/sec: 1.000; ",
+    ])  # fmt: skip
+    assert log.scores == ((10, 1.234),)
+    assert log.iterations == () and log.unparsed == 1
+
+
+def test_a_file_of_a_folder_that_cannot_be_opened_is_skipped_with_a_note(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "gc.log").write_bytes(G1_JDK8.read_bytes())
+    (tmp_path / "secret.log").write_text("x\n")
+    real_open = Path.open
+
+    def refusing(self: Path, *args: object, **kwargs: object):  # type: ignore[no-untyped-def]
+        if self.name == "secret.log":
+            raise PermissionError(13, "Permission denied")
+        return real_open(self, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(Path, "open", refusing)
+    read = read_logs([str(tmp_path)])
+    assert [log.pauses for log in read.gc_logs] == [2978]
+    assert any(
+        "secret.log: cannot be read (Permission denied); skipped" in w for w in read.warnings
+    )

@@ -48,6 +48,9 @@ def read_logs(paths: Sequence[str], command: tuple[str, ...] = ()) -> LogsRead:
                 dl4j_logs.append(parse_dl4j(source.name, source.lines))
             elif source.kind in ("jdk8-gc", "unified-gc"):
                 gc_logs.append(read_gc_source(source))
+            elif source.kind == "unreadable":
+                warnings.extend(source.warnings)
+                continue
             else:
                 warnings.append(f"{source.name}: neither a DL4J log nor a JVM GC log; skipped")
                 continue

@@ -12,9 +12,10 @@ the batch over that time, so batch = samples/sec / batches/sec.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterable
-from datetime import datetime
+from datetime import UTC, datetime
 
 from stepdoctor.logs.gc_stats import UNPARSED_SAMPLES
 from stepdoctor.model.jvm import Dl4jIteration, Dl4jLog
@@ -73,13 +74,17 @@ _FACTS = (
 
 
 def _num(text: str | None) -> float | None:
+    """A number as the listener wrote it (None: none, or not a number)."""
     if text is None:
         return None
     if text in ("Infinity", "∞"):
         return float("inf")
     if text == "NaN":
         return float("nan")
-    return float(text.replace(",", "."))
+    try:
+        return float(text.replace(",", "."))
+    except ValueError:
+        return None
 
 
 def parse_dl4j(source: str, lines: Iterable[str]) -> Dl4jLog:
@@ -98,12 +103,20 @@ def parse_dl4j(source: str, lines: Iterable[str]) -> Dl4jLog:
                 if len(samples) < UNPARSED_SAMPLES:
                     samples.append(line[:300])
                 continue
-            iterations.append(_iteration(found, line, len(iterations)))
+            iteration = _iteration(found, line, len(iterations))
+            if not math.isfinite(iteration.time_ms) or (
+                iteration.etl_ms is not None and not math.isfinite(iteration.etl_ms)
+            ):
+                unparsed += 1
+                if len(samples) < UNPARSED_SAMPLES:
+                    samples.append(line[:300])
+                continue
+            iterations.append(iteration)
             continue
         if "Score at iteration" in line:
             score = _SCORE.search(line)
             if score is not None:
-                value = _num(score.group(2).rstrip(";"))
+                value = _num(score.group(2).rstrip(";.,"))
                 if value is not None:
                     scores.append((int(score.group(1)), value))
             continue
@@ -134,7 +147,10 @@ def _iteration(found: re.Match[str], line: str, seen: int) -> Dl4jIteration:
     if stamp is not None:
         date, hh, mm, ss, ms = stamp.groups()
         try:
-            unix_s = datetime.fromisoformat(f"{date}T{hh}:{mm}:{ss}.{ms}").timestamp()
+            # the logger's local time, read as if UTC: lined up with a GC log's dates in
+            # their own offset (logs.record), whatever this machine's time zone
+            wall = datetime.fromisoformat(f"{date}T{hh}:{mm}:{ss}.{ms}")
+            unix_s = wall.replace(tzinfo=UTC).timestamp()
         except ValueError:
             unix_s = None
     else:

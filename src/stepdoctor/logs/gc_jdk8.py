@@ -16,7 +16,6 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import datetime
 
 from stepdoctor.logs.gc_stats import GcStats
 from stepdoctor.model.jvm import GcPause, JvmGcLog
@@ -78,15 +77,6 @@ def _num(text: str) -> float:
     return float(text.replace(",", "."))
 
 
-def _unix(date: str | None) -> float | None:
-    if date is None:
-        return None
-    try:
-        return datetime.strptime(date.replace(",", "."), "%Y-%m-%dT%H:%M:%S.%f%z").timestamp()
-    except ValueError:
-        return None
-
-
 @dataclass(slots=True)
 class _Open:
     """An event whose closing bracket is on a later line."""
@@ -133,7 +123,7 @@ def parse_jdk8(source: str, lines: Iterable[str]) -> JvmGcLog:
             continue
         stopped = _STOPPED.search(line)
         if stopped is not None:
-            unix_s = _unix(stopped.group("date"))
+            unix_s = stats.date_seconds(stopped.group("date"))
             up = stopped.group("up")
             t_s = stats.timestamp(None if up is None else _num(up), unix_s)
             stats.stopped(t_s, _num(stopped.group(3)), unix_s)
@@ -148,7 +138,7 @@ def parse_jdk8(source: str, lines: Iterable[str]) -> JvmGcLog:
         if stats.events < COLLECTOR_EVENTS:
             _count_collector(line, collectors)
         kind = event.group("type")
-        unix_s = _unix(event.group("date"))
+        unix_s = stats.date_seconds(event.group("date"))
         up = event.group("up")
         t_s = stats.timestamp(None if up is None else _num(up), unix_s)
         rest = line[event.start("type") - 1 :]
@@ -226,7 +216,7 @@ def _concurrent(stats: GcStats, text: str) -> None:
     if "concurrent-" not in text:
         return
     for found in _NESTED_CONCURRENT.finditer(text):
-        unix_s = _unix(found.group("date"))
+        unix_s = stats.date_seconds(found.group("date"))
         up = found.group("up")
         seconds = found.group("secs")
         t_s = stats.timestamp(None if up is None else _num(up), unix_s)
@@ -300,7 +290,8 @@ def _finish(
             heap_after_bytes=after,
             heap_total_bytes=total,
             unix_s=unix_s,
-        )
+        ),
+        timed=t_s is not None,
     )
 
 

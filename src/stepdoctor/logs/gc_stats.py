@@ -5,7 +5,9 @@
 from __future__ import annotations
 
 import heapq
+import math
 from dataclasses import dataclass, field
+from datetime import datetime
 
 from stepdoctor.model.jvm import GcCause, GcPause, GcProblem, JvmGcLog
 
@@ -64,7 +66,25 @@ class GcStats:
     _last_pause: GcPause | None = None
     """The last stop-the-world event (GCViewer's running time adds its pause)."""
     _last_was_gc: bool = False
+    _since_stop: float = 0.0
+    utc_offset_s: float | None = None
+    """The UTC offset of the log's dates (the first one's), to line them up with another log's
+    local times."""
     _first_date: float | None = None
+
+    def date_seconds(self, text: str | None) -> float | None:
+        """A log date's Unix time (``2012-04-26T23:59:50.253+0200``); the first one's UTC
+        offset is kept (``utc_offset_s``)."""
+        if text is None:
+            return None
+        try:
+            moment = datetime.strptime(text.replace(",", "."), "%Y-%m-%dT%H:%M:%S.%f%z")
+        except ValueError:
+            return None
+        if self.utc_offset_s is None:
+            offset = moment.utcoffset()
+            self.utc_offset_s = 0.0 if offset is None else offset.total_seconds()
+        return moment.timestamp()
 
     def timestamp(self, t_s: float | None, unix_s: float | None) -> float | None:
         """The event's time in seconds: its uptime, or where the log has dates only, the
@@ -93,10 +113,20 @@ class GcStats:
         self._saw(t_s)
         self.concurrent_s += seconds
 
-    def pause(self, pause: GcPause) -> None:
-        """A stop-the-world GC pause."""
-        self._saw(pause.t_s)
+    def pause(self, pause: GcPause, *, timed: bool = True) -> None:
+        """A stop-the-world GC pause; ``timed``: its line had a time stamp (a log without
+        any, ``-verbose:gc`` alone, spans no known time: no span, no throughput)."""
+        if not math.isfinite(pause.pause_s) or pause.pause_s < 0:
+            self.bad_line(f"a pause of {pause.pause_s} s")
+            return
+        if timed:
+            self._saw(pause.t_s)
+        else:
+            self.events += 1
         self._add(pause)
+        # a stop at a safepoint holds every GC pause since the last one (a collection
+        # nested in another is logged as two)
+        self._since_stop += pause.pause_s
         self._last_was_gc = True
         if pause.kind == "full":
             self.full_gcs += 1
@@ -115,12 +145,16 @@ class GcStats:
             # after the pause before it, or at 0 (GCViewer's ``setTimeStamp``)
             t_s = 0.0 if last is None else last.t_s + last.pause_s
         if last is not None and self._last_was_gc:
-            # beyond it (none where the stop, rounded differently, reads shorter than the
-            # pause: GCViewer then counts the whole stop again)
-            pause_s = max(0.0, seconds - last.pause_s)
+            # beyond them (none where the stop, rounded differently, reads shorter than the
+            # pauses: GCViewer then counts the whole stop again)
+            pause_s = max(0.0, seconds - self._since_stop)
             t_s = max(t_s, last.t_s + last.pause_s)
         self._saw(t_s)
+        if not math.isfinite(pause_s):
+            self.bad_line(f"a stop of {seconds} s")
+            return
         self._add(GcPause(t_s=t_s, pause_s=pause_s, kind="safepoint", unix_s=unix_s))
+        self._since_stop = 0.0
         self._last_was_gc = False
         self.safepoint_pauses += 1
         self.safepoint_s += pause_s
@@ -211,4 +245,5 @@ class GcStats:
             unparsed=self.unparsed,
             unparsed_samples=tuple(self.unparsed_samples),
             pause_times_known=self.pause_times_known,
+            utc_offset_s=self.utc_offset_s,
         )

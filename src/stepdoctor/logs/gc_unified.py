@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from datetime import datetime
 
 from stepdoctor.logs.gc_stats import GcStats
 from stepdoctor.model.jvm import GcPause, JvmGcLog
@@ -27,11 +26,11 @@ _NUM = r"\d+[.,]\d+"
 _PREFIX = re.compile(r"(?:\[[^\]]*\]\s*)+")
 _UPTIME = re.compile(rf"{_NUM}s")
 _PAUSE = re.compile(
-    rf"^GC\((?P<id>\d+)\) (?:[yo]: )?Pause (?P<what>[A-Z][\w ]*?)(?P<rest>(?: \(.*?\))*)"
+    rf"^GC\((?P<id>\d+)\) (?:[yoYO]: )?Pause (?P<what>[A-Z][\w ]*?)(?P<rest>(?: \(.*?\))*)"
     rf"(?: (?P<heap>\S+->\S+))? (?P<ms>{_NUM})ms$"
 )
 _ZGC_PHASE = re.compile(
-    rf"^GC\((?P<id>\d+)\) (?:[yo]: )?Pause (?P<what>Mark Start|Mark End|Relocate Start)"
+    rf"^GC\((?P<id>\d+)\) (?:[yoYO]: )?Pause (?P<what>Mark Start|Mark End|Relocate Start)"
     rf"(?: \([^)]*\))? (?P<ms>{_NUM})ms$"
 )
 _ZGC_CYCLE_END = re.compile(
@@ -39,7 +38,7 @@ _ZGC_CYCLE_END = re.compile(
     r"\((?P<cause>[^)]*(?:\(\))?)\) \S+->\S+"
 )
 _CONCURRENT = re.compile(
-    rf"^GC\((?P<id>\d+)\) (?:[yo]: )?(?P<name>Concurrent [\w -]+?)(?: \(.*?\))?"
+    rf"^GC\((?P<id>\d+)\) (?:[yoYO]: )?(?P<name>Concurrent [\w -]+?)(?: \(.*?\))?"
     rf"(?: (?P<ms>{_NUM})ms)?$"
 )
 #: The concurrent phases that count for the log's span: those GCViewer reads (its UJL event
@@ -131,11 +130,15 @@ def parse_unified(source: str, lines: Iterable[str]) -> JvmGcLog:
     last_full_s = 0.0
     for line in lines:
         stats.lines += 1
-        if not line.startswith("["):
+        if line.startswith("["):
+            t_s, unix_s, body = _decorations(line, stats)
+        elif line.startswith(("GC(", "Using ")):
+            t_s = unix_s = None  # -Xlog:gc:...:none: no decorations
+            body = line
+        else:
             if line.strip():
                 stats.bad_line(line)
             continue
-        t_s, unix_s, body = _decorations(line)
         if body is None:
             stats.bad_line(line)
             continue
@@ -166,7 +169,8 @@ def parse_unified(source: str, lines: Iterable[str]) -> JvmGcLog:
                     kind="concurrent-pause",
                     cause=phase.group("what"),
                     unix_s=unix_s,
-                )
+                ),
+                timed=when is not None,
             )
             zgc_phases += 1
             continue
@@ -199,7 +203,8 @@ def parse_unified(source: str, lines: Iterable[str]) -> JvmGcLog:
                     heap_after_bytes=after,
                     heap_total_bytes=total,
                     unix_s=unix_s,
-                )
+                ),
+                timed=when is not None,
             )
             last_id, last_kind = gc_id, kind
             last_full_s = pause_s if kind == "full" else 0.0
@@ -235,7 +240,7 @@ def parse_unified(source: str, lines: Iterable[str]) -> JvmGcLog:
     return stats.result()
 
 
-def _decorations(line: str) -> tuple[float | None, float | None, str | None]:
+def _decorations(line: str, stats: GcStats) -> tuple[float | None, float | None, str | None]:
     """The uptime (s), the date (Unix s) and the message of a unified log line."""
     prefix = _PREFIX.match(line)
     if prefix is None:
@@ -252,15 +257,8 @@ def _decorations(line: str) -> tuple[float | None, float | None, str | None]:
             elif _UPTIME.fullmatch(text):
                 t_s = _num(text[:-1])
         elif len(text) > 10 and text[4] == "-":
-            unix_s = _unix(text)
+            unix_s = stats.date_seconds(text)
     return t_s, unix_s, line[prefix.end() :]
-
-
-def _unix(text: str) -> float | None:
-    try:
-        return datetime.strptime(text.replace(",", "."), "%Y-%m-%dT%H:%M:%S.%f%z").timestamp()
-    except ValueError:
-        return None
 
 
 def _heap(text: str | None) -> tuple[int | None, int | None, int | None]:

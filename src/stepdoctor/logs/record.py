@@ -49,7 +49,7 @@ def to_record(
         affinity_cores=int(cores) if cores.isdigit() else 0,
     )
     env = [EnvFact(key=k, value=_value(v), source="log") for k, v in facts.items()]
-    if iterations:
+    if dl4j is not None:
         env.append(EnvFact(key="framework", value="dl4j", source="log"))
     pauses = _pause_clock(gc_logs)
     steps = _steps(iterations, pauses)
@@ -75,9 +75,12 @@ def _pause_clock(gc_logs: Sequence[JvmGcLog]) -> list[tuple[float, float]]:
     for log in gc_logs:
         if log.pause_stride != 1:
             continue  # thinned out: pauses per iteration would be undercounted
+        # the GC log's local time, as the DL4J logger's is read (as if UTC)
+        local = log.utc_offset_s or 0.0
         for pause in log.timeline:
             if pause.unix_s is not None:
-                start = pause.unix_s - (pause.pause_s if log.format == "unified" else 0.0)
+                start = pause.unix_s + local
+                start -= pause.pause_s if log.format == "unified" else 0.0
                 out.append((start, pause.pause_s))
     out.sort()
     return out

@@ -27,13 +27,15 @@ __all__ = ["DETECT_LINES", "KINDS", "LogSource", "detect", "open_sources"]
 DETECT_LINES = 400
 
 #: What a file can be: a JDK 8 (and older) ``-XX:+PrintGCDetails`` log, a JDK 9+ unified
-#: ``-Xlog:gc*`` log, a DL4J training log, or none of them.
-KINDS = ("jdk8-gc", "unified-gc", "dl4j", "unknown")
+#: ``-Xlog:gc*`` log, a DL4J training log, none of them, or a file of a folder that could not
+#: be opened.
+KINDS = ("jdk8-gc", "unified-gc", "dl4j", "unknown", "unreadable")
 
-# unified logging: every line starts with decorations in brackets, one of them the uptime, a
-# date, or both; its tags include gc (``[info][gc]`` or ``[gc,start]``) or its GC id follows.
+# unified logging: a line's decorations in brackets (uptime, date, level, tags: any of them, or
+# none with -Xlog:gc::none), then its GC id or the collector in use.
 _UNIFIED = re.compile(
-    r"^\[(?:\d{4}-\d\d-\d\dT[^\]]*|\d+[.,]\d+s|\d+ms)\](?:\[[^\]]*\])*\s*(?:GC\(\d+\)|Using )"
+    r"^(?:\[[^\]]*\]\s*)*(?:GC\(\d+\) \S|Using (?:G1|Parallel|Serial|Concurrent Mark Sweep|"
+    r"The Z Garbage|Shenandoah))"
 )
 # JDK 8: "12.345: [GC", "2012-04-26T23:59:50.253+0200: 3.344: [Full GC", "[GC pause (G1 ..."
 _JDK8 = re.compile(
@@ -104,6 +106,14 @@ def open_sources(paths: list[str]) -> Iterator[LogSource]:
             try:
                 stream: BinaryIO = file.open("rb")
             except OSError as exc:
+                if path.is_dir():  # one file of a folder: the others are read
+                    yield LogSource(
+                        name=str(file),
+                        kind="unreadable",
+                        lines=iter(()),
+                        warnings=[f"{file}: cannot be read ({exc.strerror}); skipped"],
+                    )
+                    continue
                 raise LogError(f"{file}: cannot be read ({exc.strerror})") from exc
             yield _source(str(file), stream)
 

@@ -2,14 +2,15 @@
 
 The GC figures follow GCViewer's definitions (chewiebug/GCViewer ``GCModel``), which its own
 tests pin down on sample logs: a pause is a stop-the-world event (young, mixed, full, CMS
-initial mark and remark, G1 remark and cleanup, Shenandoah's init/final pauses; a ZGC cycle's
-three pauses are one), plus the time threads were stopped at a safepoint beyond the GC pause
-before it (``Total time for which application threads were stopped``, ``[safepoint]``);
-concurrent phases are not pauses. The run lasts from the first event's timestamp to the last
-one's, plus the last pause; throughput is the share of it outside pauses. Where GCViewer is
-plainly wrong we are not (docs/logs.md): a ZGC allocation stall stops one thread, not the
-world, and is no pause; a full collection that runs inside a failed young one (Serial) is one
-pause, not two; ZGC logged with ``-Xlog:gc`` alone gives no pause times, and none are made up.
+initial mark and remark, G1 remark and cleanup, Shenandoah's init/final pauses), plus the time
+threads were stopped at a safepoint beyond the GC pauses before it (``Total time for which
+application threads were stopped``, ``[safepoint]``); concurrent phases are not pauses. The run
+lasts from the first event's timestamp to the last one's, plus the last pause; throughput is
+the share of it outside pauses. Where GCViewer is plainly wrong we are not (docs/logs.md):
+ZGC's pauses count one by one (GCViewer: a cycle's three as one); a ZGC allocation stall stops
+one thread, not the world, and is no pause; a full collection that runs inside a failed young
+one (Serial) is one pause, not two; a stop holds every GC pause since the stop before it, not
+only the last; ZGC logged with ``-Xlog:gc`` alone gives no pause times, and none are made up.
 """
 
 from __future__ import annotations
@@ -109,6 +110,8 @@ class JvmGcLog:
     unparsed_samples: tuple[str, ...] = ()
     pause_times_known: bool = True
     """False where the log names collections but not their pauses (ZGC with ``-Xlog:gc``)."""
+    utc_offset_s: float | None = None
+    """The UTC offset its dates were written in (where it has dates)."""
 
     @property
     def mean_pause_s(self) -> float:
@@ -139,7 +142,8 @@ class Dl4jIteration:
     gc_count: int | None = None
     device: int | None = None
     unix_s: float | None = None
-    """The line's wall-clock time, where the logger wrote a date and a time."""
+    """The line's wall-clock time, where the logger wrote a date and a time: its local time
+    read as if it were UTC (a logger writes no offset)."""
     day_s: float | None = None
     """Seconds since midnight, where the logger wrote a time of day only."""
 

@@ -57,12 +57,13 @@ def dl4j_setup(ctx: RuleContext) -> list[Finding]:
     workspace = str(record.env_value("dl4j.workspace_training") or "")
     if record.env_value("nd4j.periodic_gc") is True and workspace not in ("", "NONE"):
         every = record.env_value("nd4j.periodic_gc_ms")
+        window = f"every {every} ms" if every is not None else "periodically"
         with_log = bool(record.jvm_gc)
         findings.append(
             Finding(
                 rule="dl4j-setup",
                 severity=Severity.INFO,
-                title=f"ND4J calls System.gc() every {every} ms with workspaces on",
+                title=f"ND4J calls System.gc() {window} with workspaces on",
                 explanation=(
                     "Periodic GC frees off-heap arrays that nothing else frees; workspaces "
                     f"(training: {workspace}) already do. Each call is a full collection."
@@ -74,7 +75,12 @@ def dl4j_setup(ctx: RuleContext) -> list[Finding]:
                     )
                 ),
                 evidence=(
-                    Evidence(metric="periodic GC window", value=every, unit="ms", source="log"),
+                    Evidence(
+                        metric="periodic GC window",
+                        value=every if every is not None else "not logged",
+                        unit="ms" if every is not None else "",
+                        source="log",
+                    ),
                     Evidence(metric="training workspace mode", value=workspace, source="log"),
                 ),
                 speedup=Speedup.none("its cost is in the GC log's full collections"),

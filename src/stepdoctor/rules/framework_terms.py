@@ -148,7 +148,9 @@ def _workers(record: RunRecord, framework: str, finding: Finding) -> Finding:
 
 
 def _dl4j(record: RunRecord, finding: Finding) -> Finding:
-    """A finding on a DL4J job, its fix in DL4J's terms (its performance guide's steps)."""
+    """A finding on a DL4J job, its fix in DL4J's terms (its performance guide's steps): the
+    run rules that apply to a DL4J log's steps are input-bound, small-batch and
+    step-outliers; gc-pauses (Python's collector) does not run on it."""
     if finding.rule == "input-bound":
         return dataclasses.replace(
             finding,
@@ -178,6 +180,18 @@ def _dl4j(record: RunRecord, finding: Finding) -> Finding:
                     f"fit() (try {size}), with the learning rate adjusted to it."
                 ),
                 snippet=f"DataSetIterator train = new MnistDataSetIterator({size}, true, 12345);",
+            ),
+        )
+    if finding.rule == "step-outliers":
+        return dataclasses.replace(
+            finding,
+            fix=Fix(
+                summary=(
+                    "Look at what the slow iterations did: a GC log of the job (-Xlog:gc*, or "
+                    "-XX:+PrintGCDetails -XX:+PrintGCDateStamps on JDK 8) shows whether "
+                    "collections fell in them; slow ETL shows in PerformanceListener's ETL; "
+                    "listeners and checkpoints (ModelSerializer) run between iterations."
+                ),
             ),
         )
     return finding

@@ -32,8 +32,8 @@ ONE_OFF_SHARE = 0.8
 @rule(id="gc-pauses", title="Garbage-collection pauses", where=(GC_PHASE,))
 def gc_pauses(ctx: RuleContext) -> list[Finding]:
     """Flag collector pauses taking 5% of step time or more."""
-    if ctx.record.jvm_gc:
-        return []  # a JVM's collector: jvm-gc-overhead judges it, in the JVM's terms
+    if ctx.record.from_logs:
+        return []  # a JVM's collector: the jvm-* rules judge it, in the JVM's terms
     share = ctx.summary.gc_share
     rung = grade(share, warning=WARNING_SHARE, critical=CRITICAL_SHARE)
     if rung is None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 from stepdoctor.model import Evidence, Finding, Fix, Severity, Speedup
 from stepdoctor.model.jvm import GcCause, JvmGcLog
 from stepdoctor.rules.context import RuleContext, speedup_if_removed
-from stepdoctor.rules.jvm_gc_overhead import MIN_PAUSES, log_name
+from stepdoctor.rules.jvm_gc_overhead import MIN_PAUSES, heap_flags, log_name
 from stepdoctor.rules.registry import rule
 
 __all__ = ["WARNING_SHARE", "jvm_full_gcs"]
@@ -37,19 +37,20 @@ def jvm_full_gcs(ctx: RuleContext) -> list[Finding]:
     findings = []
     for log in ctx.record.jvm_gc:
         full = [c for c in log.causes if c.kind == "full"]
-        if not full or log.duration_s <= 0:
+        if not full:
             continue
-        # a log of a few collections spans too little for a share (jvm_gc_overhead)
-        share = log.full_pause_s / log.duration_s if log.pauses >= MIN_PAUSES else 0.0
+        # a log of a few collections (or with no time stamps) spans too little for a share
+        timed = log.pauses >= MIN_PAUSES and log.duration_s > 0
+        share = log.full_pause_s / log.duration_s if timed else 0.0
         explicit = [c for c in full if c.cause in EXPLICIT]
         if share < WARNING_SHARE and not explicit:
             continue
-        findings.append(_finding(ctx, log, full, share, bool(explicit)))
+        findings.append(_finding(ctx, log, full, share, sum(c.count for c in explicit)))
     return findings
 
 
 def _finding(
-    ctx: RuleContext, log: JvmGcLog, full: list[GcCause], share: float, explicit: bool
+    ctx: RuleContext, log: JvmGcLog, full: list[GcCause], share: float, explicit: int
 ) -> Finding:
     causes = ", ".join(
         f"{c.count} x {c.cause or 'no cause logged'} ({c.total_s:.2f} s)" for c in full
@@ -58,8 +59,9 @@ def _finding(
     if explicit:
         if ctx.record.env_value("nd4j.periodic_gc") is True:
             every = ctx.record.env_value("nd4j.periodic_gc_ms")
+            window = f" every {every} ms" if every is not None else ""
             fixes.append(
-                f"ND4J calls System.gc() every {every} ms (periodic GC): with workspaces on "
+                f"ND4J calls System.gc(){window} (periodic GC): with workspaces on "
                 "(the default) it is not needed: Nd4j.getMemoryManager().togglePeriodicGc(false), "
                 "or a longer window: setAutoGcWindow(10000)."
             )
@@ -72,7 +74,7 @@ def _finding(
             "The old generation filled: a larger heap (-Xmx), and with G1 an earlier "
             "concurrent cycle (-XX:InitiatingHeapOccupancyPercent=35)."
         )
-    snippet = "java -XX:+DisableExplicitGC ..." if explicit else "java -Xms8g -Xmx8g ..."
+    snippet = "java -XX:+DisableExplicitGC ..." if explicit else f"java {heap_flags(log)} ..."
     severity = Severity.WARNING if share >= WARNING_SHARE or explicit else Severity.INFO
     return Finding(
         rule="jvm-full-gcs",
@@ -80,7 +82,7 @@ def _finding(
         title=(
             f"{log.full_gcs} full collection(s) took {share:.1%} of the time ({log_name(log)})"
             if share
-            else f"{log.full_gcs} full collection(s) called by the program ({log_name(log)})"
+            else f"{explicit} full collection(s) called by the program ({log_name(log)})"
         ),
         explanation=(
             f"A full collection stops the JVM while it walks the whole heap. By cause: {causes}."

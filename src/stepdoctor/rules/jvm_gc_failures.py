@@ -1,6 +1,7 @@
 """jvm-gc-failures: the collector failed at its job and fell back to a slower one.
 
-Detects, in a GC log: G1's to-space exhausted / evacuation failure (no free region to copy
+Detects, in a GC log: ZGC's allocation stalls (threads waiting for memory), G1's to-space
+exhausted / evacuation failure (no free region to copy
 survivors into), CMS's promotion failed and concurrent mode failure (the old generation
 filled before the concurrent cycle ended: a full, single-threaded, stop-the-world
 collection), G1 humongous allocations (objects of half a region or more, allocated straight
@@ -32,14 +33,14 @@ FIXES: dict[str, tuple[Severity, str, str, str]] = {
         "collection often follows.",
         "Give G1 head-room: a larger heap (-Xmx), more reserve (-XX:G1ReservePercent=20), or "
         "an earlier concurrent cycle (-XX:InitiatingHeapOccupancyPercent=35).",
-        "-Xmx16g -XX:G1ReservePercent=20",
+        "-Xmx<larger> -XX:G1ReservePercent=20",
     ),
     "evacuation failure": (
         Severity.WARNING,
         "G1 could not copy the survivors of a collection (an evacuation failure): a long "
         "pause, often followed by a full collection.",
         "Give G1 head-room: a larger heap (-Xmx), more reserve (-XX:G1ReservePercent=20).",
-        "-Xmx16g -XX:G1ReservePercent=20",
+        "-Xmx<larger> -XX:G1ReservePercent=20",
     ),
     "promotion failed": (
         Severity.WARNING,
@@ -65,6 +66,15 @@ FIXES: dict[str, tuple[Severity, str, str, str]] = {
         "Larger regions make them ordinary objects: -XX:G1HeapRegionSize=32m (a power of two, "
         "1-32 MB); or allocate such arrays less often (reuse buffers).",
         "-XX:G1HeapRegionSize=32m",
+    ),
+    "allocation stall": (
+        Severity.WARNING,
+        "Threads stopped to wait for ZGC to free memory (allocation stalls): ZGC could not "
+        "keep up with the allocation rate, and those threads stood still however short its "
+        "pauses are.",
+        "Give ZGC head-room: a larger heap (-Xmx), or more concurrent GC threads "
+        "(-XX:ConcGCThreads); allocate less.",
+        "-Xmx<larger> -XX:ConcGCThreads=4",
     ),
     "metaspace": (
         Severity.INFO,

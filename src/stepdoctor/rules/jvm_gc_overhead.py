@@ -2,7 +2,7 @@
 
 Detects: the share of a GC log's span spent in stop-the-world pauses (100% less GCViewer's
 throughput), per log given to ``stepdoctor logs``; with a DL4J log of the same job whose
-iterations could be placed in time, the share of the iterations' time as well.
+iterations could be placed in time, the iterations' time in those pauses too (evidence).
 Evidence: pauses, their total and share, the longest, the causes that took the most.
 Fix: in the JVM's and DL4J's terms: a larger heap, fewer objects on it (DL4J's workspaces keep
 arrays off-heap), no periodic System.gc(), a collector fit for throughput.
@@ -10,6 +10,7 @@ arrays off-heap), no periodic System.gc(), a collector fit for throughput.
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 from stepdoctor.model import Evidence, Finding, Fix, Severity, Speedup
@@ -18,7 +19,15 @@ from stepdoctor.rules._severity import grade
 from stepdoctor.rules.context import RuleContext, speedup_if_removed
 from stepdoctor.rules.registry import rule
 
-__all__ = ["CRITICAL_SHARE", "MIN_PAUSES", "WARNING_SHARE", "jvm_gc_overhead", "log_name"]
+__all__ = [
+    "CRITICAL_SHARE",
+    "HEAP_GROWTH",
+    "MIN_PAUSES",
+    "WARNING_SHARE",
+    "heap_flags",
+    "jvm_gc_overhead",
+    "log_name",
+]
 
 #: Warning past the most lenient pause-time goal HotSpot sets itself: G1's default
 #: -XX:GCTimeRatio=12 aims at no more than 1/(1+12) = 7.7% of the time in GC (the Parallel
@@ -30,6 +39,9 @@ CRITICAL_SHARE = 0.20
 #: that ended) spans little more than its pauses and would read as all GC. As the step rules'
 #: 20 steps for a rate, halved: pauses come seconds apart.
 MIN_PAUSES = 10
+#: A heap "given room" in the fixes' snippets: half again the largest heap the log shows
+#: (a guess to try, said as one: the fix is to measure with it).
+HEAP_GROWTH = 1.5
 
 
 @rule(
@@ -78,10 +90,10 @@ def _finding(ctx: RuleContext, log: JvmGcLog, share: float, severity: Severity) 
             "ND4J calls System.gc() periodically: with workspaces on it is not needed: "
             "Nd4j.getMemoryManager().togglePeriodicGc(false)."
         )
-    snippet = "java -Xms8g -Xmx8g ..."
+    snippet = f"java {heap_flags(log)} ..."
     if log.collector in ("CMS", "Serial"):
         fixes.append(f"{log.collector} is a poor fit for a throughput job: -XX:+UseParallelGC.")
-        snippet = "java -Xms8g -Xmx8g -XX:+UseParallelGC ..."
+        snippet = f"java {heap_flags(log)} -XX:+UseParallelGC ..."
     return Finding(
         rule="jvm-gc-overhead",
         severity=severity,
@@ -108,6 +120,7 @@ def _finding(ctx: RuleContext, log: JvmGcLog, share: float, severity: Severity) 
                 source="GC log",
             ),
             Evidence(metric="full collections", value=log.full_gcs, unit="count", source="GC log"),
+            *_iterations(ctx),
         ),
         speedup=Speedup(
             factor=speedup_if_removed(share),
@@ -117,12 +130,45 @@ def _finding(ctx: RuleContext, log: JvmGcLog, share: float, severity: Severity) 
     )
 
 
+def _iterations(ctx: RuleContext) -> tuple[Evidence, ...]:
+    """The DL4J iterations' time in GC pauses, where their log and the GC log line up."""
+    steps = ctx.steps
+    hit = [s for s in steps if s.gc_pause_ns]
+    total = sum(s.duration_ns for s in steps)
+    if not hit or not total:
+        return ()
+    return (
+        Evidence(
+            metric="share of the iterations' time in GC pauses",
+            value=round(sum(s.gc_pause_ns for s in steps) / total, 4),
+            unit="share",
+            source="DL4J log and GC log, by wall clock",
+        ),
+        Evidence(
+            metric="iterations a pause fell in",
+            value=len(hit),
+            unit="count",
+            source="DL4J log and GC log, by wall clock",
+        ),
+    )
+
+
 def _cause(cause: str) -> str:
     return f" ({cause})" if cause else ""
 
 
 def _name(log: JvmGcLog) -> str:
     return f"{log.collector} collector, {log_name(log)}" if log.collector else log_name(log)
+
+
+def heap_flags(log: JvmGcLog) -> str:
+    """-Xms/-Xmx half again the largest heap the log shows (``-Xmx<larger>`` when it shows
+    none)."""
+    if not log.heap_max_bytes:
+        return "-Xms<larger> -Xmx<larger>"
+    mib = math.ceil(log.heap_max_bytes * HEAP_GROWTH / 2**20)
+    size = f"{math.ceil(mib / 1024)}g" if mib >= 2048 else f"{mib}m"
+    return f"-Xms{size} -Xmx{size}"
 
 
 def log_name(log: JvmGcLog) -> str:

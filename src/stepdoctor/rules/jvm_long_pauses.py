@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from stepdoctor.model import Evidence, Finding, Fix, Severity, Speedup
 from stepdoctor.rules.context import RuleContext
-from stepdoctor.rules.jvm_gc_overhead import log_name
+from stepdoctor.rules.jvm_gc_overhead import heap_flags, log_name
 from stepdoctor.rules.registry import rule
 
 __all__ = ["LONG_PAUSE_S", "jvm_long_pauses"]
@@ -45,7 +45,7 @@ def jvm_long_pauses(ctx: RuleContext) -> list[Finding]:
                     f"{worst.pause_s:.1f} s ({log_name(log)})"
                 ),
                 explanation=(
-                    f"The longest, a {worst.kind} collection{cause} at {worst.t_s:.1f} s, "
+                    f"The longest, {_what(worst.kind)}{cause} at {worst.t_s:.1f} s, "
                     f"stopped the JVM for {worst.pause_s:.2f} s. The DL4J guide ties pauses of "
                     "seconds to heaps of millions of objects."
                 ),
@@ -71,8 +71,14 @@ def jvm_long_pauses(ctx: RuleContext) -> list[Finding]:
                         "and keep fewer objects; with G1, set a pause goal "
                         "(-XX:MaxGCPauseMillis=200) and give it head-room (-Xmx)."
                     ),
-                    snippet="java -XX:+UseG1GC -XX:MaxGCPauseMillis=200 -Xmx8g ...",
+                    snippet=f"java -XX:+UseG1GC -XX:MaxGCPauseMillis=200 {heap_flags(log)} ...",
                 ),
             )
         )
     return findings
+
+
+def _what(kind: str) -> str:
+    if kind == "safepoint":
+        return "a stop at a safepoint"
+    return f"a{'n' if kind[:1] in 'aeiou' else ''} {kind} collection"
