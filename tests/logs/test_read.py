@@ -321,3 +321,25 @@ def test_a_file_of_a_folder_that_cannot_be_opened_is_skipped_with_a_note(
     assert any(
         "secret.log: cannot be read (Permission denied); skipped" in w for w in read.warnings
     )
+
+
+def test_the_gc_finding_says_how_much_of_the_iterations_the_pauses_took() -> None:
+    """12 pauses of 100 ms, one a second, beside iterations of 100 ms logged by a logger
+    with dates: 10% of the log's span in pauses, and the iterations they fell in."""
+    perf = [
+        _perf(i, 0, 100, f"2021-01-01 00:00:{i // 10:02d}.{i % 10}00 INFO ")
+        for i in range(1, 140)
+    ]
+    gc = [
+        f"2021-01-01T00:00:{s:02d}.250+0100: {s}.250: [GC (Allocation Failure) "
+        f"[PSYoungGen: 1000K->100K(2000K)] 3000K->2100K(9000K), 0.1000000 secs]"
+        for s in range(1, 13)
+    ]
+    from stepdoctor.logs.record import to_record
+
+    record = to_record(parse_dl4j("train.log", perf), [parse_jdk8("gc.log", gc)], ("t",))
+    (overhead,) = [f for f in build_report(record).findings if f.rule == "jvm-gc-overhead"]
+    ev = {e.metric: e.value for e in overhead.evidence}
+    # (of the iterations after the warm-up the summary leaves out: 2 of the 12 fell in it)
+    assert ev["iterations a pause fell in"] == 10
+    assert 0.05 < ev["share of the iterations' time in GC pauses"] < 0.15
