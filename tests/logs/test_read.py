@@ -327,8 +327,7 @@ def test_the_gc_finding_says_how_much_of_the_iterations_the_pauses_took() -> Non
     """12 pauses of 100 ms, one a second, beside iterations of 100 ms logged by a logger
     with dates: 10% of the log's span in pauses, and the iterations they fell in."""
     perf = [
-        _perf(i, 0, 100, f"2021-01-01 00:00:{i // 10:02d}.{i % 10}00 INFO ")
-        for i in range(1, 140)
+        _perf(i, 0, 100, f"2021-01-01 00:00:{i // 10:02d}.{i % 10}00 INFO ") for i in range(1, 140)
     ]
     gc = [
         f"2021-01-01T00:00:{s:02d}.250+0100: {s}.250: [GC (Allocation Failure) "
