@@ -18,7 +18,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from stepdoctor.logs.gc_stats import GcStats
-from stepdoctor.model.jvm import GcPause, JvmGcLog
+from stepdoctor.logs.gc_stats import log_number as _num
+from stepdoctor.model.jvm import JvmGcLog
 
 __all__ = ["COLLECTOR_EVENTS", "parse_jdk8"]
 
@@ -71,10 +72,6 @@ _PROBLEMS = (
     ("concurrent mode failure", "concurrent mode interrupted"),
     ("humongous allocation", "G1 Humongous Allocation"),
 )
-
-
-def _num(text: str) -> float:
-    return float(text.replace(",", "."))
 
 
 @dataclass(slots=True)
@@ -199,11 +196,7 @@ def _close(text: str, depth: int, inner: list[float] | None = None) -> tuple[int
 
 def _inner(stats: GcStats, t_s: float | None, unix_s: float | None, pauses: list[float]) -> None:
     for pause_s in pauses:
-        stats.pause(
-            GcPause(
-                t_s=t_s or 0.0, pause_s=pause_s, kind="young", cause="before remark", unix_s=unix_s
-            )
-        )
+        stats.pause(t_s, pause_s, "young", "before remark", unix_s=unix_s)
 
 
 def _seconds(found: re.Match[str]) -> float:
@@ -280,19 +273,7 @@ def _finish(
     if meta is not None:
         stats.metaspace_after_bytes = int(meta.group(2)) * 1024
         stats.metaspace_total_bytes = int(meta.group(3)) * 1024
-    stats.pause(
-        GcPause(
-            t_s=t_s if t_s is not None else (stats.last_t_s or 0.0),
-            pause_s=pause_s,
-            kind=kind,
-            cause=cause,
-            heap_before_bytes=before,
-            heap_after_bytes=after,
-            heap_total_bytes=total,
-            unix_s=unix_s,
-        ),
-        timed=t_s is not None,
-    )
+    stats.pause(t_s, pause_s, kind, cause, heap=(before, after, total), unix_s=unix_s)
 
 
 def _heap(text: str) -> tuple[int | None, int | None, int | None]:

@@ -11,7 +11,7 @@ from datetime import datetime
 
 from stepdoctor.model.jvm import GcCause, GcPause, GcProblem, JvmGcLog
 
-__all__ = ["KEPT_PAUSES", "LONGEST_KEPT", "UNPARSED_SAMPLES", "GcStats"]
+__all__ = ["KEPT_PAUSES", "LONGEST_KEPT", "UNPARSED_SAMPLES", "GcStats", "log_number"]
 
 #: Pauses kept for the timeline: past this, every other one kept is dropped and the stride
 #: doubles (a 1 GB log holds millions; a plot shows a few thousand points). The sums are
@@ -21,6 +21,11 @@ KEPT_PAUSES = 20_000
 LONGEST_KEPT = 10
 #: Lines that could not be read, shown as samples.
 UNPARSED_SAMPLES = 5
+
+
+def log_number(text: str) -> float:
+    """A number as a JVM wrote it, in any locale (``0,0354890`` or ``0.0354890``)."""
+    return float(text.replace(",", "."))
 
 
 @dataclass(slots=True)
@@ -113,9 +118,30 @@ class GcStats:
         self._saw(t_s)
         self.concurrent_s += seconds
 
-    def pause(self, pause: GcPause, *, timed: bool = True) -> None:
-        """A stop-the-world GC pause; ``timed``: its line had a time stamp (a log without
-        any, ``-verbose:gc`` alone, spans no known time: no span, no throughput)."""
+    def pause(
+        self,
+        t_s: float | None,
+        pause_s: float,
+        kind: str,
+        cause: str = "",
+        *,
+        heap: tuple[int | None, int | None, int | None] = (None, None, None),
+        unix_s: float | None = None,
+    ) -> None:
+        """A stop-the-world GC pause at ``t_s`` (None where its line had no time stamp: a log
+        without any, ``-verbose:gc`` alone, spans no known time: no span, no throughput);
+        ``heap``: the heap's bytes before and after it, and its size."""
+        timed = t_s is not None
+        pause = GcPause(
+            t_s=t_s if t_s is not None else (self.last_t_s or 0.0),
+            pause_s=pause_s,
+            kind=kind,
+            cause=cause,
+            heap_before_bytes=heap[0],
+            heap_after_bytes=heap[1],
+            heap_total_bytes=heap[2],
+            unix_s=unix_s,
+        )
         if not math.isfinite(pause.pause_s) or pause.pause_s < 0:
             self.bad_line(f"a pause of {pause.pause_s} s")
             return

@@ -17,7 +17,8 @@ import re
 from collections.abc import Iterable
 
 from stepdoctor.logs.gc_stats import GcStats
-from stepdoctor.model.jvm import GcPause, JvmGcLog
+from stepdoctor.logs.gc_stats import log_number as _num
+from stepdoctor.model.jvm import JvmGcLog
 
 __all__ = ["parse_unified"]
 
@@ -117,10 +118,6 @@ _KINDS = {
 }
 
 
-def _num(text: str) -> float:
-    return float(text.replace(",", "."))
-
-
 def parse_unified(source: str, lines: Iterable[str]) -> JvmGcLog:
     """Read a unified GC log's ``lines`` (without line ends) into its summary."""
     stats = GcStats(source=source, format="unified")
@@ -162,16 +159,8 @@ def parse_unified(source: str, lines: Iterable[str]) -> JvmGcLog:
         if phase is not None:
             when = stats.timestamp(t_s, unix_s)
             stats.collector = stats.collector or "ZGC"
-            stats.pause(
-                GcPause(
-                    t_s=when if when is not None else (stats.last_t_s or 0.0),
-                    pause_s=_num(phase.group("ms")) / 1000,
-                    kind="concurrent-pause",
-                    cause=phase.group("what"),
-                    unix_s=unix_s,
-                ),
-                timed=when is not None,
-            )
+            pause_s = _num(phase.group("ms")) / 1000
+            stats.pause(when, pause_s, "concurrent-pause", phase.group("what"), unix_s=unix_s)
             zgc_phases += 1
             continue
         pause = _PAUSE.match(body)
@@ -192,20 +181,8 @@ def parse_unified(source: str, lines: Iterable[str]) -> JvmGcLog:
             causes = re.findall(r"\(([^)]*(?:\(\))?)\)", rest)
             cause = next((c for c in causes if c not in _NOT_CAUSES), "")
             _problems(stats, body, when)
-            before, after, total = _heap(pause.group("heap"))
-            stats.pause(
-                GcPause(
-                    t_s=when if when is not None else (stats.last_t_s or 0.0),
-                    pause_s=pause_s,
-                    kind=kind,
-                    cause=cause,
-                    heap_before_bytes=before,
-                    heap_after_bytes=after,
-                    heap_total_bytes=total,
-                    unix_s=unix_s,
-                ),
-                timed=when is not None,
-            )
+            heap = _heap(pause.group("heap"))
+            stats.pause(when, pause_s, kind, cause, heap=heap, unix_s=unix_s)
             last_id, last_kind = gc_id, kind
             last_full_s = pause_s if kind == "full" else 0.0
             continue
