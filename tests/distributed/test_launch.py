@@ -4,6 +4,7 @@ and by torchrun, each with a record of its own; module-style jobs (``-m``)."""
 from __future__ import annotations
 
 import os
+import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -11,6 +12,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+from stepdoctor.jobs.stragglers import WAIT_SHARE
 from stepdoctor.record import load_run
 
 HERE = Path(__file__).parent
@@ -99,8 +101,23 @@ def test_a_rank_beside_a_cpu_hog_on_its_core_is_named(tmp_path: Path) -> None:
         after = psutil.cpu_percent(interval=1.0) / 100 * (psutil.cpu_count() or 1)
         if after > QUIET_CORES:
             pytest.skip(f"the machine became busy ({after:.1f} cores) during the run")
+        # the scheduler may not have let the shells slow rank 1 by a straggler's share (a
+        # fresh-clone run: 96.6 against 90.5 ms a step); then naming no one is the verdict
+        lost = _waited_for_rank_1(out)
+        if lost < WAIT_SHARE:
+            assert "holds back" not in job, job
+            pytest.skip(f"the hog cost rank 0 only {lost:.0%} of its step in waits")
     assert "Rank 1 holds back the other rank:" in job, job
     assert "computation" in job and "sh (pid " in job, job
+
+
+def _waited_for_rank_1(out: Path) -> float:
+    """The share of rank 0's step it spent waiting for rank 1 beyond rank 1's own waits
+    (DDP's all-reduce times: the straggler rule's measure)."""
+    records = [load_run(out / f"rank-{rank}") for rank in (0, 1)]
+    comm = [r.ddp[0].backward_comm_ns or 0 for r in records]
+    steps = [s.duration_ns for s in records[0].steps]
+    return (comm[0] - comm[1]) / statistics.median(steps)
 
 
 def test_a_rank_with_slow_data_is_named_as_the_one_the_others_wait_for(tmp_path: Path) -> None:
