@@ -7,10 +7,11 @@ PIP := $(PY) -m pip --disable-pip-version-check -q
 
 venv: $(VENV)/.installed
 
-# The C parts (hot-path hooks, step reducer, samplers, trace scanner; hatch_build.py compiles them): the
+# The C parts (hot-path hooks, step reducer, samplers, trace scanner, GC log scanner;
+# hatch_build.py compiles them): the
 # editable install builds them in place, so it runs again when their source changes.
 C_PARTS := collect/hooks/_hotpath collect/reduce/_reduce collect/sampling/_sample \
-	collect/sampling/_frames traces/_scan
+	collect/sampling/_frames traces/_scan logs/_gcscan
 
 $(VENV)/.installed: pyproject.toml hatch_build.py constraints.txt \
 		$(C_PARTS:%=src/stepdoctor/%.c)
@@ -57,7 +58,7 @@ asan: venv
 	  $(PY) -m pytest -q -p no:cacheprovider tests/traces/test_loader_paths.py \
 	  tests/traces/test_fuzz.py tests/collect/test_hotpath.py tests/collect/test_forward_patch.py \
 	  tests/collect/test_reducer.py tests/collect/test_session.py tests/collect/test_events.py \
-	  tests/collect/test_gcwatch.py \
+	  tests/collect/test_gcwatch.py tests/logs/test_fast.py \
 	  tests/collect/test_sampler.py tests/collect/test_readers.py tests/collect/test_stacks.py \
 	  || status=$$?; \
 	for m in $(C_PARTS); do \

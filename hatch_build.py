@@ -3,7 +3,8 @@
 The C parts are the hot path's hooks (``collect/hooks/_hotpath.c``), the step reducer
 (``collect/reduce/_reduce.c``), the /proc sampler thread (``collect/sampling/_sample.c``,
 POSIX), the stack sampler's frame walk (``collect/sampling/_frames.c``, CPython 3.11-3.13) and
-the trace scanner (``traces/_scan.c``). Each has a pure-Python twin that is the
+the trace scanner (``traces/_scan.c``) and the GC log parsers' fast path
+(``logs/_gcscan.c``). Each has a pure-Python twin that is the
 reference and the fallback (``stepdoctor/native.py``), so a part that does not compile (no C
 compiler, no Python headers) is reported as a warning and left out: the package
 still installs and works, as a pure-Python wheel if none was built.
@@ -32,6 +33,7 @@ EXTENSIONS = (
     ("stepdoctor.collect.sampling._sample", "src/stepdoctor/collect/sampling/_sample.c"),
     ("stepdoctor.collect.sampling._frames", "src/stepdoctor/collect/sampling/_frames.c"),
     ("stepdoctor.traces._scan", "src/stepdoctor/traces/_scan.c"),
+    ("stepdoctor.logs._gcscan", "src/stepdoctor/logs/_gcscan.c"),
 )
 
 

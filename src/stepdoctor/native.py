@@ -1,6 +1,7 @@
 """Which C parts are used: the optional extensions ``collect/hooks/_hotpath`` (the hot
 path's hooks), ``collect/reduce/_reduce`` (the step reducer), ``collect/sampling/_sample`` (the
-/proc sampler thread) and ``traces/_scan`` (the trace scanner), compiled at install
+/proc sampler thread), ``traces/_scan`` (the trace scanner) and ``logs/_gcscan`` (the GC log
+parsers' fast path), compiled at install
 where a C compiler is there (``hatch_build.py``). ``collect/sampling/_frames`` (the stack
 sampler's frame walk) is not one of them: it is a safety fix, not a faster twin, and is used
 wherever it is built (``stacks.py``).

@@ -237,5 +237,6 @@ def test_every_file_is_in_the_table_byte_exact() -> None:
 def test_each_gc_file_is_told_a_gc_log_of_its_kind() -> None:
     for entry in GC_FILES:
         (source,) = open_sources([str(DATA / entry["file"])])
+        source.close()
         unified = entry["format"].startswith("unified")
         assert source.kind == ("unified-gc" if unified else "jdk8-gc"), entry["file"]

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from stepdoctor.errors import LogError
 from stepdoctor.logs.dl4j import parse_dl4j
+from stepdoctor.logs.feed import Feed
 from stepdoctor.logs.gc_jdk8 import parse_jdk8
 from stepdoctor.logs.gc_unified import parse_unified
 from stepdoctor.logs.record import to_record
@@ -83,9 +84,9 @@ def read_logs(paths: Sequence[str], command: tuple[str, ...] = ()) -> LogsRead:
 def read_gc_source(source: LogSource) -> JvmGcLog:
     """The figures of a GC log ``source`` (its kind told already)."""
     if source.kind == "unified-gc":
-        return parse_unified(source.name, source.lines)
+        return parse_unified(source.name, Feed(source))
     if source.kind == "jdk8-gc":
-        return parse_jdk8(source.name, source.lines)
+        return parse_jdk8(source.name, Feed(source))
     raise LogError(f"{source.name}: not a JVM GC log (kind: {source.kind})")
 
 

@@ -17,6 +17,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from stepdoctor.logs.feed import Feed
 from stepdoctor.logs.gc_stats import GcStats
 from stepdoctor.logs.gc_stats import log_number as _num
 from stepdoctor.model.jvm import JvmGcLog
@@ -91,6 +92,8 @@ def parse_jdk8(source: str, lines: Iterable[str]) -> JvmGcLog:
     stats = GcStats(source=source, format="jdk8")
     collectors: dict[str, int] = {}
     pending: _Open | None = None
+    if isinstance(lines, Feed):
+        lines.attach(stats, "jdk8", lambda: pending is None, COLLECTOR_EVENTS)
     for line in lines:
         stats.lines += 1
         if pending is not None:

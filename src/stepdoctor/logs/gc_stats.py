@@ -8,6 +8,7 @@ import heapq
 import math
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 
 from stepdoctor.model.jvm import GcCause, GcPause, GcProblem, JvmGcLog
 
@@ -76,6 +77,9 @@ class GcStats:
     """The UTC offset of the log's dates (the first one's), to line them up with another log's
     local times."""
     _first_date: float | None = None
+    last_collection: tuple[int, str, float] = (-1, "", 0.0)
+    """The last collection of a unified log: its GC id, kind, and pause where it was a full
+    one (Serial logs a full collection that ran inside a failed young one before it)."""
 
     def date_seconds(self, text: str | None) -> float | None:
         """A log date's Unix time (``2012-04-26T23:59:50.253+0200``); the first one's UTC
@@ -206,8 +210,26 @@ class GcStats:
         if (self._seen - 1) % self._stride == 0:
             self._timeline.append(pause)
             if len(self._timeline) >= KEPT_PAUSES:
-                self._timeline = self._timeline[::2]
+                del self._timeline[1::2]
                 self._stride *= 2
+
+    def scanner(self, part: Any, family: str, min_events: int, span_phases: frozenset[str]) -> Any:
+        """The C fast path (``part``: the ``_gcscan`` module) over these sums, for a log of
+        ``family`` (``jdk8``, ``unified``): it adds what it reads as ``pause``, ``stopped``
+        and ``_add`` do (events only after the first ``min_events``; ``span_phases``: the
+        concurrent phases that count for the span)."""
+        return part.Scanner(
+            self,
+            part.JDK8 if family == "jdk8" else part.UNIFIED,
+            GcPause,
+            _Cause,
+            heapq.heappush,
+            heapq.heapreplace,
+            KEPT_PAUSES,
+            LONGEST_KEPT,
+            min_events,
+            span_phases,
+        )
 
     @property
     def keeps_next(self) -> bool:

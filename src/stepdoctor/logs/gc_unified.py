@@ -16,6 +16,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
+from stepdoctor.logs.feed import Feed
 from stepdoctor.logs.gc_stats import GcStats
 from stepdoctor.logs.gc_stats import log_number as _num
 from stepdoctor.model.jvm import JvmGcLog
@@ -77,6 +78,8 @@ _SPAN_PHASES = frozenset(
         "Concurrent Relocate",
     }
 )
+# what a pause's name has in parentheses: "(Normal) (G1 Evacuation Pause)", "(System.gc())"
+_PAREN = re.compile(r"\(((?:[^()]|\(\))*)\)")
 _STOPPED = re.compile(rf"Total time for which application threads were stopped: ({_NUM}) seconds")
 _STALL = re.compile(rf"(?:Allocation|Relocation) Stall \(.*\) ({_NUM})ms$")
 _HEAP = re.compile(
@@ -121,10 +124,9 @@ _KINDS = {
 def parse_unified(source: str, lines: Iterable[str]) -> JvmGcLog:
     """Read a unified GC log's ``lines`` (without line ends) into its summary."""
     stats = GcStats(source=source, format="unified")
+    if isinstance(lines, Feed):
+        lines.attach(stats, "unified", lambda: True, span_phases=_SPAN_PHASES)
     zgc_phases = zgc_cycles = 0
-    last_id = -1
-    last_kind = ""
-    last_full_s = 0.0
     for line in lines:
         stats.lines += 1
         if line.startswith("["):
@@ -173,18 +175,18 @@ def parse_unified(source: str, lines: Iterable[str]) -> JvmGcLog:
                 full = what.startswith(("Full", "Degenerated"))
                 kind = "full" if full else "concurrent-pause"
             pause_s = _num(pause.group("ms")) / 1000
-            if kind == "young" and last_kind == "full" and last_id > gc_id:
+            last = stats.last_collection
+            if kind == "young" and last[1] == "full" and last[0] > gc_id:
                 # Serial: a full collection ran inside this failed young one, whose time
                 # includes it
-                pause_s = max(0.0, pause_s - last_full_s)
+                pause_s = max(0.0, pause_s - last[2])
             rest = pause.group("rest")
-            causes = re.findall(r"\(([^)]*(?:\(\))?)\)", rest)
+            causes = _PAREN.findall(rest)
             cause = next((c for c in causes if c not in _NOT_CAUSES), "")
             _problems(stats, body, when)
             heap = _heap(pause.group("heap"))
             stats.pause(when, pause_s, kind, cause, heap=heap, unix_s=unix_s)
-            last_id, last_kind = gc_id, kind
-            last_full_s = pause_s if kind == "full" else 0.0
+            stats.last_collection = (gc_id, kind, pause_s if kind == "full" else 0.0)
             continue
         cycle = _ZGC_CYCLE_END.match(body)
         if cycle is not None:

@@ -18,7 +18,7 @@ from typing import BinaryIO
 
 from stepdoctor.errors import LogError
 
-__all__ = ["DETECT_LINES", "KINDS", "LogSource", "detect", "open_sources"]
+__all__ = ["DETECT_LINES", "KINDS", "LogSource", "detect", "ends_early", "open_sources"]
 
 #: Lines looked at to tell a file's kind: a JVM's GC log starts with its own lines within a
 #: few lines (unified logging's ``Using G1`` is the first; JDK 8's heading is 3 lines); a
@@ -60,6 +60,11 @@ class LogSource:
     lines: Iterator[str]
     warnings: list[str] = field(default_factory=list)
     closing: list[BinaryIO] = field(default_factory=list)
+    head: list[str] = field(default_factory=list)
+    """The first lines, read to tell its kind (``lines`` starts with them)."""
+    rest: BinaryIO | None = None
+    """The file after ``head`` as bytes, for a reader of its own (``feed.Feed``) in place
+    of ``lines``; None where ``head`` holds the whole file."""
 
     def close(self) -> None:
         """Close the file (reading its lines to the end does too)."""
@@ -123,18 +128,35 @@ def _source(name: str, raw: BinaryIO) -> LogSource:
     closing = [stream, raw] if name != "-" else [stream]
     warnings: list[str] = []
     head: list[str] = []
-    lines = _lines(name, stream, warnings, closing)
-    for line in lines:
-        head.append(line)
-        if len(head) >= DETECT_LINES:
-            break
+    ended = False
+    try:
+        while len(head) < DETECT_LINES:
+            line = stream.readline()
+            if not line:
+                ended = True
+                break
+            head.append(line.decode("utf-8", "replace").rstrip("\r\n"))
+    except (OSError, EOFError) as exc:  # gzip.BadGzipFile is an OSError
+        warnings.append(ends_early(name, exc))
+        ended = True
+    if ended:  # read whole: closed as the lines' reader closes it at their end
+        for each in closing:
+            each.close()
+    rest = iter(()) if ended else _lines(name, stream, warnings, closing)
     return LogSource(
         name=name,
         kind=detect(head),
-        lines=_chain(head, lines),
+        lines=_chain(head, rest),
         warnings=warnings,
         closing=closing,
+        head=head,
+        rest=None if ended else stream,
     )
+
+
+def ends_early(name: str, exc: BaseException) -> str:
+    """The warning for a compressed file that ends early: its lines before stand."""
+    return f"{name}: the compressed stream ends early or is corrupt ({exc}); read up to there"
 
 
 def _maybe_gzip(name: str, raw: BinaryIO) -> BinaryIO:
@@ -152,9 +174,7 @@ def _lines(
         for raw in stream:
             yield raw.decode("utf-8", "replace").rstrip("\r\n")
     except (OSError, EOFError) as exc:  # gzip.BadGzipFile is an OSError
-        warnings.append(
-            f"{name}: the compressed stream ends early or is corrupt ({exc}); read up to there"
-        )
+        warnings.append(ends_early(name, exc))
     finally:
         for each in closing:
             each.close()

@@ -1,0 +1,1300 @@
+/* The GC log parsers' fast path in C (gc_jdk8.py, gc_unified.py; docs/logs.md).
+ *
+ * ``Scanner(stats, family, ...).scan(buffer, pos)`` reads the whole lines of ``buffer`` from
+ * ``pos`` for as long as each is one it can take, and returns where the first one it cannot
+ * take begins (or the end of the last whole line): the Python parser reads that line, then
+ * hands the rest back. What it takes, it takes with the Python parser's own effect on the
+ * ``GcStats`` ``stats`` (gc_stats.py), whose running sums it reads when a call starts and
+ * writes back when it ends, so that the pure-Python parser is the reference: a log read with
+ * this and without it gives the same figures, to the last bit.
+ *
+ * The lines it takes (any other line, and any line with a byte above 127, goes to Python):
+ * - both families: lines the parser ignores (JDK 8: G1's indented details, heap printouts
+ *   without a bracket; unified: every line whose message holds none of the words the parser
+ *   looks for), and the safepoint line ``Total time for which application threads were
+ *   stopped: N seconds`` with an uptime stamp or none;
+ * - JDK 8: a whole collection on one line, after the first ``min_events`` events (the parser
+ *   tells the collector from those): ``[up: ][#n: ][GC (cause) 1K->2K(3K), N secs]``,
+ *   ``[GC pause (...) (young) ...]``, ``[Full GC ...]``, ``[GC remark, N secs]``,
+ *   ``[GC cleanup ...]``: one bracket pair, no date stamp, none of the marks of a problem,
+ *   a concurrent phase, CMS, the metaspace or G1's ``Heap:`` summary;
+ * - unified: ``GC(n) Metaspace: ...`` lines.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+enum Family { JDK8 = 0, UNIFIED = 1 };
+enum Result { TAKEN = 1, PYTHON = 0 };
+#define CAUSE_CACHE 16
+
+typedef struct {
+    const char *s;
+    Py_ssize_t n;
+} Text;
+
+/* A (kind, cause) entry of ``GcStats._causes`` being updated during a call. */
+typedef struct {
+    PyObject *kind;  /* borrowed: one of the interned kinds */
+    PyObject *cause; /* owned str */
+    PyObject *obj;   /* owned _Cause */
+    long long count;
+    double total, max;
+} CauseSlot;
+
+/* A pause parsed from a line, before it is added. */
+typedef struct {
+    int timed;
+    double t, p;
+    PyObject *kind; /* borrowed */
+    Text cause;
+    int heap_known;
+    long long before, after, total;
+} Pause;
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *stats;
+    int family;
+    PyObject *pause_type, *cause_type, *heappush, *heapreplace;
+    Py_ssize_t kept, longest_kept;
+    long long min_events;
+    /* the running sums, for the length of one call */
+    long long lines, events, pauses, full_gcs, safepoint_pauses, seen, stride;
+    double total, max, full_s, safepoint_s, since_stop;
+    int has_first, has_last, last_was_gc, has_heap_max, utc_known;
+    double first_t, last_t;
+    long long heap_max;
+    int has_last_pause, last_pause_new;
+    Pause last_pause;
+    PyObject *last_pause_cause; /* owned str, for the last pause when it is new */
+    PyObject *timeline, *longest, *causes; /* owned, for the call */
+    double longest_min;
+    int meta_set;
+    long long meta_after, meta_total;
+    double concurrent_s;
+    PyObject *span_phases; /* frozenset of the concurrent phases that count for the span */
+    /* GcStats.last_collection: id, kind (borrowed: interned or the loaded one), full pause */
+    long long last_id;
+    PyObject *last_kind; /* owned, for the call */
+    double last_full_s;
+    int last_collection_new;
+    CauseSlot slots[CAUSE_CACHE];
+    int nslots;
+} Scanner;
+
+static PyObject *K_YOUNG, *K_MIXED, *K_FULL, *K_REMARK, *K_CLEANUP, *K_SAFEPOINT, *K_INITIAL_MARK;
+
+/* ---- text ---- */
+
+static int is_ws(char c) {
+    return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f' ||
+           (c >= 0x1c && c <= 0x1f);
+}
+static int is_digit(char c) { return c >= '0' && c <= '9'; }
+
+static int has(Text t, const char *needle) {
+    size_t n = strlen(needle);
+    if ((size_t)t.n < n) return 0;
+    return memmem(t.s, (size_t)t.n, needle, n) != NULL;
+}
+static int starts(Text t, Py_ssize_t at, const char *prefix) {
+    size_t n = strlen(prefix);
+    return at >= 0 && (size_t)(t.n - at) >= n && memcmp(t.s + at, prefix, n) == 0;
+}
+static int ends(Text t, const char *suffix) {
+    size_t n = strlen(suffix);
+    return (size_t)t.n >= n && memcmp(t.s + t.n - n, suffix, n) == 0;
+}
+
+/* ``\d+[.,]\d+`` at ``*at``, greedy, as log_number() reads it; 1 with ``*at`` past it, 0 when
+ * not there, -1 when it is there but not a finite number (Python says what). */
+static int number(Text t, Py_ssize_t *at, double *out) {
+    Py_ssize_t i = *at, start = i;
+    while (i < t.n && is_digit(t.s[i])) i++;
+    if (i == start || i >= t.n || (t.s[i] != '.' && t.s[i] != ',')) return 0;
+    Py_ssize_t sep = i++;
+    Py_ssize_t frac = i;
+    while (i < t.n && is_digit(t.s[i])) i++;
+    if (i == frac) return 0;
+    char buf[64];
+    if (i - start >= (Py_ssize_t)sizeof buf) return -1;
+    memcpy(buf, t.s + start, (size_t)(i - start));
+    buf[sep - start] = '.';
+    buf[i - start] = '\0';
+    char *end = NULL;
+    double value = PyOS_string_to_double(buf, &end, NULL);
+    if (value == -1.0 && PyErr_Occurred()) {
+        PyErr_Clear();
+        return -1;
+    }
+    if (!isfinite(value)) return -1;
+    *at = i;
+    *out = value;
+    return 1;
+}
+
+/* ``\d+`` at ``*at`` as an integer no larger than ``limit``: 1, 0 (none), -1 (larger). */
+static int integer(Text t, Py_ssize_t *at, long long limit, long long *out) {
+    Py_ssize_t i = *at;
+    long long value = 0;
+    if (i >= t.n || !is_digit(t.s[i])) return 0;
+    while (i < t.n && is_digit(t.s[i])) {
+        int d = t.s[i] - '0';
+        if (value > (limit - d) / 10) return -1;
+        value = value * 10 + d;
+        i++;
+    }
+    *at = i;
+    *out = value;
+    return 1;
+}
+
+static long long unit_of(char c) {
+    switch (c) {
+    case 'B': return 1;
+    case 'K': return 1024LL;
+    case 'M': return 1024LL * 1024;
+    case 'G': return 1024LL * 1024 * 1024;
+    default: return 0;
+    }
+}
+
+/* ``\d+[KMG]`` (``B`` too where ``bytes_too``) in bytes: 1, 0 (not there), -1 (too large). */
+static int size(Text t, Py_ssize_t *at, int bytes_too, long long *out) {
+    long long value;
+    Py_ssize_t i = *at;
+    int r = integer(t, &i, INT64_MAX, &value);
+    if (r <= 0) return r;
+    if (i >= t.n) return 0;
+    long long unit = unit_of(t.s[i]);
+    if (unit == 0 || (unit == 1 && !bytes_too)) return 0;
+    if (value > INT64_MAX / unit) return -1;
+    *out = value * unit;
+    *at = i + 1;
+    return 1;
+}
+
+/* The words the parsers look for, found in one pass over a line (``marks``). */
+enum {
+    M_CONCURRENT = 1 << 0,   /* "concurrent" */
+    M_CONC_MODE = 1 << 1,    /* "concurrent mode" */
+    M_CMS = 1 << 2,          /* "CMS" */
+    M_META = 1 << 3,         /* "Meta" */
+    M_PERM = 1 << 4,         /* "Perm" */
+    M_HEAP = 1 << 5,         /* "Heap" */
+    M_DASHES = 1 << 6,       /* "--" */
+    M_TO_SPACE = 1 << 7,     /* "to-space" */
+    M_PROMOTION = 1 << 8,    /* "promotion" */
+    M_HUMONGOUS = 1 << 9,    /* "Humongous" */
+    M_PAUSE = 1 << 10,       /* "Pause " */
+    M_TOTAL_TIME = 1 << 11,  /* "Total time" */
+    M_STALL = 1 << 12,       /* "Stall" */
+    M_CONCURRENT_ = 1 << 13, /* "Concurrent " */
+    M_COLLECTION = 1 << 14,  /* "Collection (" */
+    M_TO_SPACE_EX = 1 << 15, /* "To-space exhausted" */
+    M_EVACUATION = 1 << 16,  /* "Evacuation Failure" */
+    M_METASPACE = 1 << 17,   /* "Metaspace: " */
+    M_METADATA = 1 << 18,    /* "Metadata GC" */
+    M_BRACKET = 1 << 19,     /* "[" */
+    M_HIGH = 1 << 20,        /* a byte above 127 */
+};
+
+#define AT(word) (n - i >= (Py_ssize_t)sizeof(word) - 1 && memcmp(s + i, word, sizeof(word) - 1) == 0)
+
+static unsigned marks(Text t) {
+    const char *s = t.s;
+    Py_ssize_t n = t.n;
+    unsigned found = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        switch (s[i]) {
+        case 'c':
+            if (AT("concurrent")) found |= AT("concurrent mode") ? M_CONCURRENT | M_CONC_MODE
+                                                                 : M_CONCURRENT;
+            break;
+        case 'C':
+            if (AT("CMS")) found |= M_CMS;
+            else if (AT("Concurrent ")) found |= M_CONCURRENT_;
+            else if (AT("Collection (")) found |= M_COLLECTION;
+            break;
+        case 'M':
+            if (AT("Meta")) {
+                found |= M_META;
+                if (AT("Metaspace: ")) found |= M_METASPACE;
+                if (AT("Metadata GC")) found |= M_METADATA;
+            }
+            break;
+        case 'P':
+            if (AT("Perm")) found |= M_PERM;
+            else if (AT("Pause ")) found |= M_PAUSE;
+            break;
+        case 'H':
+            if (AT("Heap")) found |= M_HEAP;
+            else if (AT("Humongous")) found |= M_HUMONGOUS;
+            break;
+        case '-':
+            if (AT("--")) found |= M_DASHES;
+            break;
+        case 't':
+            if (AT("to-space")) found |= M_TO_SPACE;
+            break;
+        case 'p':
+            if (AT("promotion")) found |= M_PROMOTION;
+            break;
+        case 'T':
+            if (AT("Total time")) found |= M_TOTAL_TIME;
+            else if (AT("To-space exhausted")) found |= M_TO_SPACE_EX;
+            break;
+        case 'S':
+            if (AT("Stall")) found |= M_STALL;
+            break;
+        case 'E':
+            if (AT("Evacuation Failure")) found |= M_EVACUATION;
+            break;
+        case '[':
+            found |= M_BRACKET;
+            break;
+        default:
+            if ((unsigned char)s[i] >= 0x80) found |= M_HIGH;
+        }
+    }
+    return found;
+}
+#undef AT
+
+/* ---- the running sums: gc_stats.GcStats, read and written back ---- */
+
+static int get_ll(PyObject *o, const char *name, long long *out, int *present) {
+    PyObject *v = PyObject_GetAttrString(o, name);
+    if (v == NULL) return -1;
+    if (v == Py_None) {
+        if (present) *present = 0;
+        Py_DECREF(v);
+        return 0;
+    }
+    if (present) *present = 1;
+    *out = PyLong_AsLongLong(v);
+    Py_DECREF(v);
+    return (*out == -1 && PyErr_Occurred()) ? -1 : 0;
+}
+static int get_d(PyObject *o, const char *name, double *out, int *present) {
+    PyObject *v = PyObject_GetAttrString(o, name);
+    if (v == NULL) return -1;
+    if (v == Py_None) {
+        if (present) *present = 0;
+        Py_DECREF(v);
+        return 0;
+    }
+    if (present) *present = 1;
+    *out = PyFloat_AsDouble(v);
+    Py_DECREF(v);
+    return (*out == -1.0 && PyErr_Occurred()) ? -1 : 0;
+}
+static int set_obj(PyObject *o, const char *name, PyObject *v) {
+    if (v == NULL) return -1;
+    int r = PyObject_SetAttrString(o, name, v);
+    Py_DECREF(v);
+    return r;
+}
+static int set_ll(PyObject *o, const char *name, long long v) {
+    return set_obj(o, name, PyLong_FromLongLong(v));
+}
+static int set_d(PyObject *o, const char *name, double v) {
+    return set_obj(o, name, PyFloat_FromDouble(v));
+}
+static int set_opt_d(PyObject *o, const char *name, int present, double v) {
+    if (!present) return PyObject_SetAttrString(o, name, Py_None);
+    return set_d(o, name, v);
+}
+
+static int refresh_longest(Scanner *self) {
+    if (PyList_GET_SIZE(self->longest) < self->longest_kept) return 0;
+    PyObject *top = PyList_GET_ITEM(self->longest, 0);
+    if (!PyTuple_Check(top) || PyTuple_GET_SIZE(top) < 1) {
+        PyErr_SetString(PyExc_TypeError, "GcStats._longest holds something else");
+        return -1;
+    }
+    self->longest_min = PyFloat_AsDouble(PyTuple_GET_ITEM(top, 0));
+    return (self->longest_min == -1.0 && PyErr_Occurred()) ? -1 : 0;
+}
+
+static int load(Scanner *self) {
+    PyObject *s = self->stats;
+    double offset;
+    int last_pause_present;
+    self->nslots = 0;
+    self->has_last_pause = self->last_pause_new = 0;
+    self->meta_set = 0;
+    if (get_ll(s, "lines", &self->lines, NULL) || get_ll(s, "events", &self->events, NULL) ||
+        get_ll(s, "pauses", &self->pauses, NULL) || get_ll(s, "full_gcs", &self->full_gcs, NULL) ||
+        get_ll(s, "safepoint_pauses", &self->safepoint_pauses, NULL) ||
+        get_ll(s, "_seen", &self->seen, NULL) || get_ll(s, "_stride", &self->stride, NULL) ||
+        get_d(s, "total_pause_s", &self->total, NULL) ||
+        get_d(s, "max_pause_s", &self->max, NULL) ||
+        get_d(s, "full_pause_s", &self->full_s, NULL) ||
+        get_d(s, "safepoint_s", &self->safepoint_s, NULL) ||
+        get_d(s, "_since_stop", &self->since_stop, NULL) ||
+        get_d(s, "concurrent_s", &self->concurrent_s, NULL) ||
+        get_d(s, "first_t_s", &self->first_t, &self->has_first) ||
+        get_d(s, "last_t_s", &self->last_t, &self->has_last) ||
+        get_d(s, "utc_offset_s", &offset, &self->utc_known) ||
+        get_ll(s, "heap_max_bytes", &self->heap_max, &self->has_heap_max))
+        return -1;
+    if (self->stride < 1) {
+        PyErr_SetString(PyExc_ValueError, "GcStats._stride below 1");
+        return -1;
+    }
+    self->last_collection_new = 0;
+    PyObject *collection = PyObject_GetAttrString(s, "last_collection");
+    if (collection == NULL) return -1;
+    if (!PyTuple_Check(collection) || PyTuple_GET_SIZE(collection) != 3) {
+        Py_DECREF(collection);
+        PyErr_SetString(PyExc_TypeError, "GcStats.last_collection is not a 3-tuple");
+        return -1;
+    }
+    self->last_id = PyLong_AsLongLong(PyTuple_GET_ITEM(collection, 0));
+    Py_XSETREF(self->last_kind, Py_NewRef(PyTuple_GET_ITEM(collection, 1)));
+    self->last_full_s = PyFloat_AsDouble(PyTuple_GET_ITEM(collection, 2));
+    Py_DECREF(collection);
+    if (PyErr_Occurred()) return -1;
+    PyObject *flag = PyObject_GetAttrString(s, "_last_was_gc");
+    if (flag == NULL) return -1;
+    self->last_was_gc = PyObject_IsTrue(flag);
+    Py_DECREF(flag);
+    PyObject *last = PyObject_GetAttrString(s, "_last_pause");
+    if (last == NULL) return -1;
+    last_pause_present = last != Py_None;
+    if (last_pause_present) {
+        int ok = get_d(last, "t_s", &self->last_pause.t, NULL) == 0 &&
+                 get_d(last, "pause_s", &self->last_pause.p, NULL) == 0;
+        if (!ok) {
+            Py_DECREF(last);
+            return -1;
+        }
+    }
+    Py_DECREF(last);
+    self->has_last_pause = last_pause_present;
+    self->timeline = PyObject_GetAttrString(s, "_timeline");
+    self->longest = PyObject_GetAttrString(s, "_longest");
+    self->causes = PyObject_GetAttrString(s, "_causes");
+    if (self->timeline == NULL || self->longest == NULL || self->causes == NULL) return -1;
+    if (!PyList_Check(self->timeline) || !PyList_Check(self->longest) ||
+        !PyDict_Check(self->causes)) {
+        PyErr_SetString(PyExc_TypeError, "GcStats holds other types than a list and a dict");
+        return -1;
+    }
+    return refresh_longest(self);
+}
+
+static PyObject *make_pause(Scanner *self, const Pause *p, PyObject *cause);
+
+static int flush_causes(Scanner *self) {
+    int failed = 0;
+    for (int i = 0; i < self->nslots; i++) {
+        CauseSlot *slot = &self->slots[i];
+        if (!failed && (set_ll(slot->obj, "count", slot->count) ||
+                        set_d(slot->obj, "total_s", slot->total) ||
+                        set_d(slot->obj, "max_s", slot->max)))
+            failed = 1;
+        Py_CLEAR(slot->cause);
+        Py_CLEAR(slot->obj);
+    }
+    self->nslots = 0;
+    return failed ? -1 : 0;
+}
+
+/* Write the sums back (also after an error: what was taken stays taken). */
+static int store(Scanner *self) {
+    PyObject *s = self->stats;
+    int failed = flush_causes(self);
+    if (!failed && self->last_pause_new) {
+        PyObject *pause = make_pause(self, &self->last_pause, self->last_pause_cause);
+        failed = pause == NULL || set_obj(s, "_last_pause", pause);
+    }
+    Py_CLEAR(self->last_pause_cause);
+    if (!failed &&
+        (set_ll(s, "lines", self->lines) || set_ll(s, "events", self->events) ||
+         set_ll(s, "pauses", self->pauses) || set_ll(s, "full_gcs", self->full_gcs) ||
+         set_ll(s, "safepoint_pauses", self->safepoint_pauses) ||
+         set_ll(s, "_seen", self->seen) || set_ll(s, "_stride", self->stride) ||
+         set_d(s, "total_pause_s", self->total) || set_d(s, "max_pause_s", self->max) ||
+         set_d(s, "full_pause_s", self->full_s) || set_d(s, "safepoint_s", self->safepoint_s) ||
+         set_d(s, "_since_stop", self->since_stop) ||
+         set_d(s, "concurrent_s", self->concurrent_s) ||
+         PyObject_SetAttrString(s, "_last_was_gc", self->last_was_gc ? Py_True : Py_False) ||
+         set_opt_d(s, "first_t_s", self->has_first, self->first_t) ||
+         set_opt_d(s, "last_t_s", self->has_last, self->last_t)))
+        failed = 1;
+    if (!failed && self->has_heap_max && set_ll(s, "heap_max_bytes", self->heap_max)) failed = 1;
+    if (!failed && self->meta_set &&
+        (set_ll(s, "metaspace_after_bytes", self->meta_after) ||
+         set_ll(s, "metaspace_total_bytes", self->meta_total)))
+        failed = 1;
+    if (!failed && self->last_collection_new) {
+        PyObject *id = PyLong_FromLongLong(self->last_id);
+        PyObject *full = PyFloat_FromDouble(self->last_full_s);
+        PyObject *t = (id && full) ? PyTuple_Pack(3, id, self->last_kind, full) : NULL;
+        Py_XDECREF(id);
+        Py_XDECREF(full);
+        if (set_obj(s, "last_collection", t)) failed = 1;
+    }
+    Py_CLEAR(self->last_kind);
+    Py_CLEAR(self->timeline);
+    Py_CLEAR(self->longest);
+    Py_CLEAR(self->causes);
+    return failed ? -1 : 0;
+}
+
+static PyObject *opt_ll(int known, long long v) {
+    if (!known) Py_RETURN_NONE;
+    return PyLong_FromLongLong(v);
+}
+
+/* A ``model.jvm.GcPause`` of ``p`` (keyword-only fields). */
+static PyObject *make_pause(Scanner *self, const Pause *p, PyObject *cause) {
+    PyObject *kw = PyDict_New();
+    if (kw == NULL) return NULL;
+    PyObject *values[] = {
+        PyFloat_FromDouble(p->t), PyFloat_FromDouble(p->p), Py_NewRef(p->kind), Py_NewRef(cause),
+        opt_ll(p->heap_known, p->before), opt_ll(p->heap_known, p->after),
+        opt_ll(p->heap_known && p->total >= 0, p->total), Py_NewRef(Py_None)};
+    const char *names[] = {"t_s", "pause_s", "kind", "cause", "heap_before_bytes",
+                           "heap_after_bytes", "heap_total_bytes", "unix_s"};
+    int failed = 0;
+    for (size_t i = 0; i < sizeof values / sizeof *values; i++) {
+        if (values[i] == NULL || PyDict_SetItemString(kw, names[i], values[i])) failed = 1;
+        Py_XDECREF(values[i]);
+    }
+    PyObject *pause = NULL;
+    if (!failed) {
+        PyObject *none = PyTuple_New(0);
+        if (none != NULL) {
+            pause = PyObject_Call(self->pause_type, none, kw);
+            Py_DECREF(none);
+        }
+    }
+    Py_DECREF(kw);
+    return pause;
+}
+
+static CauseSlot *cause_slot(Scanner *self, PyObject *kind, Text cause) {
+    for (int i = 0; i < self->nslots; i++) {
+        CauseSlot *slot = &self->slots[i];
+        Py_ssize_t n;
+        const char *s = PyUnicode_AsUTF8AndSize(slot->cause, &n);
+        if (slot->kind == kind && n == cause.n && memcmp(s, cause.s, (size_t)n) == 0)
+            return slot;
+    }
+    if (self->nslots == CAUSE_CACHE && flush_causes(self)) return NULL;
+    CauseSlot *slot = &self->slots[self->nslots];
+    PyObject *text = PyUnicode_DecodeASCII(cause.s, cause.n, NULL);
+    if (text == NULL) return NULL;
+    PyObject *key = PyTuple_Pack(2, kind, text);
+    if (key == NULL) {
+        Py_DECREF(text);
+        return NULL;
+    }
+    PyObject *obj = PyDict_GetItemWithError(self->causes, key);
+    if (obj == NULL && PyErr_Occurred()) goto fail;
+    if (obj == NULL) {
+        obj = PyObject_CallNoArgs(self->cause_type);
+        if (obj == NULL || PyDict_SetItem(self->causes, key, obj)) {
+            Py_XDECREF(obj);
+            goto fail;
+        }
+    } else {
+        Py_INCREF(obj);
+    }
+    slot->kind = kind;
+    slot->cause = text;
+    slot->obj = obj;
+    if (get_ll(obj, "count", &slot->count, NULL) || get_d(obj, "total_s", &slot->total, NULL) ||
+        get_d(obj, "max_s", &slot->max, NULL)) {
+        Py_CLEAR(slot->cause);
+        Py_CLEAR(slot->obj);
+        Py_DECREF(key);
+        return NULL;
+    }
+    self->nslots++;
+    Py_DECREF(key);
+    return slot;
+fail:
+    Py_DECREF(key);
+    Py_DECREF(text);
+    return NULL;
+}
+
+/* GcStats._saw */
+static void saw(Scanner *self, double t) {
+    self->events++;
+    if (self->events == 1 || t > 0.0) {
+        if (!self->has_first || t < self->first_t) self->first_t = t;
+        self->has_first = 1;
+    }
+    if (!self->has_last || t > self->last_t) self->last_t = t;
+    self->has_last = 1;
+}
+
+/* GcStats._add */
+static int add(Scanner *self, const Pause *p) {
+    PyObject *obj = NULL, *cause = NULL;
+    self->pauses++;
+    self->total += p->p;
+    if (p->p > self->max) self->max = p->p;
+    CauseSlot *slot = cause_slot(self, p->kind, p->cause);
+    if (slot == NULL) return -1;
+    slot->count++;
+    slot->total += p->p;
+    if (p->p > slot->max) slot->max = p->p;
+    cause = Py_NewRef(slot->cause);
+    if (PyList_GET_SIZE(self->longest) < self->longest_kept || p->p >= self->longest_min) {
+        obj = make_pause(self, p, cause);
+        PyObject *seq = PyLong_FromLongLong(self->pauses);
+        PyObject *value = PyFloat_FromDouble(p->p);
+        PyObject *entry = (obj && seq && value) ? PyTuple_Pack(3, value, seq, obj) : NULL;
+        Py_XDECREF(seq);
+        Py_XDECREF(value);
+        if (entry == NULL) goto fail;
+        PyObject *r = PyObject_CallFunctionObjArgs(
+            PyList_GET_SIZE(self->longest) < self->longest_kept ? self->heappush
+                                                                : self->heapreplace,
+            self->longest, entry, NULL);
+        Py_DECREF(entry);
+        if (r == NULL) goto fail;
+        Py_DECREF(r);
+        if (refresh_longest(self)) goto fail;
+    }
+    self->seen++;
+    if ((self->seen - 1) % self->stride == 0) {
+        if (obj == NULL && (obj = make_pause(self, p, cause)) == NULL) goto fail;
+        if (PyList_Append(self->timeline, obj)) goto fail;
+        if (PyList_GET_SIZE(self->timeline) >= self->kept) {
+            /* GcStats keeps every other one: del _timeline[1::2] */
+            PyObject *one = PyLong_FromLong(1), *two = PyLong_FromLong(2);
+            PyObject *odd = (one && two) ? PySlice_New(one, Py_None, two) : NULL;
+            Py_XDECREF(one);
+            Py_XDECREF(two);
+            if (odd == NULL) goto fail;
+            int r = PyObject_DelItem(self->timeline, odd);
+            Py_DECREF(odd);
+            if (r) goto fail;
+            self->stride *= 2;
+        }
+    }
+    Py_XSETREF(self->last_pause_cause, cause);
+    self->last_pause = *p;
+    self->has_last_pause = self->last_pause_new = 1;
+    Py_XDECREF(obj);
+    return 0;
+fail:
+    Py_XDECREF(obj);
+    Py_XDECREF(cause);
+    return -1;
+}
+
+/* GcStats.pause (a finite, non-negative pause, no date) */
+static int add_pause(Scanner *self, Pause *p) {
+    if (p->timed) {
+        saw(self, p->t);
+    } else {
+        p->t = self->has_last ? self->last_t : 0.0;
+        if (p->t == 0.0) p->t = 0.0; /* last_t_s or 0.0 */
+        self->events++;
+    }
+    if (add(self, p)) return -1;
+    self->since_stop += p->p;
+    self->last_was_gc = 1;
+    if (p->kind == K_FULL) {
+        self->full_gcs++;
+        self->full_s += p->p;
+    }
+    if (p->heap_known && p->total >= 0) {
+        long long was = self->has_heap_max ? self->heap_max : 0;
+        self->heap_max = p->total > was ? p->total : was;
+        self->has_heap_max = 1;
+    }
+    return 0;
+}
+
+/* GcStats.stopped (no date) */
+static int stopped(Scanner *self, int timed, double t, double seconds) {
+    double p = seconds;
+    if (!timed) t = self->has_last_pause ? self->last_pause.t + self->last_pause.p : 0.0;
+    if (self->has_last_pause && self->last_was_gc) {
+        double beyond = seconds - self->since_stop;
+        p = beyond > 0.0 ? beyond : 0.0;
+        double end = self->last_pause.t + self->last_pause.p;
+        if (end > t) t = end;
+    }
+    saw(self, t);
+    Pause stop = {.timed = 1, .t = t, .p = p, .kind = K_SAFEPOINT, .cause = {"", 0}};
+    if (add(self, &stop)) return -1;
+    self->since_stop = 0.0;
+    self->last_was_gc = 0;
+    self->safepoint_pauses++;
+    self->safepoint_s += p;
+    return 0;
+}
+
+static const char STOPPED[] = "Total time for which application threads were stopped: ";
+
+/* ``N seconds`` after the safepoint words at ``at``: 1, 0 (not there), -1 (not finite). */
+static int stop_seconds(Text t, Py_ssize_t at, double *seconds) {
+    at += (Py_ssize_t)strlen(STOPPED);
+    int r = number(t, &at, seconds);
+    if (r <= 0) return r;
+    return starts(t, at, " seconds") ? 1 : 0;
+}
+
+/* ---- JDK 8 ---- */
+
+/* ``_CAUSE.match(text.lstrip())``'s group: ``(`` then runs of non-parens or ``()``, then
+ * ``)``; the empty text when there is none. */
+static Text cause_of(Text t, Py_ssize_t at) {
+    Text none = {"", 0};
+    while (at < t.n && is_ws(t.s[at])) at++;
+    if (at >= t.n || t.s[at] != '(') return none;
+    Py_ssize_t i = at + 1;
+    while (i < t.n) {
+        char c = t.s[i];
+        if (c == ')') break;
+        if (c == '(') {
+            if (i + 1 < t.n && t.s[i + 1] == ')') {
+                i += 2;
+                continue;
+            }
+            return none;
+        }
+        i++;
+    }
+    if (i >= t.n || i == at + 1) return none;
+    Text found = {t.s + at + 1, i - at - 1};
+    return found;
+}
+
+static int is_cause(Text c) {
+    static const char *not_causes[] = {"young", "mixed", "partial", "initial-mark"};
+    if (c.n == 0) return 0;
+    for (size_t i = 0; i < sizeof not_causes / sizeof *not_causes; i++)
+        if ((size_t)c.n == strlen(not_causes[i]) && memcmp(c.s, not_causes[i], (size_t)c.n) == 0)
+            return 0;
+    return 1;
+}
+
+/* gc_jdk8._heap for a line of one bracket pair: the last ``1K->2K(3K)``. */
+static int heap_jdk8(Text t, Pause *p) {
+    p->heap_known = 0;
+    Py_ssize_t i = 0;
+    while (i < t.n) {
+        if (!is_digit(t.s[i])) {
+            i++;
+            continue;
+        }
+        Py_ssize_t at = i;
+        long long before, after, total;
+        int r = size(t, &at, 0, &before);
+        if (r == 1 && starts(t, at, "->")) {
+            at += 2;
+            r = size(t, &at, 0, &after);
+            if (r == 1 && at < t.n && t.s[at] == '(') {
+                at++;
+                r = size(t, &at, 0, &total);
+                if (r == 1 && at < t.n && t.s[at] == ')') {
+                    p->heap_known = 1;
+                    p->before = before;
+                    p->after = after;
+                    p->total = total;
+                    i = at + 1;
+                    continue;
+                }
+            }
+        }
+        if (r < 0) return -1;
+        i++;
+    }
+    return 0;
+}
+
+/* GcStats.concurrent */
+static void concurrent(Scanner *self, int timed, double t, double seconds) {
+    if (timed)
+        saw(self, t);
+    else
+        self->events++;
+    self->concurrent_s += seconds;
+}
+
+static int is_word(char c) {
+    return is_digit(c) || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_';
+}
+
+/* _NESTED_CONCURRENT's seconds after a phase's name: ``: [N/]N secs`` or ``, N secs``; 0 where
+ * there are none (the phase counts with 0 s), -1 where a number is not finite. */
+static int phase_seconds(Text t, Py_ssize_t at, double *seconds) {
+    *seconds = 0.0;
+    if (at >= t.n || (t.s[at] != ':' && t.s[at] != ',')) return 0;
+    int colon = t.s[at] == ':';
+    at++;
+    while (at < t.n && is_ws(t.s[at])) at++;
+    for (int with_cpu = colon; with_cpu >= 0; with_cpu--) {
+        Py_ssize_t i = at;
+        double value;
+        if (with_cpu) { /* (?:N/)? */
+            int r = number(t, &i, &value);
+            if (r < 0) return -1;
+            if (r == 0 || i >= t.n || t.s[i] != '/') continue;
+            i++;
+        }
+        int r = number(t, &i, &value);
+        if (r < 0) return -1;
+        if (r == 0) continue;
+        while (i < t.n && is_ws(t.s[i])) i++;
+        if (starts(t, i, "secs")) {
+            *seconds = value;
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* A concurrent phase alone on its line, in one bracket pair: ``[up: ][GC concurrent-x...]``,
+ * ``[CMS-concurrent-x: 0.1/0.2 secs]`` (gc_jdk8._concurrent). */
+static int jdk8_concurrent(Scanner *self, Text t, int timed, double up, Py_ssize_t head,
+                           Py_ssize_t end) {
+    Py_ssize_t i = head;
+    if (starts(t, i, "GC concurrent-"))
+        i += 14;
+    else if (starts(t, i, "CMS-concurrent-"))
+        i += 15;
+    else
+        return PYTHON;
+    Py_ssize_t name = i;
+    while (i < end && (is_word(t.s[i]) || t.s[i] == '-')) i++;
+    if (i == name) return PYTHON;
+    double seconds;
+    if (phase_seconds(t, i, &seconds) < 0) return PYTHON;
+    concurrent(self, timed, up, seconds);
+    return TAKEN;
+}
+
+static int jdk8_line(Scanner *self, Text t, unsigned m) {
+    int bracket = (m & M_BRACKET) != 0;
+    int total_time = (m & M_TOTAL_TIME) != 0;
+    if (!bracket && !total_time) return TAKEN;
+    if (total_time) {
+        Py_ssize_t at = 0;
+        double up = 0.0, seconds;
+        int timed = 0;
+        if (t.n && is_digit(t.s[0])) {
+            if (number(t, &at, &up) != 1 || !starts(t, at, ": ")) return PYTHON;
+            at += 2;
+            timed = 1;
+        }
+        if (!starts(t, at, STOPPED) || stop_seconds(t, at, &seconds) != 1) return PYTHON;
+        return stopped(self, timed, up, seconds) ? -1 : TAKEN;
+    }
+    if (is_ws(t.s[0])) return TAKEN; /* G1's details */
+    if (self->events < self->min_events) return PYTHON;
+    Pause p = {.timed = 0, .cause = {"", 0}};
+    Py_ssize_t at = 0;
+    if (is_digit(t.s[0])) {
+        if (number(t, &at, &p.t) != 1 || !starts(t, at, ": ")) return PYTHON;
+        at += 2;
+        p.timed = 1;
+        if (starts(t, at, "#")) {
+            long long id;
+            at++;
+            if (integer(t, &at, INT64_MAX, &id) != 1 || !starts(t, at, ": ")) return PYTHON;
+            at += 2;
+        }
+    }
+    if (!starts(t, at, "[")) return PYTHON;
+    Py_ssize_t head = at + 1;
+    /* one bracket pair, closing the line */
+    const char *close = memchr(t.s + head, ']', (size_t)(t.n - head));
+    if (close == NULL || memchr(t.s + head, '[', (size_t)(t.n - head)) != NULL) return PYTHON;
+    Py_ssize_t end = close - t.s;
+    for (Py_ssize_t i = end + 1; i < t.n; i++)
+        if (!is_ws(t.s[i])) return PYTHON;
+    if (m & M_CONCURRENT) {
+        if (m & (M_CONC_MODE | M_TO_SPACE | M_PROMOTION)) return PYTHON;
+        return jdk8_concurrent(self, t, p.timed, p.t, head, end);
+    }
+    if (m & (M_CMS | M_META | M_PERM | M_HEAP | M_DASHES | M_TO_SPACE | M_PROMOTION |
+             M_HUMONGOUS | M_PAUSE))
+        return PYTHON;
+    Text cause_text = {"", 0};
+    Py_ssize_t from = -1;
+    if (starts(t, head, "Full GC")) {
+        p.kind = K_FULL;
+        from = head + 7;
+    } else if (starts(t, head, "GC pause")) {
+        Text first = {t.s + head, t.n - head < 120 ? t.n - head : 120};
+        p.kind = (has(first, "(mixed)") || has(first, "(partial)")) ? K_MIXED : K_YOUNG;
+        from = head + 8;
+    } else if (starts(t, head, "GC remark")) {
+        p.kind = K_REMARK;
+    } else if (starts(t, head, "GC cleanup")) {
+        p.kind = K_CLEANUP;
+    } else if (starts(t, head, "GC")) {
+        /* _EVENT's ``GC(?=\s*[\[(\d]|\s*$|--)``: a cause or the heap after it */
+        Py_ssize_t i = head + 2;
+        while (i < t.n && is_ws(t.s[i])) i++;
+        if (i >= t.n || (t.s[i] != '(' && !is_digit(t.s[i]))) return PYTHON;
+        p.kind = K_YOUNG;
+        from = head + 2;
+    } else {
+        return PYTHON;
+    }
+    if (from >= 0) {
+        Text rest = {t.s + from, t.n - from};
+        cause_text = cause_of(rest, 0);
+        if (!is_cause(cause_text)) cause_text = (Text){"", 0};
+    }
+    p.cause = cause_text;
+    /* the pause: ``, N secs`` (or ms) and blanks before the bracket */
+    Py_ssize_t i = end;
+    while (i > head && is_ws(t.s[i - 1])) i--;
+    Text before = {t.s, i};
+    int ms = ends(before, " ms");
+    if (!ms && !ends(before, " secs")) return PYTHON;
+    i -= ms ? 3 : 5;
+    Py_ssize_t digits_end = i;
+    while (i > head && is_digit(t.s[i - 1])) i--;
+    if (i == digits_end || i <= head || (t.s[i - 1] != '.' && t.s[i - 1] != ',')) return PYTHON;
+    i--;
+    Py_ssize_t sep = i;
+    while (i > head && is_digit(t.s[i - 1])) i--;
+    if (i == sep || i < head + 2 || t.s[i - 1] != ' ' || t.s[i - 2] != ',') return PYTHON;
+    Py_ssize_t num_at = i;
+    if (number(t, &num_at, &p.p) != 1 || num_at != digits_end) return PYTHON;
+    if (ms) p.p = p.p / 1000;
+    if (self->seen % self->stride == 0) { /* GcStats.keeps_next: the heap is read */
+        Text text = {t.s + head - 1, t.n - head + 1};
+        if (heap_jdk8(text, &p)) return PYTHON;
+    }
+    return add_pause(self, &p) ? -1 : TAKEN;
+}
+
+/* ---- unified ---- */
+
+/* The decorations ``[a][b]... `` and what gc_unified._decorations takes of them: the uptime
+ * (``timed``, ``t``) and whether a date is there; ``*body`` where the message starts.
+ * PYTHON where the decorations are of another shape. */
+static int decorations(Scanner *self, Text t, int *timed, double *up, int *dated,
+                       Py_ssize_t *body) {
+    Py_ssize_t at = 0;
+    *timed = *dated = 0;
+    while (at < t.n && t.s[at] == '[') {
+        const char *close = memchr(t.s + at + 1, ']', (size_t)(t.n - at - 1));
+        if (close == NULL) return PYTHON;
+        Py_ssize_t a = at + 1, b = close - t.s;
+        while (a < b && is_ws(t.s[a])) a++;
+        while (b > a && is_ws(t.s[b - 1])) b--;
+        Text part = {t.s + a, b - a};
+        if (part.n && is_digit(part.s[0])) {
+            if (part.s[part.n - 1] == 's') {
+                if (part.s[part.n - 2] == 'm') {
+                    long long ms;
+                    Py_ssize_t i = 0;
+                    if (part.n < 13 && integer(part, &i, INT64_MAX, &ms) == 1 &&
+                        i == part.n - 2) {
+                        *up = (double)ms / 1000;
+                        *timed = 1;
+                    }
+                } else {
+                    Py_ssize_t i = 0;
+                    double value;
+                    int r = number(part, &i, &value);
+                    if (r < 0) return PYTHON;
+                    if (r == 1 && i == part.n - 1) {
+                        *up = value;
+                        *timed = 1;
+                    }
+                }
+            } else if (part.n > 10 && part.s[4] == '-') {
+                if (!self->utc_known) return PYTHON; /* the first date sets the offset */
+                *dated = 1;
+            }
+        }
+        at = close - t.s + 1;
+        if (at < t.n && t.s[at] != '[') {
+            while (at < t.n && is_ws(t.s[at])) at++;
+            if (at < t.n && t.s[at] == '[') return PYTHON; /* blanks between: odd */
+            break;
+        }
+    }
+    *body = at;
+    return TAKEN;
+}
+
+/* `` NUMms`` closing ``t`` at ``at``: 1 (``*ms`` set), 0, -1 (not finite). */
+static int ms_at_end(Text t, Py_ssize_t at, double *ms) {
+    if (at >= t.n || t.s[at] != ' ') return 0;
+    at++;
+    int r = number(t, &at, ms);
+    if (r <= 0) return r;
+    return (at == t.n - 2 && t.s[at] == 'm' && t.s[at + 1] == 's') ? 1 : 0;
+}
+
+/* ``GC(n) Concurrent <name>[ (...)][ N.NNNms]`` (gc_unified._CONCURRENT), from ``at`` (the
+ * name). */
+static int unified_concurrent(Scanner *self, Text line, Text body, Py_ssize_t at, int timed,
+                              double up, int dated) {
+    Py_ssize_t run = at;
+    while (run < body.n && (is_word(body.s[run]) || body.s[run] == ' ' || body.s[run] == '-'))
+        run++;
+    Py_ssize_t name_end;
+    double ms = 0.0;
+    int has_ms = 0;
+    if (run == body.n) {
+        name_end = run; /* no time, no parentheses */
+    } else if (body.s[run] == '(' && run > at + 12 && body.s[run - 1] == ' ') {
+        name_end = run - 1;
+        Py_ssize_t close = run + 1;
+        while (close < body.n && body.s[close] != ')' && body.s[close] != '(') close++;
+        if (close >= body.n || body.s[close] != ')') return PYTHON;
+        if (close + 1 < body.n) {
+            int r = ms_at_end(body, close + 1, &ms);
+            if (r != 1) return PYTHON;
+            has_ms = 1;
+        }
+    } else if (body.s[run] == '.' || body.s[run] == ',') {
+        /* `` N.NNNms``: the name ends before the last blank of the run */
+        Py_ssize_t digits = run;
+        while (digits > at && is_digit(body.s[digits - 1])) digits--;
+        if (digits == run || body.s[digits - 1] != ' ' || digits - 1 <= at + 11) return PYTHON;
+        name_end = digits - 1;
+        if (ms_at_end(body, name_end, &ms) != 1) return PYTHON;
+        has_ms = 1;
+    } else {
+        return PYTHON;
+    }
+    double seconds = has_ms ? ms / 1000 : 0.0;
+    /* a phase's start line counts where GCViewer reads it: at gc level, not gc,start */
+    Text decorations = {line.s, line.n - body.n};
+    int started = !has_ms && has(decorations, "gc,start");
+    PyObject *name = PyUnicode_DecodeASCII(body.s + at, name_end - at, NULL);
+    if (name == NULL) return -1;
+    int span = PySet_Contains(self->span_phases, name);
+    Py_DECREF(name);
+    if (span < 0) return -1;
+    if (span && !started) {
+        if (dated) return PYTHON;
+        concurrent(self, timed, up, seconds);
+    } else {
+        self->concurrent_s += seconds;
+    }
+    return TAKEN;
+}
+
+static const struct {
+    const char *what;
+    const char *kind;
+} UNIFIED_KINDS[] = {{"Young", "young"},     {"Full", "full"},
+                     {"Remark", "remark"},   {"Cleanup", "cleanup"},
+                     {"Initial Mark", "initial-mark"}, {"Mixed", "mixed"}};
+
+static PyObject *kind_object(const char *kind) {
+    if (strcmp(kind, "young") == 0) return K_YOUNG;
+    if (strcmp(kind, "full") == 0) return K_FULL;
+    if (strcmp(kind, "remark") == 0) return K_REMARK;
+    if (strcmp(kind, "cleanup") == 0) return K_CLEANUP;
+    if (strcmp(kind, "mixed") == 0) return K_MIXED;
+    return K_INITIAL_MARK;
+}
+
+/* ``before->after(total)`` or ``before->after`` as the whole of ``t`` (gc_unified._heap). */
+static int unified_heap(Text t, Pause *p) {
+    Py_ssize_t i = 0;
+    p->total = -1;
+    if (size(t, &i, 1, &p->before) != 1 || !starts(t, i, "->")) return PYTHON;
+    i += 2;
+    if (size(t, &i, 1, &p->after) != 1) return PYTHON;
+    if (i < t.n) {
+        if (t.s[i] != '(') return PYTHON;
+        i++;
+        if (size(t, &i, 1, &p->total) != 1 || i != t.n - 1 || t.s[i] != ')') return PYTHON;
+    }
+    p->heap_known = 1;
+    return TAKEN;
+}
+
+/* ``GC(n) Pause <what>[ (cause)...][ before->after(total)] N.NNNms`` (gc_unified._PAUSE) for
+ * the kinds of UNIFIED_KINDS, from ``at`` (after ``Pause ``). */
+static int unified_pause(Scanner *self, Text body, Py_ssize_t at, long long gc_id, int timed,
+                         double up, unsigned m) {
+    if (m & (M_TO_SPACE_EX | M_EVACUATION | M_HUMONGOUS | M_METADATA)) return PYTHON;
+    Pause p = {.timed = timed, .t = up, .cause = {"", 0}};
+    Py_ssize_t i = -1;
+    for (size_t k = 0; k < sizeof UNIFIED_KINDS / sizeof *UNIFIED_KINDS; k++) {
+        size_t n = strlen(UNIFIED_KINDS[k].what);
+        if (starts(body, at, UNIFIED_KINDS[k].what) && at + (Py_ssize_t)n < body.n &&
+            body.s[at + n] == ' ' && (at + (Py_ssize_t)n + 1 < body.n) &&
+            (body.s[at + n + 1] == '(' || is_digit(body.s[at + n + 1]))) {
+            p.kind = kind_object(UNIFIED_KINDS[k].kind);
+            i = at + (Py_ssize_t)n;
+            break;
+        }
+    }
+    if (i < 0) return PYTHON;
+    /* the parentheses: the first that is not one of G1's or Shenandoah's kinds is the cause */
+    static const char *not_causes[] = {"Normal", "Concurrent Start", "Prepare Mixed", "Mixed",
+                                       "unload classes", "update refs", "process weakrefs"};
+    int have_cause = 0;
+    while (starts(body, i, " (")) {
+        Py_ssize_t open = i + 2, j = open;
+        while (j < body.n && body.s[j] != ')' && body.s[j] != '(') j++;
+        if (j + 1 < body.n && body.s[j] == '(' && body.s[j + 1] == ')') j += 2; /* gc() */
+        if (j >= body.n || body.s[j] != ')') return PYTHON;
+        Text inside = {body.s + open, j - open};
+        if (memchr(inside.s, '(', (size_t)inside.n) &&
+            !(inside.n >= 2 && inside.s[inside.n - 2] == '(' && inside.s[inside.n - 1] == ')'))
+            return PYTHON;
+        if (!have_cause) {
+            int skip = 0;
+            for (size_t k = 0; k < sizeof not_causes / sizeof *not_causes; k++)
+                if ((size_t)inside.n == strlen(not_causes[k]) &&
+                    memcmp(inside.s, not_causes[k], (size_t)inside.n) == 0)
+                    skip = 1;
+            if (!skip) {
+                p.cause = inside;
+                have_cause = 1;
+            }
+        }
+        i = j + 1;
+    }
+    /* the heap, a token with ``->``, then the pause */
+    double ms;
+    if (ms_at_end(body, i, &ms) != 1) {
+        if (i >= body.n || body.s[i] != ' ') return PYTHON;
+        const char *blank = memchr(body.s + i + 1, ' ', (size_t)(body.n - i - 1));
+        if (blank == NULL) return PYTHON;
+        Text heap = {body.s + i + 1, blank - body.s - i - 1};
+        if (unified_heap(heap, &p) != TAKEN) return PYTHON;
+        if (ms_at_end(body, blank - body.s, &ms) != 1) return PYTHON;
+    } else {
+        p.total = -1;
+    }
+    p.p = ms / 1000;
+    if (p.kind == K_YOUNG && self->last_id > gc_id && PyUnicode_Check(self->last_kind) &&
+        PyUnicode_CompareWithASCIIString(self->last_kind, "full") == 0) {
+        double beyond = p.p - self->last_full_s;
+        p.p = beyond > 0.0 ? beyond : 0.0;
+    }
+    if (add_pause(self, &p)) return -1;
+    self->last_id = gc_id;
+    Py_XSETREF(self->last_kind, Py_NewRef(p.kind));
+    self->last_full_s = p.kind == K_FULL ? p.p : 0.0;
+    self->last_collection_new = 1;
+    return TAKEN;
+}
+
+static int unified_line(Scanner *self, Text t, unsigned m) {
+    if (t.n == 0 || t.s[0] != '[') {
+        for (Py_ssize_t i = 0; i < t.n; i++)
+            if (!is_ws(t.s[i])) return PYTHON;
+        return TAKEN; /* a blank line */
+    }
+    int timed, dated;
+    double up = 0.0;
+    Py_ssize_t at;
+    if (decorations(self, t, &timed, &up, &dated, &at) != TAKEN) return PYTHON;
+    Text body = {t.s + at, t.n - at};
+    if (!starts(body, 0, "GC(")) {
+        if (starts(body, 0, "Using ") || (m & M_STALL)) return PYTHON;
+        if (!(m & M_TOTAL_TIME)) return TAKEN;
+        const char *found = memmem(body.s, (size_t)body.n, STOPPED, strlen(STOPPED));
+        if (found == NULL) return TAKEN;
+        double seconds;
+        if (dated || stop_seconds(body, found - body.s, &seconds) != 1) return PYTHON;
+        return stopped(self, timed, up, seconds) ? -1 : TAKEN;
+    }
+    int pause_line = (m & M_PAUSE) && ends(body, "ms");
+    int concurrent_line = (m & M_CONCURRENT_) != 0;
+    if (m & (M_COLLECTION | M_TO_SPACE_EX | M_EVACUATION)) return PYTHON;
+    if (pause_line || concurrent_line) {
+        /* GC(n) then the event: the generational ZGC's "y: " and ZGC's phases are Python's */
+        Py_ssize_t i = 3;
+        long long gc_id;
+        if (integer(body, &i, INT64_MAX, &gc_id) != 1 || !starts(body, i, ") ")) return PYTHON;
+        i += 2;
+        if (pause_line) {
+            if (!starts(body, i, "Pause ")) return PYTHON;
+            if (dated) return PYTHON;
+            return unified_pause(self, body, i + 6, gc_id, timed, up, m);
+        }
+        if (!starts(body, i, "Concurrent ")) return PYTHON;
+        return unified_concurrent(self, t, body, i, timed, up, dated);
+    }
+    if (!(m & M_METASPACE)) return TAKEN;
+    /* _METASPACE.search: Metaspace: 1K(2K)->3K(4K) */
+    const char *from = body.s;
+    const char *found;
+    while ((found = memmem(from, (size_t)(body.s + body.n - from), "Metaspace: ", 11))) {
+        Py_ssize_t i = found - body.s + 11;
+        long long used, after, total;
+        from = found + 1;
+        int r = size(body, &i, 0, &used);
+        if (r < 0) return PYTHON;
+        if (r == 0) continue;
+        if (i < body.n && body.s[i] == '(') {
+            Py_ssize_t j = i + 1;
+            long long ignored;
+            r = size(body, &j, 0, &ignored);
+            if (r < 0) return PYTHON;
+            if (r == 1 && j < body.n && body.s[j] == ')') i = j + 1;
+        }
+        if (!starts(body, i, "->")) continue;
+        i += 2;
+        r = size(body, &i, 0, &after);
+        if (r < 0) return PYTHON;
+        if (r == 0 || i >= body.n || body.s[i] != '(') continue;
+        i++;
+        r = size(body, &i, 0, &total);
+        if (r < 0) return PYTHON;
+        if (r == 0 || i >= body.n || body.s[i] != ')') continue;
+        self->meta_set = 1;
+        self->meta_after = after;
+        self->meta_total = total;
+        break;
+    }
+    return TAKEN;
+}
+
+/* ---- the type ---- */
+
+static PyObject *Scanner_scan(Scanner *self, PyObject *args) {
+    Py_buffer view;
+    Py_ssize_t pos;
+    if (!PyArg_ParseTuple(args, "y*n", &view, &pos)) return NULL;
+    const char *data = view.buf;
+    Py_ssize_t n = view.len;
+    if (pos < 0 || pos > n) {
+        PyBuffer_Release(&view);
+        PyErr_SetString(PyExc_ValueError, "pos out of the buffer");
+        return NULL;
+    }
+    if (load(self)) {
+        Py_CLEAR(self->timeline);
+        Py_CLEAR(self->longest);
+        Py_CLEAR(self->causes);
+        PyBuffer_Release(&view);
+        return NULL;
+    }
+    int failed = 0;
+    while (pos < n) {
+        const char *nl = memchr(data + pos, '\n', (size_t)(n - pos));
+        if (nl == NULL) break;
+        Text line = {data + pos, nl - data - pos};
+        while (line.n && (line.s[line.n - 1] == '\r' || line.s[line.n - 1] == '\n')) line.n--;
+        unsigned m = marks(line);
+        if (m & M_HIGH) break;
+        int r = self->family == JDK8 ? jdk8_line(self, line, m) : unified_line(self, line, m);
+        if (r < 0) {
+            failed = 1;
+            break;
+        }
+        if (r == PYTHON) break;
+        self->lines++;
+        pos = nl - data + 1;
+    }
+    PyBuffer_Release(&view);
+    if (failed) {
+        PyObject *type, *value, *tb;
+        PyErr_Fetch(&type, &value, &tb);
+        store(self);
+        PyErr_Restore(type, value, tb);
+        return NULL;
+    }
+    if (store(self)) return NULL;
+    return PyLong_FromSsize_t(pos);
+}
+
+static int Scanner_init(Scanner *self, PyObject *args, PyObject *kwds) {
+    static char *names[] = {"stats", "family", "pause_type", "cause_type", "heappush",
+                            "heapreplace", "kept", "longest_kept", "min_events", "span_phases",
+                            NULL};
+    PyObject *stats, *pause_type, *cause_type, *push, *replace, *span;
+    int family;
+    Py_ssize_t kept, longest;
+    long long min_events;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OiOOOOnnLO!", names, &stats, &family,
+                                     &pause_type, &cause_type, &push, &replace, &kept, &longest,
+                                     &min_events, &PyFrozenSet_Type, &span))
+        return -1;
+    if (family != JDK8 && family != UNIFIED) {
+        PyErr_SetString(PyExc_ValueError, "family: 0 (JDK 8) or 1 (unified)");
+        return -1;
+    }
+    if (kept < 2 || longest < 1) {
+        PyErr_SetString(PyExc_ValueError, "kept >= 2 and longest_kept >= 1");
+        return -1;
+    }
+    Py_XSETREF(self->stats, Py_NewRef(stats));
+    Py_XSETREF(self->pause_type, Py_NewRef(pause_type));
+    Py_XSETREF(self->cause_type, Py_NewRef(cause_type));
+    Py_XSETREF(self->heappush, Py_NewRef(push));
+    Py_XSETREF(self->heapreplace, Py_NewRef(replace));
+    Py_XSETREF(self->span_phases, Py_NewRef(span));
+    self->family = family;
+    self->kept = kept;
+    self->longest_kept = longest;
+    self->min_events = min_events;
+    return 0;
+}
+
+static void Scanner_dealloc(Scanner *self) {
+    Py_XDECREF(self->stats);
+    Py_XDECREF(self->pause_type);
+    Py_XDECREF(self->cause_type);
+    Py_XDECREF(self->heappush);
+    Py_XDECREF(self->heapreplace);
+    Py_XDECREF(self->span_phases);
+    Py_XDECREF(self->last_kind);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyMethodDef Scanner_methods[] = {
+    {"scan", (PyCFunction)Scanner_scan, METH_VARARGS,
+     "scan(buffer, pos) -> where the first whole line it leaves to Python begins"},
+    {NULL, NULL, 0, NULL}};
+
+static PyTypeObject ScannerType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "stepdoctor.logs._gcscan.Scanner",
+    .tp_basicsize = sizeof(Scanner),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "The GC log parsers' fast path over one GcStats.",
+    .tp_new = PyType_GenericNew,
+    .tp_init = (initproc)Scanner_init,
+    .tp_dealloc = (destructor)Scanner_dealloc,
+    .tp_methods = Scanner_methods,
+};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_gcscan",
+                                    "The GC log parsers' fast path (gc_jdk8, gc_unified).", -1,
+                                    NULL, NULL, NULL, NULL, NULL};
+
+PyMODINIT_FUNC PyInit__gcscan(void) {
+    if (PyType_Ready(&ScannerType) < 0) return NULL;
+    K_YOUNG = PyUnicode_InternFromString("young");
+    K_MIXED = PyUnicode_InternFromString("mixed");
+    K_FULL = PyUnicode_InternFromString("full");
+    K_REMARK = PyUnicode_InternFromString("remark");
+    K_CLEANUP = PyUnicode_InternFromString("cleanup");
+    K_SAFEPOINT = PyUnicode_InternFromString("safepoint");
+    K_INITIAL_MARK = PyUnicode_InternFromString("initial-mark");
+    if (!K_YOUNG || !K_MIXED || !K_FULL || !K_REMARK || !K_CLEANUP || !K_SAFEPOINT ||
+        !K_INITIAL_MARK)
+        return NULL;
+    PyObject *m = PyModule_Create(&module);
+    if (m == NULL) return NULL;
+    if (PyModule_AddIntConstant(m, "JDK8", JDK8) || PyModule_AddIntConstant(m, "UNIFIED", UNIFIED) ||
+        PyModule_AddObjectRef(m, "Scanner", (PyObject *)&ScannerType)) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}
