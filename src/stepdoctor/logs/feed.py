@@ -36,6 +36,8 @@ class Feed:
         self.source = source
         self._scanner: Any = None
         self._ready: Callable[[], bool] = lambda: True
+        self.handed = 0
+        """Lines given to the parser (the others, the fast path took)."""
 
     def attach(
         self,
@@ -58,8 +60,11 @@ class Feed:
     def __iter__(self) -> Iterator[str]:
         source = self.source
         if self._scanner is None or source.rest is None:
-            yield from source.lines
+            for line in source.lines:
+                self.handed += 1
+                yield line
             return
+        self.handed += len(source.head)
         yield from source.head
         scan, ready = self._scanner.scan, self._ready
         read = source.rest.read1  # type: ignore[attr-defined]  # buffered: at most one read
@@ -80,8 +85,10 @@ class Feed:
                 end = buffer.find(b"\n", pos)
                 if end < 0:
                     break
+                self.handed += 1
                 yield buffer[pos:end].decode("utf-8", "replace").rstrip("\r\n")
                 pos = end + 1
             buffer = buffer[pos:]
         if buffer:
+            self.handed += 1
             yield buffer.decode("utf-8", "replace").rstrip("\r\n")

@@ -1,0 +1,205 @@
+"""The GC log parsers' C fast path (``logs/_gcscan.c``) against the pure-Python parsers, the
+reference: the same figures, to the last bit, on every GC log of the corpus, on large logs
+that thin the timeline, on lines cut and corrupted anywhere, and whatever the chunks the file
+is read in.
+
+``make test`` sets ``STEPDOCTOR_REQUIRE_C_PARTS=1``: there the fast path must have been built.
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import json
+import os
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from stepdoctor.logs import feed, read_gc_log, read_logs
+from stepdoctor.logs.feed import Feed, fast_path
+from stepdoctor.logs.gc_jdk8 import parse_jdk8
+from stepdoctor.logs.gc_stats import KEPT_PAUSES
+from stepdoctor.logs.gc_unified import parse_unified
+from stepdoctor.logs.sources import LogSource
+from stepdoctor.model.jvm import JvmGcLog
+
+DATA = Path(__file__).parents[1] / "data" / "logs"
+ORACLES = json.loads((DATA / "oracles.json").read_text())
+GC_FILES = sorted(DATA / e["file"] for e in ORACLES if e["file"].startswith("gc/"))
+REQUIRED = os.environ.get("STEPDOCTOR_REQUIRE_C_PARTS", "") == "1"
+PARSERS = {"jdk8": parse_jdk8, "unified": parse_unified}
+
+
+@pytest.fixture(autouse=True)
+def _built() -> None:
+    if fast_path() is None:
+        assert not REQUIRED, "STEPDOCTOR_REQUIRE_C_PARTS=1 but logs/_gcscan is not built"
+        pytest.skip("the C fast path is not built (or STEPDOCTOR_PURE_PYTHON is set)")
+
+
+def _family(data: bytes) -> str:
+    return "unified" if data.lstrip()[:1] == b"[" and b"][" in data[:2000] else "jdk8"
+
+
+def _both(data: bytes, family: str | None = None) -> tuple[JvmGcLog, JvmGcLog, Feed]:
+    """The log read by the fast path from its first line on, and by the parser alone."""
+    family = family or _family(data)
+    parse = PARSERS[family]
+    lines = [raw.decode("utf-8", "replace").rstrip("\r\n") for raw in io.BytesIO(data)]
+    source = LogSource(name="f", kind=f"{family}-gc", lines=iter(()), rest=io.BytesIO(data))
+    fed = Feed(source)
+    return parse("f", fed), parse("f", lines), fed
+
+
+@pytest.mark.parametrize("path", GC_FILES, ids=lambda p: p.name)
+def test_every_corpus_log_reads_the_same_through_the_fast_path(path: Path) -> None:
+    data = path.read_bytes()
+    fast, pure, fed = _both(data)
+    assert fast == pure
+    assert fed.handed <= fast.lines == pure.lines
+
+
+def test_the_fast_path_takes_most_lines_of_logs_of_each_family() -> None:
+    """Not a path that never runs: of G1's logs (JDK 8 -verbose:gc, unified -Xlog:gc*) it
+    takes most lines (of JDK 8 logs, after the first 1000 events), the parser reading the
+    rest."""
+    for name in ("SampleSun1_6_0G1_gc_verbose.txt", "sample-ujl-g1-gc-all,safepoint,os+cpu.txt"):
+        data = (DATA / "gc" / "gcviewer" / name).read_bytes()
+        fast, pure, fed = _both(data)
+        assert fast == pure
+        assert fed.handed < fast.lines / 3, (name, fed.handed, fast.lines)
+
+
+def test_a_large_log_thins_its_timeline_alike() -> None:
+    """Past KEPT_PAUSES the timeline keeps every other pause, the longest stay whole: the
+    same ones either way (the log repeated end to end, its clock starting over each time)."""
+    data = (DATA / "gc" / "gcviewer" / "SampleSun1_6_0G1_gc_verbose.txt").read_bytes()
+    big = data * 12
+    fast, pure, _ = _both(big)
+    assert fast.pauses > KEPT_PAUSES and fast.pause_stride >= 2
+    assert fast == pure
+
+
+def test_many_causes_and_kinds_alike() -> None:
+    """More (kind, cause) pairs than the fast path keeps at hand (it writes them back and
+    reads them again): the lines of a real log, their causes renamed one by one."""
+    line = "{t}: [GC (Cause {i}) 262144K->2136K(1005056K), 0.0036093 secs]\n"
+    full = "{t}: [Full GC (Cause {i})  2136K->1950K(1005056K), 0.0240000 secs]\n"
+    data = "".join(
+        (full if i % 7 == 0 else line).format(t=f"{i * 0.5:.3f}", i=i % 40) for i in range(3000)
+    ).encode()
+    fast, pure, fed = _both(data, "jdk8")
+    assert fast == pure and len(fast.causes) == 80  # 40 causes, young and full
+    assert fed.handed < 1100  # the first 1000 events are the parser's (the collector's)
+
+
+@pytest.mark.parametrize("chunk", [1, 7, 4096])
+def test_chunks_of_any_size_read_alike(monkeypatch: pytest.MonkeyPatch, chunk: int) -> None:
+    monkeypatch.setattr(feed, "CHUNK_BYTES", chunk)
+    for name in ("sample-ujl-g1-gc-all,safepoint,os+cpu.txt", "SampleSun1_6_0G1_gc_verbose.txt"):
+        data = (DATA / "gc" / "gcviewer" / name).read_bytes()[:60_000]
+        fast, pure, _ = _both(data)
+        assert fast == pure
+
+
+def test_the_last_line_without_its_end_and_crlf_lines_read_alike() -> None:
+    data = (DATA / "gc" / "gcviewer" / "SampleSun1_6_0G1_gc_verbose.txt").read_bytes()
+    crlf = data.replace(b"\n", b"\r\n")
+    for variant in (data.rstrip(b"\n"), crlf, crlf.rstrip(b"\n")):
+        fast, pure, _ = _both(variant)
+        assert fast == pure
+
+
+# Lines of every kind the fast path takes, from the corpus: the mutations below cut into them.
+_SEEDS = [
+    "0.356: [GC pause (young) 4096K->3936K(16M), 0.0121737 secs]",
+    "12.345: [GC (Allocation Failure)  262144K->2136K(1005056K), 0.0036093 secs]",
+    "3.1: #12: [Full GC (System.gc())  2136K->1950K(1005056K), 0,0240000 secs]",
+    "0.403: [GC concurrent-mark-end, 0.0126670 sec]",
+    "[GC concurrent-mark-start]",
+    "1.2: [CMS-concurrent-mark: 0.010/0.012 secs]",
+    "5.0: [GC remark, 0.0012 secs]",
+    "5.1: [GC cleanup 10M->10M(20M), 0.0001 secs]",
+    "2.5: Total time for which application threads were stopped: 0.0001234 seconds",
+    "   [Parallel Time: 1.2 ms, GC Workers: 4]",
+    "[0.303s][info][gc           ] GC(7) Pause Young (G1 Evacuation Pause) 90M->90M(128M) 3.819ms",
+    "[0.303s][info][gc] GC(8) Pause Young (Normal) (G1 Evacuation Pause) 9M->4M(64M) 1.8ms",
+    "[1,475s][info][gc] GC(0) Pause Full (System.gc()) 887M->583M(1223M) 3460,196ms",
+    "[173690ms] GC(3) Pause Remark 10M->10M(20M) 1.234ms",
+    "[0.303s][info][gc,metaspace ] GC(7) Metaspace: 3647K->3647K(1056768K)",
+    "[0.298s][info][gc,marking   ] GC(6) Concurrent Scan Root Regions 0.092ms",
+    "[0.298s][info][gc,marking   ] GC(6) Concurrent Mark (0.298s, 0.312s) 14.087ms",
+    "[0.298s][info][gc           ] GC(6) Concurrent Cycle",
+    "[0.298s][info][gc,start     ] GC(6) Concurrent Mark Cycle",
+    "[0.3s][safepoint] Total time for which application threads were stopped: 0.0038 seconds",
+    "[2020-06-24T18:13:47.695-0700][173690ms] GC(74) Pause Full (System.gc()) 887M->583M(1G) 3.1ms",
+    "[0.303s][info][gc,phases    ] GC(7)   Evacuate Collection Set: 3.2ms",
+    "",
+]
+_ALPHABET = st.sampled_from(list("[]() ,.:-0123456789msKMG#\t") + ["secs", "ms", "->", "\u00e9"])
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    picks=st.lists(st.integers(0, len(_SEEDS) - 1), min_size=1, max_size=40),
+    edits=st.lists(
+        st.tuples(st.integers(0, 39), st.floats(0, 1), st.integers(0, 3), _ALPHABET),
+        max_size=12,
+    ),
+    family=st.sampled_from(["jdk8", "unified"]),
+    prefix=st.integers(0, 1200),
+)
+def test_mutated_lines_read_alike(
+    picks: list[int], edits: list[tuple[int, float, int, str]], family: str, prefix: int
+) -> None:
+    """Lines the fast path takes, with characters inserted, deleted or replaced anywhere:
+    whatever each becomes, the fast path takes it as the parser would, or leaves it to it.
+    ``prefix`` one-line collections first, so that JDK 8 events reach the fast path."""
+    lines = [_SEEDS[i] for i in picks]
+    for which, where, how, text in edits:
+        line = lines[which % len(lines)]
+        at = int(len(line) * where)
+        if how == 0:
+            line = line[:at] + text + line[at:]
+        elif how == 1:
+            line = line[:at] + line[at + len(text) :]
+        else:
+            line = line[:at] + text + line[at + len(text) :]
+        lines[which % len(lines)] = line
+    head = [f"{i}.0: [GC (Allocation Failure)  4K->2K(8K), 0.001 secs]" for i in range(prefix)]
+    data = "\n".join(head + lines).encode()
+    fast, pure, _ = _both(data, family)
+    assert fast == pure
+
+
+def test_a_cut_gz_read_in_chunks_keeps_what_came_before(tmp_path: Path) -> None:
+    data = (DATA / "gc" / "gcviewer" / "SampleSun1_6_0G1_gc_verbose.txt").read_bytes() * 4
+    whole = gzip.compress(data)
+    cut = tmp_path / "gc.log.gz"
+    cut.write_bytes(whole[: len(whole) * 3 // 4])
+    read = read_logs([str(cut)])
+    (log,) = read.gc_logs
+    assert any("ends early" in w for w in read.warnings)
+    # the lines the cut stream gave, read by the parser alone
+    with gzip.open(cut, "rb") as stream:
+        got = b""
+        try:
+            while chunk := stream.read1(1 << 16):
+                got += chunk
+        except EOFError:
+            pass
+    lines = [raw.decode("utf-8", "replace").rstrip("\r\n") for raw in io.BytesIO(got)]
+    assert log == parse_jdk8(str(cut), lines)
+
+
+def test_read_gc_log_uses_the_fast_path_and_the_pure_twin_alike(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    path = DATA / "gc" / "gcviewer" / "sample-ujl-g1-gc-all,safepoint,os+cpu.txt"
+    fast = read_gc_log(path)
+    monkeypatch.setenv("STEPDOCTOR_PURE_PYTHON", "1")
+    assert fast_path() is None
+    assert read_gc_log(path) == fast
