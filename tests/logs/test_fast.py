@@ -125,6 +125,26 @@ _SEEDS = [
     "5.1: [GC cleanup 10M->10M(20M), 0.0001 secs]",
     "2.5: Total time for which application threads were stopped: 0.0001234 seconds",
     "   [Parallel Time: 1.2 ms, GC Workers: 4]",
+    "2.998: [GC (System.gc()) [PSYoungGen: 26428K->4457K(154112K)] 26428K->4461K(502272K), "
+    "0.0103603 secs] [Times: user=0.01 sys=0.00, real=0.01 secs] ",
+    "3.008: [Full GC (System.gc()) [PSYoungGen: 4457K->0K(154112K)] [ParOldGen: 4K->4228K("
+    "348160K)] 4461K->4228K(502272K), [Metaspace: 2717K->2717K(1056768K)], 0.0103 secs]",
+    "2012-04-26T23:59:50.253+0200: 3.344: [GC 3.344: [ParNew: 34944K->4352K(39296K), 0.0123 "
+    "secs] 34944K->8765K(126720K), 0.0124 secs] [Times: user=0.03 sys=0.00, real=0.01 secs]",
+    "2012-04-26T23:59:51.001-0700: [GC (Allocation Failure) [DefNew: 4K->1K(9K), 0,001 secs]"
+    "[Tenured: 8K->9K(20K), 0,002 secs] 12K->10K(29K), [Perm : 2K->2K(21K)], 0,003 secs]",
+    "1.5: [GC[YG occupancy: 2 K (4 K)]1.5: [GC 1.5: [ParNew: 3K->1K(4K), 0.002 secs] 5K->3K("
+    "9K), 0.002 secs]1.5: [Rescan (parallel) , 0.001 secs][1 CMS-remark: 2K(5K)] 3K(9K), 0.004 "
+    "secs]",
+    "4.0: [GC (CMS Initial Mark) [1 CMS-initial-mark: 2K(5K)] 3K(9K), 0.0002 secs]",
+    "4.1: [GC (Allocation Failure) 4.1: [ParNew (promotion failed): 3K->3K(4K), 0.01 secs]4.1: "
+    "[CMS: 8K->6K(10K), 0.05 secs] 11K->6K(14K), [Metaspace: 2K->2K(9K)], 0.06 secs]",
+    "5.5: [GC pause (G1 Evacuation Pause) (young) (to-space exhausted), 0.0120 secs]",
+    "[2020-06-24T18:13:47.695-0700][173690ms] GC(75) Pause Young (Normal) (G1 Evacuation Pause) "
+    "9M->4M(64M) 1.8ms",
+    "[2020-06-24T18:13:47.700-0700] GC(76) Pause Young (Normal) (G1 Evacuation Pause) 1.8ms",
+    "[2020-06-24T18:13:48.700-0700][info][safepoint] Total time for which application threads "
+    "were stopped: 0.0038 seconds",
     "[0.303s][info][gc           ] GC(7) Pause Young (G1 Evacuation Pause) 90M->90M(128M) 3.819ms",
     "[0.303s][info][gc] GC(8) Pause Young (Normal) (G1 Evacuation Pause) 9M->4M(64M) 1.8ms",
     "[1,475s][info][gc] GC(0) Pause Full (System.gc()) 887M->583M(1223M) 3460,196ms",
@@ -139,7 +159,9 @@ _SEEDS = [
     "[0.303s][info][gc,phases    ] GC(7)   Evacuate Collection Set: 3.2ms",
     "",
 ]
-_ALPHABET = st.sampled_from(list("[]() ,.:-0123456789msKMG#\t") + ["secs", "ms", "->", "\u00e9"])
+_ALPHABET = st.sampled_from(
+    list("[]() ,.:-+0123456789msKMGT#\t") + ["secs", "ms", "->", "\u00e9", "[GC ", "Perm", "CMS"]
+)
 
 
 @settings(max_examples=300, deadline=None)

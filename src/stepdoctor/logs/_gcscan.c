@@ -52,7 +52,15 @@ typedef struct {
     Text cause;
     int heap_known;
     long long before, after, total;
+    int has_unix;
+    double unix_s; /* its wall-clock time where the log has dates */
 } Pause;
+
+/* A line's time stamps: the JVM's uptime, and the date in Unix seconds. */
+typedef struct {
+    int has_up, has_unix;
+    double up, unix_s;
+} Stamp;
 
 typedef struct {
     PyObject_HEAD
@@ -64,7 +72,12 @@ typedef struct {
     /* the running sums, for the length of one call */
     long long lines, events, pauses, full_gcs, safepoint_pauses, seen, stride;
     double total, max, full_s, safepoint_s, since_stop;
-    int has_first, has_last, last_was_gc, has_heap_max, utc_known;
+    int has_first, has_last, last_was_gc, has_heap_max, utc_known, utc_new;
+    double utc_offset;
+    int has_first_date;
+    double first_date; /* GcStats._first_date, also started_unix_s */
+    int first_date_new;
+    PyObject *round;   /* builtins.round */
     double first_t, last_t;
     long long heap_max;
     int has_last_pause, last_pause_new;
@@ -200,6 +213,7 @@ enum {
     M_METADATA = 1 << 18,    /* "Metadata GC" */
     M_BRACKET = 1 << 19,     /* "[" */
     M_HIGH = 1 << 20,        /* a byte above 127 */
+    M_META_WORD = 1 << 21,   /* "Metaspace" */
 };
 
 #define AT(word) (n - i >= (Py_ssize_t)sizeof(word) - 1 && memcmp(s + i, word, sizeof(word) - 1) == 0)
@@ -222,6 +236,7 @@ static unsigned marks(Text t) {
         case 'M':
             if (AT("Meta")) {
                 found |= M_META;
+                if (AT("Metaspace")) found |= M_META_WORD;
                 if (AT("Metaspace: ")) found |= M_METASPACE;
                 if (AT("Metadata GC")) found |= M_METADATA;
             }
@@ -325,6 +340,7 @@ static int load(Scanner *self) {
     double offset;
     int last_pause_present;
     self->nslots = 0;
+    self->utc_new = self->first_date_new = 0;
     self->has_last_pause = self->last_pause_new = 0;
     self->meta_set = 0;
     if (get_ll(s, "lines", &self->lines, NULL) || get_ll(s, "events", &self->events, NULL) ||
@@ -340,6 +356,7 @@ static int load(Scanner *self) {
         get_d(s, "first_t_s", &self->first_t, &self->has_first) ||
         get_d(s, "last_t_s", &self->last_t, &self->has_last) ||
         get_d(s, "utc_offset_s", &offset, &self->utc_known) ||
+        get_d(s, "_first_date", &self->first_date, &self->has_first_date) ||
         get_ll(s, "heap_max_bytes", &self->heap_max, &self->has_heap_max))
         return -1;
     if (self->stride < 1) {
@@ -428,6 +445,11 @@ static int store(Scanner *self) {
          set_opt_d(s, "last_t_s", self->has_last, self->last_t)))
         failed = 1;
     if (!failed && self->has_heap_max && set_ll(s, "heap_max_bytes", self->heap_max)) failed = 1;
+    if (!failed && self->utc_new && set_d(s, "utc_offset_s", self->utc_offset)) failed = 1;
+    if (!failed && self->first_date_new &&
+        (set_d(s, "_first_date", self->first_date) ||
+         set_d(s, "started_unix_s", self->first_date)))
+        failed = 1;
     if (!failed && self->meta_set &&
         (set_ll(s, "metaspace_after_bytes", self->meta_after) ||
          set_ll(s, "metaspace_total_bytes", self->meta_total)))
@@ -459,7 +481,8 @@ static PyObject *make_pause(Scanner *self, const Pause *p, PyObject *cause) {
     PyObject *values[] = {
         PyFloat_FromDouble(p->t), PyFloat_FromDouble(p->p), Py_NewRef(p->kind), Py_NewRef(cause),
         opt_ll(p->heap_known, p->before), opt_ll(p->heap_known, p->after),
-        opt_ll(p->heap_known && p->total >= 0, p->total), Py_NewRef(Py_None)};
+        opt_ll(p->heap_known && p->total >= 0, p->total),
+        p->has_unix ? PyFloat_FromDouble(p->unix_s) : Py_NewRef(Py_None)};
     const char *names[] = {"t_s", "pause_s", "kind", "cause", "heap_before_bytes",
                            "heap_after_bytes", "heap_total_bytes", "unix_s"};
     int failed = 0;
@@ -524,6 +547,84 @@ fail:
     Py_DECREF(key);
     Py_DECREF(text);
     return NULL;
+}
+
+/* Days from 1970-01-01 to y-m-d (proleptic Gregorian). */
+static long long days_from_civil(long long y, int m, int d) {
+    y -= m <= 2;
+    long long era = (y >= 0 ? y : y - 399) / 400;
+    long long yoe = y - era * 400;
+    long long doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
+    long long doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    return era * 146097 + doe - 719468;
+}
+
+static int two(const char *s) {
+    return is_digit(s[0]) && is_digit(s[1]) ? (s[0] - '0') * 10 + (s[1] - '0') : -1;
+}
+
+/* GcStats.date_seconds for ``YYYY-MM-DDTHH:MM:SS.f[ff...]+HHMM`` (``,`` for ``.`` too), the
+ * JVM's form; 0 for any other text (Python reads it). The first date's UTC offset is kept. */
+static int date_seconds(Scanner *self, Text d, double *unix_s) {
+    if (d.n < 26 || d.n > 31 || d.s[4] != '-' || d.s[7] != '-' || d.s[10] != 'T' ||
+        d.s[13] != ':' || d.s[16] != ':' || (d.s[19] != '.' && d.s[19] != ','))
+        return 0;
+    for (int i = 0; i < 4; i++)
+        if (!is_digit(d.s[i])) return 0;
+    long long year = (d.s[0] - '0') * 1000 + (d.s[1] - '0') * 100 + two(d.s + 2);
+    int month = two(d.s + 5), day = two(d.s + 8), hour = two(d.s + 11), minute = two(d.s + 14),
+        second = two(d.s + 17);
+    Py_ssize_t i = 20;
+    long long micro = 0;
+    int digits = 0;
+    while (i < d.n && is_digit(d.s[i]) && digits < 6) {
+        micro = micro * 10 + (d.s[i] - '0');
+        i++;
+        digits++;
+    }
+    if (digits == 0 || d.n - i != 5 || (d.s[i] != '+' && d.s[i] != '-')) return 0;
+    for (int k = digits; k < 6; k++) micro *= 10;
+    int oh = two(d.s + i + 1), om = two(d.s + i + 3);
+    static const int mdays[] = {31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
+    if (year < 1 || month < 1 || month > 12 || day < 1 || hour < 0 || hour > 23 || minute < 0 ||
+        minute > 59 || second < 0 || second > 59 || oh < 0 || oh > 23 || om < 0 || om > 59)
+        return 0;
+    int leap = (year % 4 == 0 && year % 100 != 0) || year % 400 == 0;
+    if (day > mdays[month - 1] + (month == 2 && leap)) return 0;
+    long long offset = (oh * 3600LL + om * 60LL) * (d.s[i] == '-' ? -1 : 1);
+    long long seconds = days_from_civil(year, month, day) * 86400 + hour * 3600LL +
+                        minute * 60LL + second - offset;
+    if (seconds > 9000000000LL || seconds < -9000000000LL) return 0; /* 2^53 microseconds */
+    long long total_us = seconds * 1000000LL + micro;
+    if (!self->utc_known) {
+        self->utc_known = self->utc_new = 1;
+        self->utc_offset = (double)offset;
+    }
+    *unix_s = (double)total_us / 1e6;
+    return 1;
+}
+
+/* GcStats.timestamp: the uptime, or the seconds since the first date where there is none;
+ * ``*timed`` 0 where neither. 0 where Python must say (a rounding it does). */
+static int timestamp(Scanner *self, const Stamp *at, int *timed, double *t) {
+    if (at->has_unix && !self->has_first_date) {
+        self->has_first_date = self->first_date_new = 1;
+        self->first_date = at->unix_s;
+    }
+    *timed = 1;
+    if (at->has_up) {
+        *t = at->up;
+        return 1;
+    }
+    if (at->has_unix && self->has_first_date) {
+        PyObject *r = PyObject_CallFunction(self->round, "di", at->unix_s - self->first_date, 3);
+        if (r == NULL) return -1;
+        *t = PyFloat_AsDouble(r);
+        Py_DECREF(r);
+        return (*t == -1.0 && PyErr_Occurred()) ? -1 : 1;
+    }
+    *timed = 0;
+    return 1;
 }
 
 /* GcStats._saw */
@@ -618,8 +719,9 @@ static int add_pause(Scanner *self, Pause *p) {
     return 0;
 }
 
-/* GcStats.stopped (no date) */
-static int stopped(Scanner *self, int timed, double t, double seconds) {
+/* GcStats.stopped */
+static int stopped(Scanner *self, int timed, double t, double seconds, int has_unix,
+                   double unix_s) {
     double p = seconds;
     if (!timed) t = self->has_last_pause ? self->last_pause.t + self->last_pause.p : 0.0;
     if (self->has_last_pause && self->last_was_gc) {
@@ -629,7 +731,8 @@ static int stopped(Scanner *self, int timed, double t, double seconds) {
         if (end > t) t = end;
     }
     saw(self, t);
-    Pause stop = {.timed = 1, .t = t, .p = p, .kind = K_SAFEPOINT, .cause = {"", 0}};
+    Pause stop = {.timed = 1, .t = t, .p = p, .kind = K_SAFEPOINT, .cause = {"", 0},
+                  .has_unix = has_unix, .unix_s = unix_s};
     if (add(self, &stop)) return -1;
     self->since_stop = 0.0;
     self->last_was_gc = 0;
@@ -681,40 +784,6 @@ static int is_cause(Text c) {
         if ((size_t)c.n == strlen(not_causes[i]) && memcmp(c.s, not_causes[i], (size_t)c.n) == 0)
             return 0;
     return 1;
-}
-
-/* gc_jdk8._heap for a line of one bracket pair: the last ``1K->2K(3K)``. */
-static int heap_jdk8(Text t, Pause *p) {
-    p->heap_known = 0;
-    Py_ssize_t i = 0;
-    while (i < t.n) {
-        if (!is_digit(t.s[i])) {
-            i++;
-            continue;
-        }
-        Py_ssize_t at = i;
-        long long before, after, total;
-        int r = size(t, &at, 0, &before);
-        if (r == 1 && starts(t, at, "->")) {
-            at += 2;
-            r = size(t, &at, 0, &after);
-            if (r == 1 && at < t.n && t.s[at] == '(') {
-                at++;
-                r = size(t, &at, 0, &total);
-                if (r == 1 && at < t.n && t.s[at] == ')') {
-                    p->heap_known = 1;
-                    p->before = before;
-                    p->after = after;
-                    p->total = total;
-                    i = at + 1;
-                    continue;
-                }
-            }
-        }
-        if (r < 0) return -1;
-        i++;
-    }
-    return 0;
 }
 
 /* GcStats.concurrent */
@@ -779,103 +848,378 @@ static int jdk8_concurrent(Scanner *self, Text t, int timed, double up, Py_ssize
     return TAKEN;
 }
 
+/* The last ``1K->2K(3K)`` of ``t`` (_HEAP.finditer's last): 1 (into ``p``), 0 (none), -1 (a
+ * size past 64 bits: Python's). */
+static int last_heap(Text t, Pause *p) {
+    int found = 0;
+    Py_ssize_t i = 0;
+    while (i < t.n) {
+        if (!is_digit(t.s[i])) {
+            i++;
+            continue;
+        }
+        Py_ssize_t at = i;
+        long long before, after, total;
+        int r = size(t, &at, 0, &before);
+        if (r == 1 && starts(t, at, "->")) {
+            at += 2;
+            r = size(t, &at, 0, &after);
+            if (r == 1 && at < t.n && t.s[at] == '(') {
+                at++;
+                r = size(t, &at, 0, &total);
+                if (r == 1 && at < t.n && t.s[at] == ')') {
+                    found = 1;
+                    p->before = before;
+                    p->after = after;
+                    p->total = total;
+                    i = at + 1;
+                    continue;
+                }
+            }
+        }
+        if (r < 0) return -1;
+        i++;
+    }
+    return found;
+}
+
+static Text before_times(Text t) {
+    const char *times = memmem(t.s, (size_t)t.n, "[Times:", 7);
+    if (times != NULL) t.n = times - t.s;
+    return t;
+}
+
+static const char *PERM_SPACES[] = {"Metaspace: ", "PSPermGen: ", "CMS Perm : ", "Perm : "};
+
+/* gc_jdk8._heap without G1's ``Heap:`` summary (Python's): the whole heap's
+ * ``before->after(total)``, the last one before ``[Times:``, outside the metaspace's or
+ * permanent generation's brackets. 0 for PYTHON. */
+static int heap_jdk8(Text text, int meta, Pause *p) {
+    p->heap_known = 0;
+    int r = last_heap(before_times(text), p);
+    if (r <= 0) return r == 0;
+    if (!meta) {
+        p->heap_known = 1;
+        return 1;
+    }
+    /* _last_heap: re.sub(r"\[(?:Metaspace|PSPermGen|CMS Perm |Perm ): [^\]]*\]", "", text) */
+    char *cut = PyMem_Malloc((size_t)text.n + 1);
+    if (cut == NULL) return 0;
+    Py_ssize_t n = 0;
+    for (Py_ssize_t i = 0; i < text.n;) {
+        if (text.s[i] == '[') {
+            Py_ssize_t skip = 0;
+            for (size_t k = 0; k < 4 && !skip; k++) {
+                if (starts(text, i + 1, PERM_SPACES[k])) {
+                    const char *close = memchr(text.s + i + 1, ']', (size_t)(text.n - i - 1));
+                    if (close != NULL) skip = close - text.s + 1 - i;
+                }
+            }
+            if (skip) {
+                i += skip;
+                continue;
+            }
+        }
+        cut[n++] = text.s[i++];
+    }
+    Text rest = {cut, n};
+    r = last_heap(before_times(rest), p);
+    PyMem_Free(cut);
+    if (r < 0) return 0;
+    p->heap_known = r;
+    return 1;
+}
+
+/* ``[Metaspace: 1K->2K(3K)]`` (gc_jdk8._METASPACE.search): 1 (``*after``, ``*total`` in
+ * bytes), 0 (none), -1 (Python's). */
+static int metaspace_jdk8(Text t, long long *after_bytes, long long *total_bytes) {
+    for (Py_ssize_t i = 0; i < t.n; i++) {
+        if (t.s[i] != '[') continue;
+        for (size_t k = 0; k < 4; k++) {
+            if (!starts(t, i + 1, PERM_SPACES[k])) continue;
+            Py_ssize_t at = i + 1 + (Py_ssize_t)strlen(PERM_SPACES[k]);
+            long long used, after, total;
+            int r = integer(t, &at, INT64_MAX / 1024, &used);
+            if (r < 0) return -1;
+            if (r == 0 || !starts(t, at, "K->")) break;
+            at += 3;
+            r = integer(t, &at, INT64_MAX / 1024, &after);
+            if (r < 0) return -1;
+            if (r == 0 || !starts(t, at, "K(")) break;
+            at += 2;
+            r = integer(t, &at, INT64_MAX / 1024, &total);
+            if (r < 0) return -1;
+            if (r == 0 || !starts(t, at, "K)")) break;
+            *after_bytes = after * 1024;
+            *total_bytes = total * 1024;
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* _PAUSE_END.search(text, lo, e): ``, N secs`` (or ms) and blanks just before ``e``. */
+static int pause_end(Text t, Py_ssize_t lo, Py_ssize_t e, double *out) {
+    Py_ssize_t i = e;
+    while (i > lo && is_ws(t.s[i - 1])) i--;
+    Text before = {t.s + lo, i - lo};
+    int ms = ends(before, " ms");
+    if (!ms && !ends(before, " secs")) return 0;
+    i -= ms ? 3 : 5;
+    Py_ssize_t digits_end = i;
+    while (i > lo && is_digit(t.s[i - 1])) i--;
+    if (i == digits_end || i <= lo || (t.s[i - 1] != '.' && t.s[i - 1] != ',')) return 0;
+    i--;
+    Py_ssize_t sep = i;
+    while (i > lo && is_digit(t.s[i - 1])) i--;
+    if (i == sep || i < lo + 2 || t.s[i - 1] != ' ' || t.s[i - 2] != ',') return 0;
+    Py_ssize_t num_at = i;
+    int r = number(t, &num_at, out);
+    if (r <= 0) return r;
+    if (num_at != digits_end) return 0;
+    if (ms) *out = *out / 1000;
+    return 1;
+}
+
+/* _STAMPS at the start of a JDK 8 line: ``[date: ][uptime: ][#id: ]``; 0 for PYTHON. */
+static int jdk8_stamps(Scanner *self, Text t, Py_ssize_t *at, Stamp *stamp) {
+    Py_ssize_t i = 0;
+    memset(stamp, 0, sizeof *stamp);
+    /* \d{4}-\d\d-\d\dT\d\d:\d\d:\d\d[.,]\d{3}[+-]\d{4} */
+    if (t.n > 30 && is_digit(t.s[0]) && t.s[4] == '-') {
+        static const char shape[] = "dddd-dd-ddTdd:dd:dd.ddd+dddd";
+        for (int k = 0; k < 28; k++) {
+            char c = t.s[k], want = shape[k];
+            int ok = want == 'd'   ? is_digit(c)
+                     : want == '.' ? (c == '.' || c == ',')
+                     : want == '+' ? (c == '+' || c == '-')
+                                   : c == want;
+            if (!ok) return 0;
+        }
+        if (!starts(t, 28, ": ")) return 0;
+        Text date = {t.s, 28};
+        if (date_seconds(self, date, &stamp->unix_s) != 1) return 0;
+        stamp->has_unix = 1;
+        i = 30;
+    }
+    if (i < t.n && is_digit(t.s[i])) {
+        if (number(t, &i, &stamp->up) != 1 || !starts(t, i, ": ")) return 0;
+        i += 2;
+        stamp->has_up = 1;
+    }
+    if (starts(t, i, "#")) {
+        long long id;
+        i++;
+        if (integer(t, &i, INT64_MAX, &id) != 1 || !starts(t, i, ": ")) return 0;
+        i += 2;
+    }
+    *at = i;
+    return 1;
+}
+
+static const struct {
+    const char *name, *mark;
+} JDK8_PROBLEMS[] = {
+    {"to-space exhausted", "(to-space exhausted)"},
+    {"to-space exhausted", "(to-space overflow)"},
+    {"promotion failed", "promotion failed"},
+    {"concurrent mode failure", "concurrent mode failure"},
+    {"concurrent mode failure", "concurrent mode interrupted"},
+    {"humongous allocation", "G1 Humongous Allocation"},
+};
+
+static int problem(Scanner *self, const char *name, int timed, double t) {
+    PyObject *when = timed ? PyFloat_FromDouble(t) : Py_NewRef(Py_None);
+    if (when == NULL) return -1;
+    PyObject *r = PyObject_CallMethod(self->stats, "problem", "sO", name, when);
+    Py_DECREF(when);
+    if (r == NULL) return -1;
+    Py_DECREF(r);
+    return 0;
+}
+
+/* _EVENT's ``GC(?=\s*[\[(\d]|\s*$|--)`` at ``head`` (an end or ``--``: Python's). */
+static int generic_gc(Text text, Py_ssize_t head) {
+    if (!starts(text, head, "GC")) return 0;
+    Py_ssize_t i = head + 2;
+    while (i < text.n && is_ws(text.s[i])) i++;
+    return i < text.n && (text.s[i] == '(' || text.s[i] == '[' || is_digit(text.s[i]));
+}
+
+#define MAX_INNER 8
+
+/* A JDK 8 collection whose brackets close on its line (gc_jdk8: _close, _inner, _finish). */
+static int jdk8_event(Scanner *self, Text t, unsigned m, const Stamp *stamp, Py_ssize_t lb) {
+    Text text = {t.s + lb, t.n - lb}; /* from its bracket: gc_jdk8's ``rest`` */
+    Py_ssize_t head = 1;              /* in text */
+    Pause p = {.cause = {"", 0}};
+    int from = -1;
+    if (starts(text, head, "Full GC")) {
+        p.kind = K_FULL;
+        from = head + 7;
+    } else if (starts(text, head, "GC pause")) {
+        Text first = {text.s + head, text.n - head < 120 ? text.n - head : 120};
+        p.kind = (has(first, "(mixed)") || has(first, "(partial)")) ? K_MIXED : K_YOUNG;
+        from = head + 8;
+    } else if (starts(text, head, "GC remark") || has(text, "CMS-remark") ||
+               has(text, "CMS Final Remark")) {
+        if (!starts(text, head, "GC remark") && !starts(text, head, "GC cleanup") &&
+            !generic_gc(text, head))
+            return PYTHON;
+        p.kind = K_REMARK;
+    } else if (starts(text, head, "GC cleanup")) {
+        p.kind = K_CLEANUP;
+    } else if (generic_gc(text, head)) {
+        if (has(text, "CMS-initial-mark") || has(text, "CMS Initial Mark")) {
+            p.kind = K_INITIAL_MARK;
+        } else {
+            p.kind = K_YOUNG;
+            from = head + 2;
+            static const char *young[] = {"[DefNew", "[ParNew", "[PSYoungGen", "[ASParNew"};
+            int is_young = 0;
+            for (size_t k = 0; k < 4; k++) is_young |= has(text, young[k]);
+            if (is_young) {
+                /* _OLD_GEN: \[(?:Tenured|CMS(?!-concurrent| Perm)|ParOldGen|PSOldGen|ASCMS) */
+                for (Py_ssize_t i2 = 0; i2 + 1 < text.n; i2++) {
+                    if (text.s[i2] != '[') continue;
+                    Py_ssize_t a = i2 + 1;
+                    if (starts(text, a, "Tenured") || starts(text, a, "ParOldGen") ||
+                        starts(text, a, "PSOldGen") || starts(text, a, "ASCMS") ||
+                        (starts(text, a, "CMS") && !starts(text, a + 3, "-concurrent") &&
+                         !starts(text, a + 3, " Perm"))) {
+                        p.kind = K_FULL;
+                        break;
+                    }
+                }
+            }
+        }
+    } else {
+        return PYTHON;
+    }
+    /* _close: the brackets, the collections inside it, and its pause */
+    int depth = 0, nopen = 0, ninner = 0;
+    int opened[MAX_INNER];
+    double inner[MAX_INNER];
+    int closed = 0;
+    for (Py_ssize_t i = 0; i < text.n && !closed; i++) {
+        char c = text.s[i];
+        if (c == '[') {
+            depth++;
+            if (depth > 1 && starts(text, i, "[GC")) {
+                Py_ssize_t k = i + 3; /* _INNER_GC: \[GC(?=\s*[\[(\d]|\s*$) */
+                while (k < text.n && is_ws(text.s[k])) k++;
+                if (k >= text.n || text.s[k] == '[' || text.s[k] == '(' || is_digit(text.s[k])) {
+                    if (nopen == MAX_INNER) return PYTHON;
+                    opened[nopen++] = depth;
+                }
+            }
+        } else if (c == ']') {
+            depth--;
+            if (nopen && depth == opened[nopen - 1] - 1) {
+                nopen--;
+                double value;
+                int r = pause_end(text, 0, i, &value);
+                if (r < 0) return PYTHON;
+                if (r == 1) {
+                    if (ninner == MAX_INNER) return PYTHON;
+                    inner[ninner++] = value;
+                }
+            }
+            if (depth == 0) {
+                int r = pause_end(text, 0, i, &p.p);
+                if (r != 1) return PYTHON; /* no pause: Shenandoah's start, or bad: Python's */
+                closed = 1;
+            }
+        }
+    }
+    if (!closed) return PYTHON; /* it goes on over the next lines */
+    double sum = 0.0;
+    for (int k = 0; k < ninner; k++) sum += inner[k];
+    double main_p = p.p - sum;
+    p.p = main_p > 0.0 ? main_p : 0.0;
+    if (from >= 0) {
+        Text rest = {text.s + from, text.n - from};
+        Text cause = cause_of(rest, 0);
+        p.cause = is_cause(cause) ? cause : (Text){"", 0};
+    }
+    /* what can send it to Python is decided before anything is added */
+    int meta = (m & (M_META | M_PERM)) != 0;
+    Pause heap = p;
+    if (m & M_HEAP && has(text, "Heap: ")) return PYTHON; /* G1's summary */
+    if (!heap_jdk8(text, (m & (M_META_WORD | M_PERM)) != 0, &heap)) return PYTHON;
+    long long meta_after = 0, meta_total = 0;
+    int meta_found = meta ? metaspace_jdk8(text, &meta_after, &meta_total) : 0;
+    if (meta_found < 0) return PYTHON;
+    int timed;
+    double when;
+    if (timestamp(self, stamp, &timed, &when) < 0) return -1;
+    for (int k = 0; k < ninner; k++) {
+        Pause before_remark = {.timed = timed, .t = when, .p = inner[k], .kind = K_YOUNG,
+                               .cause = {"before remark", 13}, .has_unix = stamp->has_unix,
+                               .unix_s = stamp->unix_s};
+        if (add_pause(self, &before_remark)) return -1;
+    }
+    for (size_t k = 0; k < sizeof JDK8_PROBLEMS / sizeof *JDK8_PROBLEMS; k++) {
+        if (!has(text, JDK8_PROBLEMS[k].mark)) continue;
+        if (problem(self, JDK8_PROBLEMS[k].name, timed, when)) return -1;
+        if (p.kind == K_FULL && p.cause.n == 0)
+            p.cause = (Text){JDK8_PROBLEMS[k].name, (Py_ssize_t)strlen(JDK8_PROBLEMS[k].name)};
+    }
+    if (has(text, "Metadata GC Threshold") || has(p.cause, "Metaspace"))
+        if (problem(self, "metaspace", timed, when)) return -1;
+    if (self->seen % self->stride == 0) { /* GcStats.keeps_next: the heap is kept */
+        p.heap_known = heap.heap_known;
+        p.before = heap.before;
+        p.after = heap.after;
+        p.total = heap.total;
+    }
+    if (meta_found) {
+        self->meta_set = 1;
+        self->meta_after = meta_after;
+        self->meta_total = meta_total;
+    }
+    p.timed = timed;
+    p.t = when;
+    p.has_unix = stamp->has_unix;
+    p.unix_s = stamp->unix_s;
+    return add_pause(self, &p) ? -1 : TAKEN;
+}
+
 static int jdk8_line(Scanner *self, Text t, unsigned m) {
     int bracket = (m & M_BRACKET) != 0;
     int total_time = (m & M_TOTAL_TIME) != 0;
     if (!bracket && !total_time) return TAKEN;
+    Stamp stamp;
+    Py_ssize_t at;
     if (total_time) {
-        Py_ssize_t at = 0;
-        double up = 0.0, seconds;
-        int timed = 0;
-        if (t.n && is_digit(t.s[0])) {
-            if (number(t, &at, &up) != 1 || !starts(t, at, ": ")) return PYTHON;
-            at += 2;
-            timed = 1;
-        }
-        if (!starts(t, at, STOPPED) || stop_seconds(t, at, &seconds) != 1) return PYTHON;
-        return stopped(self, timed, up, seconds) ? -1 : TAKEN;
+        double seconds;
+        int timed;
+        double when;
+        if (!jdk8_stamps(self, t, &at, &stamp) || !starts(t, at, STOPPED) ||
+            stop_seconds(t, at, &seconds) != 1)
+            return PYTHON;
+        if (timestamp(self, &stamp, &timed, &when) < 0) return -1;
+        return stopped(self, timed, when, seconds, stamp.has_unix, stamp.unix_s) ? -1 : TAKEN;
     }
     if (is_ws(t.s[0])) return TAKEN; /* G1's details */
     if (self->events < self->min_events) return PYTHON;
-    Pause p = {.timed = 0, .cause = {"", 0}};
-    Py_ssize_t at = 0;
-    if (is_digit(t.s[0])) {
-        if (number(t, &at, &p.t) != 1 || !starts(t, at, ": ")) return PYTHON;
-        at += 2;
-        p.timed = 1;
-        if (starts(t, at, "#")) {
-            long long id;
-            at++;
-            if (integer(t, &at, INT64_MAX, &id) != 1 || !starts(t, at, ": ")) return PYTHON;
-            at += 2;
+    if (!jdk8_stamps(self, t, &at, &stamp) || !starts(t, at, "[")) return PYTHON;
+    if (m & M_CONCURRENT) {
+        if (memmem(t.s, (size_t)t.n, "concurrent-", 11) != NULL) {
+            /* a concurrent phase alone on its line; any other line with one: Python's */
+            const char *close = memchr(t.s + at, ']', (size_t)(t.n - at));
+            if (close == NULL || memchr(t.s + at + 1, '[', (size_t)(t.n - at - 1)) != NULL)
+                return PYTHON;
+            for (const char *c = close + 1; c < t.s + t.n; c++)
+                if (!is_ws(*c)) return PYTHON;
+            int timed;
+            double when;
+            if (timestamp(self, &stamp, &timed, &when) < 0) return -1;
+            return jdk8_concurrent(self, t, timed, when, at + 1, close - t.s);
         }
     }
-    if (!starts(t, at, "[")) return PYTHON;
-    Py_ssize_t head = at + 1;
-    /* one bracket pair, closing the line */
-    const char *close = memchr(t.s + head, ']', (size_t)(t.n - head));
-    if (close == NULL || memchr(t.s + head, '[', (size_t)(t.n - head)) != NULL) return PYTHON;
-    Py_ssize_t end = close - t.s;
-    for (Py_ssize_t i = end + 1; i < t.n; i++)
-        if (!is_ws(t.s[i])) return PYTHON;
-    if (m & M_CONCURRENT) {
-        if (m & (M_CONC_MODE | M_TO_SPACE | M_PROMOTION)) return PYTHON;
-        return jdk8_concurrent(self, t, p.timed, p.t, head, end);
-    }
-    if (m & (M_CMS | M_META | M_PERM | M_HEAP | M_DASHES | M_TO_SPACE | M_PROMOTION |
-             M_HUMONGOUS | M_PAUSE))
-        return PYTHON;
-    Text cause_text = {"", 0};
-    Py_ssize_t from = -1;
-    if (starts(t, head, "Full GC")) {
-        p.kind = K_FULL;
-        from = head + 7;
-    } else if (starts(t, head, "GC pause")) {
-        Text first = {t.s + head, t.n - head < 120 ? t.n - head : 120};
-        p.kind = (has(first, "(mixed)") || has(first, "(partial)")) ? K_MIXED : K_YOUNG;
-        from = head + 8;
-    } else if (starts(t, head, "GC remark")) {
-        p.kind = K_REMARK;
-    } else if (starts(t, head, "GC cleanup")) {
-        p.kind = K_CLEANUP;
-    } else if (starts(t, head, "GC")) {
-        /* _EVENT's ``GC(?=\s*[\[(\d]|\s*$|--)``: a cause or the heap after it */
-        Py_ssize_t i = head + 2;
-        while (i < t.n && is_ws(t.s[i])) i++;
-        if (i >= t.n || (t.s[i] != '(' && !is_digit(t.s[i]))) return PYTHON;
-        p.kind = K_YOUNG;
-        from = head + 2;
-    } else {
-        return PYTHON;
-    }
-    if (from >= 0) {
-        Text rest = {t.s + from, t.n - from};
-        cause_text = cause_of(rest, 0);
-        if (!is_cause(cause_text)) cause_text = (Text){"", 0};
-    }
-    p.cause = cause_text;
-    /* the pause: ``, N secs`` (or ms) and blanks before the bracket */
-    Py_ssize_t i = end;
-    while (i > head && is_ws(t.s[i - 1])) i--;
-    Text before = {t.s, i};
-    int ms = ends(before, " ms");
-    if (!ms && !ends(before, " secs")) return PYTHON;
-    i -= ms ? 3 : 5;
-    Py_ssize_t digits_end = i;
-    while (i > head && is_digit(t.s[i - 1])) i--;
-    if (i == digits_end || i <= head || (t.s[i - 1] != '.' && t.s[i - 1] != ',')) return PYTHON;
-    i--;
-    Py_ssize_t sep = i;
-    while (i > head && is_digit(t.s[i - 1])) i--;
-    if (i == sep || i < head + 2 || t.s[i - 1] != ' ' || t.s[i - 2] != ',') return PYTHON;
-    Py_ssize_t num_at = i;
-    if (number(t, &num_at, &p.p) != 1 || num_at != digits_end) return PYTHON;
-    if (ms) p.p = p.p / 1000;
-    if (self->seen % self->stride == 0) { /* GcStats.keeps_next: the heap is read */
-        Text text = {t.s + head - 1, t.n - head + 1};
-        if (heap_jdk8(text, &p)) return PYTHON;
-    }
-    return add_pause(self, &p) ? -1 : TAKEN;
+    if (m & M_PAUSE) return PYTHON; /* Shenandoah's */
+    return jdk8_event(self, t, m, &stamp, at);
 }
 
 /* ---- unified ---- */
@@ -883,10 +1227,10 @@ static int jdk8_line(Scanner *self, Text t, unsigned m) {
 /* The decorations ``[a][b]... `` and what gc_unified._decorations takes of them: the uptime
  * (``timed``, ``t``) and whether a date is there; ``*body`` where the message starts.
  * PYTHON where the decorations are of another shape. */
-static int decorations(Scanner *self, Text t, int *timed, double *up, int *dated,
-                       Py_ssize_t *body) {
+static int decorations(Scanner *self, Text t, Stamp *stamp, int *odd, Py_ssize_t *body) {
     Py_ssize_t at = 0;
-    *timed = *dated = 0;
+    memset(stamp, 0, sizeof *stamp);
+    *odd = 0;
     while (at < t.n && t.s[at] == '[') {
         const char *close = memchr(t.s + at + 1, ']', (size_t)(t.n - at - 1));
         if (close == NULL) return PYTHON;
@@ -901,8 +1245,8 @@ static int decorations(Scanner *self, Text t, int *timed, double *up, int *dated
                     Py_ssize_t i = 0;
                     if (part.n < 13 && integer(part, &i, INT64_MAX, &ms) == 1 &&
                         i == part.n - 2) {
-                        *up = (double)ms / 1000;
-                        *timed = 1;
+                        stamp->up = (double)ms / 1000;
+                        stamp->has_up = 1;
                     }
                 } else {
                     Py_ssize_t i = 0;
@@ -910,13 +1254,18 @@ static int decorations(Scanner *self, Text t, int *timed, double *up, int *dated
                     int r = number(part, &i, &value);
                     if (r < 0) return PYTHON;
                     if (r == 1 && i == part.n - 1) {
-                        *up = value;
-                        *timed = 1;
+                        stamp->up = value;
+                        stamp->has_up = 1;
                     }
                 }
             } else if (part.n > 10 && part.s[4] == '-') {
-                if (!self->utc_known) return PYTHON; /* the first date sets the offset */
-                *dated = 1;
+                if (date_seconds(self, part, &stamp->unix_s)) {
+                    stamp->has_unix = 1;
+                    *odd = 0;
+                } else {
+                    if (!self->utc_known) return PYTHON; /* Python may read it: the offset */
+                    *odd = 1; /* what Python reads of it is its own */
+                }
             }
         }
         at = close - t.s + 1;
@@ -941,8 +1290,8 @@ static int ms_at_end(Text t, Py_ssize_t at, double *ms) {
 
 /* ``GC(n) Concurrent <name>[ (...)][ N.NNNms]`` (gc_unified._CONCURRENT), from ``at`` (the
  * name). */
-static int unified_concurrent(Scanner *self, Text line, Text body, Py_ssize_t at, int timed,
-                              double up, int dated) {
+static int unified_concurrent(Scanner *self, Text line, Text body, Py_ssize_t at,
+                              const Stamp *stamp, int odd) {
     Py_ssize_t run = at;
     while (run < body.n && (is_word(body.s[run]) || body.s[run] == ' ' || body.s[run] == '-'))
         run++;
@@ -982,8 +1331,11 @@ static int unified_concurrent(Scanner *self, Text line, Text body, Py_ssize_t at
     Py_DECREF(name);
     if (span < 0) return -1;
     if (span && !started) {
-        if (dated) return PYTHON;
-        concurrent(self, timed, up, seconds);
+        if (odd) return PYTHON;
+        int timed;
+        double when;
+        if (timestamp(self, stamp, &timed, &when) < 0) return -1;
+        concurrent(self, timed, when, seconds);
     } else {
         self->concurrent_s += seconds;
     }
@@ -1024,10 +1376,10 @@ static int unified_heap(Text t, Pause *p) {
 
 /* ``GC(n) Pause <what>[ (cause)...][ before->after(total)] N.NNNms`` (gc_unified._PAUSE) for
  * the kinds of UNIFIED_KINDS, from ``at`` (after ``Pause ``). */
-static int unified_pause(Scanner *self, Text body, Py_ssize_t at, long long gc_id, int timed,
-                         double up, unsigned m) {
+static int unified_pause(Scanner *self, Text body, Py_ssize_t at, long long gc_id,
+                         const Stamp *stamp, unsigned m) {
     if (m & (M_TO_SPACE_EX | M_EVACUATION | M_HUMONGOUS | M_METADATA)) return PYTHON;
-    Pause p = {.timed = timed, .t = up, .cause = {"", 0}};
+    Pause p = {.cause = {"", 0}, .has_unix = stamp->has_unix, .unix_s = stamp->unix_s};
     Py_ssize_t i = -1;
     for (size_t k = 0; k < sizeof UNIFIED_KINDS / sizeof *UNIFIED_KINDS; k++) {
         size_t n = strlen(UNIFIED_KINDS[k].what);
@@ -1079,6 +1431,7 @@ static int unified_pause(Scanner *self, Text body, Py_ssize_t at, long long gc_i
         p.total = -1;
     }
     p.p = ms / 1000;
+    if (timestamp(self, stamp, &p.timed, &p.t) < 0) return -1;
     if (p.kind == K_YOUNG && self->last_id > gc_id && PyUnicode_Check(self->last_kind) &&
         PyUnicode_CompareWithASCIIString(self->last_kind, "full") == 0) {
         double beyond = p.p - self->last_full_s;
@@ -1098,10 +1451,10 @@ static int unified_line(Scanner *self, Text t, unsigned m) {
             if (!is_ws(t.s[i])) return PYTHON;
         return TAKEN; /* a blank line */
     }
-    int timed, dated;
-    double up = 0.0;
+    Stamp stamp;
+    int odd;
     Py_ssize_t at;
-    if (decorations(self, t, &timed, &up, &dated, &at) != TAKEN) return PYTHON;
+    if (decorations(self, t, &stamp, &odd, &at) != TAKEN) return PYTHON;
     Text body = {t.s + at, t.n - at};
     if (!starts(body, 0, "GC(")) {
         if (starts(body, 0, "Using ") || (m & M_STALL)) return PYTHON;
@@ -1109,8 +1462,11 @@ static int unified_line(Scanner *self, Text t, unsigned m) {
         const char *found = memmem(body.s, (size_t)body.n, STOPPED, strlen(STOPPED));
         if (found == NULL) return TAKEN;
         double seconds;
-        if (dated || stop_seconds(body, found - body.s, &seconds) != 1) return PYTHON;
-        return stopped(self, timed, up, seconds) ? -1 : TAKEN;
+        if (odd || stop_seconds(body, found - body.s, &seconds) != 1) return PYTHON;
+        int timed;
+        double when;
+        if (timestamp(self, &stamp, &timed, &when) < 0) return -1;
+        return stopped(self, timed, when, seconds, stamp.has_unix, stamp.unix_s) ? -1 : TAKEN;
     }
     int pause_line = (m & M_PAUSE) && ends(body, "ms");
     int concurrent_line = (m & M_CONCURRENT_) != 0;
@@ -1123,11 +1479,11 @@ static int unified_line(Scanner *self, Text t, unsigned m) {
         i += 2;
         if (pause_line) {
             if (!starts(body, i, "Pause ")) return PYTHON;
-            if (dated) return PYTHON;
-            return unified_pause(self, body, i + 6, gc_id, timed, up, m);
+            if (odd) return PYTHON;
+            return unified_pause(self, body, i + 6, gc_id, &stamp, m);
         }
         if (!starts(body, i, "Concurrent ")) return PYTHON;
-        return unified_concurrent(self, t, body, i, timed, up, dated);
+        return unified_concurrent(self, t, body, i, &stamp, odd);
     }
     if (!(m & M_METASPACE)) return TAKEN;
     /* _METASPACE.search: Metaspace: 1K(2K)->3K(4K) */
@@ -1239,6 +1595,13 @@ static int Scanner_init(Scanner *self, PyObject *args, PyObject *kwds) {
     Py_XSETREF(self->heappush, Py_NewRef(push));
     Py_XSETREF(self->heapreplace, Py_NewRef(replace));
     Py_XSETREF(self->span_phases, Py_NewRef(span));
+    PyObject *builtins = PyEval_GetBuiltins(); /* borrowed */
+    PyObject *round = builtins ? PyDict_GetItemString(builtins, "round") : NULL;
+    if (round == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "builtins.round is not there");
+        return -1;
+    }
+    Py_XSETREF(self->round, Py_NewRef(round));
     self->family = family;
     self->kept = kept;
     self->longest_kept = longest;
@@ -1254,6 +1617,7 @@ static void Scanner_dealloc(Scanner *self) {
     Py_XDECREF(self->heapreplace);
     Py_XDECREF(self->span_phases);
     Py_XDECREF(self->last_kind);
+    Py_XDECREF(self->round);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
