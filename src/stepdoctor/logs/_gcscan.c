@@ -90,6 +90,9 @@ typedef struct {
     double concurrent_s;
     PyObject *span_phases; /* frozenset of the concurrent phases that count for the span */
     /* GcStats.last_collection: id, kind (borrowed: interned or the loaded one), full pause */
+    long long zgc_phases, zgc_cycles;
+    int zgc_named; /* the collector was set to ZGC in this call */
+    int collector_known;
     long long last_id;
     PyObject *last_kind; /* owned, for the call */
     double last_full_s;
@@ -98,7 +101,8 @@ typedef struct {
     int nslots;
 } Scanner;
 
-static PyObject *K_YOUNG, *K_MIXED, *K_FULL, *K_REMARK, *K_CLEANUP, *K_SAFEPOINT, *K_INITIAL_MARK;
+static PyObject *K_YOUNG, *K_MIXED, *K_FULL, *K_REMARK, *K_CLEANUP, *K_SAFEPOINT, *K_INITIAL_MARK,
+    *K_CONCURRENT_PAUSE;
 
 /* ---- text ---- */
 
@@ -132,6 +136,19 @@ static int number(Text t, Py_ssize_t *at, double *out) {
     Py_ssize_t frac = i;
     while (i < t.n && is_digit(t.s[i])) i++;
     if (i == frac) return 0;
+    /* Clinger's fast path: an integer of at most 15 digits over a power of ten up to 1e22,
+     * both exact, so one division rounds correctly, as strtod does */
+    if (i - start - 1 <= 15 && i - frac <= 22) {
+        static const double tens[] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,
+                                      1e8,  1e9,  1e10, 1e11, 1e12, 1e13, 1e14, 1e15,
+                                      1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
+        long long mantissa = 0;
+        for (Py_ssize_t k = start; k < i; k++)
+            if (k != sep) mantissa = mantissa * 10 + (t.s[k] - '0');
+        *at = i;
+        *out = (double)mantissa / tens[i - frac];
+        return 1;
+    }
     char buf[64];
     if (i - start >= (Py_ssize_t)sizeof buf) return -1;
     memcpy(buf, t.s + start, (size_t)(i - start));
@@ -347,6 +364,8 @@ static int load(Scanner *self) {
         get_ll(s, "pauses", &self->pauses, NULL) || get_ll(s, "full_gcs", &self->full_gcs, NULL) ||
         get_ll(s, "safepoint_pauses", &self->safepoint_pauses, NULL) ||
         get_ll(s, "_seen", &self->seen, NULL) || get_ll(s, "_stride", &self->stride, NULL) ||
+        get_ll(s, "zgc_phases", &self->zgc_phases, NULL) ||
+        get_ll(s, "zgc_cycles", &self->zgc_cycles, NULL) ||
         get_d(s, "total_pause_s", &self->total, NULL) ||
         get_d(s, "max_pause_s", &self->max, NULL) ||
         get_d(s, "full_pause_s", &self->full_s, NULL) ||
@@ -363,7 +382,12 @@ static int load(Scanner *self) {
         PyErr_SetString(PyExc_ValueError, "GcStats._stride below 1");
         return -1;
     }
-    self->last_collection_new = 0;
+    self->last_collection_new = self->zgc_named = 0;
+    PyObject *collector = PyObject_GetAttrString(s, "collector");
+    if (collector == NULL) return -1;
+    self->collector_known = PyObject_IsTrue(collector);
+    Py_DECREF(collector);
+    if (self->collector_known < 0) return -1;
     PyObject *collection = PyObject_GetAttrString(s, "last_collection");
     if (collection == NULL) return -1;
     if (!PyTuple_Check(collection) || PyTuple_GET_SIZE(collection) != 3) {
@@ -436,6 +460,7 @@ static int store(Scanner *self) {
          set_ll(s, "pauses", self->pauses) || set_ll(s, "full_gcs", self->full_gcs) ||
          set_ll(s, "safepoint_pauses", self->safepoint_pauses) ||
          set_ll(s, "_seen", self->seen) || set_ll(s, "_stride", self->stride) ||
+         set_ll(s, "zgc_phases", self->zgc_phases) || set_ll(s, "zgc_cycles", self->zgc_cycles) ||
          set_d(s, "total_pause_s", self->total) || set_d(s, "max_pause_s", self->max) ||
          set_d(s, "full_pause_s", self->full_s) || set_d(s, "safepoint_s", self->safepoint_s) ||
          set_d(s, "_since_stop", self->since_stop) ||
@@ -446,6 +471,8 @@ static int store(Scanner *self) {
         failed = 1;
     if (!failed && self->has_heap_max && set_ll(s, "heap_max_bytes", self->heap_max)) failed = 1;
     if (!failed && self->utc_new && set_d(s, "utc_offset_s", self->utc_offset)) failed = 1;
+    if (!failed && self->zgc_named && set_obj(s, "collector", PyUnicode_FromString("ZGC")))
+        failed = 1;
     if (!failed && self->first_date_new &&
         (set_d(s, "_first_date", self->first_date) ||
          set_d(s, "started_unix_s", self->first_date)))
@@ -474,31 +501,27 @@ static PyObject *opt_ll(int known, long long v) {
     return PyLong_FromLongLong(v);
 }
 
-/* A ``model.jvm.GcPause`` of ``p`` (keyword-only fields). */
+/* A ``model.jvm.GcPause`` of ``p``: its slots filled as its ``__init__`` fills them (a frozen
+ * dataclass's ``__init__`` sets each field with ``object.__setattr__``), without running that
+ * Python code for each pause the timeline keeps. */
+static PyObject *PAUSE_FIELDS[8];
+
 static PyObject *make_pause(Scanner *self, const Pause *p, PyObject *cause) {
-    PyObject *kw = PyDict_New();
-    if (kw == NULL) return NULL;
+    PyTypeObject *type = (PyTypeObject *)self->pause_type;
+    PyObject *pause = type->tp_alloc(type, 0);
+    if (pause == NULL) return NULL;
     PyObject *values[] = {
         PyFloat_FromDouble(p->t), PyFloat_FromDouble(p->p), Py_NewRef(p->kind), Py_NewRef(cause),
         opt_ll(p->heap_known, p->before), opt_ll(p->heap_known, p->after),
         opt_ll(p->heap_known && p->total >= 0, p->total),
         p->has_unix ? PyFloat_FromDouble(p->unix_s) : Py_NewRef(Py_None)};
-    const char *names[] = {"t_s", "pause_s", "kind", "cause", "heap_before_bytes",
-                           "heap_after_bytes", "heap_total_bytes", "unix_s"};
     int failed = 0;
     for (size_t i = 0; i < sizeof values / sizeof *values; i++) {
-        if (values[i] == NULL || PyDict_SetItemString(kw, names[i], values[i])) failed = 1;
+        if (values[i] == NULL || PyObject_GenericSetAttr(pause, PAUSE_FIELDS[i], values[i]))
+            failed = 1;
         Py_XDECREF(values[i]);
     }
-    PyObject *pause = NULL;
-    if (!failed) {
-        PyObject *none = PyTuple_New(0);
-        if (none != NULL) {
-            pause = PyObject_Call(self->pause_type, none, kw);
-            Py_DECREF(none);
-        }
-    }
-    Py_DECREF(kw);
+    if (failed) Py_CLEAR(pause);
     return pause;
 }
 
@@ -878,7 +901,8 @@ static int last_heap(Text t, Pause *p) {
             }
         }
         if (r < 0) return -1;
-        i++;
+        /* a match failing at a run of digits fails at each of its later digits too */
+        while (i < t.n && is_digit(t.s[i])) i++;
     }
     return found;
 }
@@ -1061,8 +1085,8 @@ static int jdk8_event(Scanner *self, Text t, unsigned m, const Stamp *stamp, Py_
         Text first = {text.s + head, text.n - head < 120 ? text.n - head : 120};
         p.kind = (has(first, "(mixed)") || has(first, "(partial)")) ? K_MIXED : K_YOUNG;
         from = head + 8;
-    } else if (starts(text, head, "GC remark") || has(text, "CMS-remark") ||
-               has(text, "CMS Final Remark")) {
+    } else if (starts(text, head, "GC remark") ||
+               ((m & M_CMS) && (has(text, "CMS-remark") || has(text, "CMS Final Remark")))) {
         if (!starts(text, head, "GC remark") && !starts(text, head, "GC cleanup") &&
             !generic_gc(text, head))
             return PYTHON;
@@ -1070,7 +1094,7 @@ static int jdk8_event(Scanner *self, Text t, unsigned m, const Stamp *stamp, Py_
     } else if (starts(text, head, "GC cleanup")) {
         p.kind = K_CLEANUP;
     } else if (generic_gc(text, head)) {
-        if (has(text, "CMS-initial-mark") || has(text, "CMS Initial Mark")) {
+        if ((m & M_CMS) && (has(text, "CMS-initial-mark") || has(text, "CMS Initial Mark"))) {
             p.kind = K_INITIAL_MARK;
         } else {
             p.kind = K_YOUNG;
@@ -1159,13 +1183,14 @@ static int jdk8_event(Scanner *self, Text t, unsigned m, const Stamp *stamp, Py_
                                .unix_s = stamp->unix_s};
         if (add_pause(self, &before_remark)) return -1;
     }
-    for (size_t k = 0; k < sizeof JDK8_PROBLEMS / sizeof *JDK8_PROBLEMS; k++) {
+    int maybe = (m & (M_TO_SPACE | M_PROMOTION | M_CONC_MODE | M_HUMONGOUS)) != 0;
+    for (size_t k = 0; maybe && k < sizeof JDK8_PROBLEMS / sizeof *JDK8_PROBLEMS; k++) {
         if (!has(text, JDK8_PROBLEMS[k].mark)) continue;
         if (problem(self, JDK8_PROBLEMS[k].name, timed, when)) return -1;
         if (p.kind == K_FULL && p.cause.n == 0)
             p.cause = (Text){JDK8_PROBLEMS[k].name, (Py_ssize_t)strlen(JDK8_PROBLEMS[k].name)};
     }
-    if (has(text, "Metadata GC Threshold") || has(p.cause, "Metaspace"))
+    if (((m & M_METADATA) && has(text, "Metadata GC Threshold")) || has(p.cause, "Metaspace"))
         if (problem(self, "metaspace", timed, when)) return -1;
     if (self->seen % self->stride == 0) { /* GcStats.keeps_next: the heap is kept */
         p.heap_known = heap.heap_known;
@@ -1445,6 +1470,67 @@ static int unified_pause(Scanner *self, Text body, Py_ssize_t at, long long gc_i
     return TAKEN;
 }
 
+static void zgc(Scanner *self) {
+    if (!self->collector_known) self->collector_known = self->zgc_named = 1;
+}
+
+/* ZGC's ``Pause Mark Start|Mark End|Relocate Start[ (...)] N.NNNms`` (_ZGC_PHASE), from
+ * ``at`` (after ``Pause ``); 0 where it is another pause. */
+static int zgc_phase(Scanner *self, Text body, Py_ssize_t at, const Stamp *stamp, int *done) {
+    static const char *phases[] = {"Mark Start", "Mark End", "Relocate Start"};
+    *done = 0;
+    for (size_t k = 0; k < 3; k++) {
+        if (!starts(body, at, phases[k])) continue;
+        Py_ssize_t i = at + (Py_ssize_t)strlen(phases[k]);
+        double ms;
+        if (starts(body, i, " (")) {
+            const char *close = memchr(body.s + i + 2, ')', (size_t)(body.n - i - 2));
+            if (close == NULL) return PYTHON;
+            i = close - body.s + 1;
+        }
+        if (ms_at_end(body, i, &ms) != 1) return PYTHON;
+        *done = 1;
+        Pause p = {.p = ms / 1000, .kind = K_CONCURRENT_PAUSE,
+                   .cause = {phases[k], (Py_ssize_t)strlen(phases[k])},
+                   .has_unix = stamp->has_unix, .unix_s = stamp->unix_s};
+        if (timestamp(self, stamp, &p.timed, &p.t) < 0) return -1;
+        zgc(self);
+        if (add_pause(self, &p)) return -1;
+        self->zgc_phases++;
+        return TAKEN;
+    }
+    return TAKEN;
+}
+
+/* ZGC's cycle: ``Garbage Collection (cause) 10M(5%)->8M(4%)`` (_ZGC_CYCLE_END), from ``at``
+ * (after ``GC(n) ``). */
+static int zgc_cycle(Scanner *self, Text body, Py_ssize_t at, const Stamp *stamp, unsigned m) {
+    static const char *cycles[] = {"Garbage Collection (", "Major Collection (",
+                                   "Minor Collection ("};
+    if (m & (M_TO_SPACE_EX | M_EVACUATION | M_HUMONGOUS | M_METADATA)) return PYTHON;
+    for (size_t k = 0; k < 3; k++) {
+        if (!starts(body, at, cycles[k])) continue;
+        Py_ssize_t i = at + (Py_ssize_t)strlen(cycles[k]);
+        while (i < body.n && body.s[i] != ')' && body.s[i] != '(') i++;
+        if (!starts(body, i, ") ")) return PYTHON;
+        i += 2;
+        Py_ssize_t run = i;
+        while (run < body.n && !is_ws(body.s[run])) run++;
+        Text token = {body.s + i, run - i};
+        const char *arrow = memmem(token.s, (size_t)token.n, "->", 2);
+        /* \S+->\S+: a character before the arrow and one after it */
+        if (arrow == NULL || arrow == token.s || arrow + 2 >= token.s + token.n) return PYTHON;
+        int timed;
+        double when;
+        if (timestamp(self, stamp, &timed, &when) < 0) return -1;
+        zgc(self);
+        self->zgc_cycles++;
+        concurrent(self, timed, when, 0.0);
+        return TAKEN;
+    }
+    return PYTHON;
+}
+
 static int unified_line(Scanner *self, Text t, unsigned m) {
     if (t.n == 0 || t.s[0] != '[') {
         for (Py_ssize_t i = 0; i < t.n; i++)
@@ -1470,18 +1556,23 @@ static int unified_line(Scanner *self, Text t, unsigned m) {
     }
     int pause_line = (m & M_PAUSE) && ends(body, "ms");
     int concurrent_line = (m & M_CONCURRENT_) != 0;
-    if (m & (M_COLLECTION | M_TO_SPACE_EX | M_EVACUATION)) return PYTHON;
-    if (pause_line || concurrent_line) {
+    int cycle_line = (m & M_COLLECTION) != 0;
+    if (m & (M_TO_SPACE_EX | M_EVACUATION)) return PYTHON;
+    if (pause_line || concurrent_line || cycle_line) {
         /* GC(n) then the event: the generational ZGC's "y: " and ZGC's phases are Python's */
         Py_ssize_t i = 3;
         long long gc_id;
         if (integer(body, &i, INT64_MAX, &gc_id) != 1 || !starts(body, i, ") ")) return PYTHON;
         i += 2;
+        if (odd) return PYTHON;
         if (pause_line) {
             if (!starts(body, i, "Pause ")) return PYTHON;
-            if (odd) return PYTHON;
+            int done;
+            int r = zgc_phase(self, body, i + 6, &stamp, &done);
+            if (r != TAKEN || done) return r;
             return unified_pause(self, body, i + 6, gc_id, &stamp, m);
         }
+        if (cycle_line) return zgc_cycle(self, body, i, &stamp, m);
         if (!starts(body, i, "Concurrent ")) return PYTHON;
         return unified_concurrent(self, t, body, i, &stamp, odd);
     }
@@ -1585,6 +1676,10 @@ static int Scanner_init(Scanner *self, PyObject *args, PyObject *kwds) {
         PyErr_SetString(PyExc_ValueError, "family: 0 (JDK 8) or 1 (unified)");
         return -1;
     }
+    if (!PyType_Check(pause_type) || PyObject_HasAttrString(pause_type, "__post_init__")) {
+        PyErr_SetString(PyExc_TypeError, "pause_type: a dataclass type without __post_init__");
+        return -1;
+    }
     if (kept < 2 || longest < 1) {
         PyErr_SetString(PyExc_ValueError, "kept >= 2 and longest_kept >= 1");
         return -1;
@@ -1649,9 +1744,14 @@ PyMODINIT_FUNC PyInit__gcscan(void) {
     K_REMARK = PyUnicode_InternFromString("remark");
     K_CLEANUP = PyUnicode_InternFromString("cleanup");
     K_SAFEPOINT = PyUnicode_InternFromString("safepoint");
+    static const char *fields[] = {"t_s", "pause_s", "kind", "cause", "heap_before_bytes",
+                                   "heap_after_bytes", "heap_total_bytes", "unix_s"};
+    for (int i = 0; i < 8; i++)
+        if ((PAUSE_FIELDS[i] = PyUnicode_InternFromString(fields[i])) == NULL) return NULL;
     K_INITIAL_MARK = PyUnicode_InternFromString("initial-mark");
+    K_CONCURRENT_PAUSE = PyUnicode_InternFromString("concurrent-pause");
     if (!K_YOUNG || !K_MIXED || !K_FULL || !K_REMARK || !K_CLEANUP || !K_SAFEPOINT ||
-        !K_INITIAL_MARK)
+        !K_INITIAL_MARK || !K_CONCURRENT_PAUSE)
         return NULL;
     PyObject *m = PyModule_Create(&module);
     if (m == NULL) return NULL;

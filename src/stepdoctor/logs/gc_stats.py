@@ -77,6 +77,10 @@ class GcStats:
     """The UTC offset of the log's dates (the first one's), to line them up with another log's
     local times."""
     _first_date: float | None = None
+    zgc_phases: int = 0
+    """ZGC's pauses (``Pause Mark Start`` ...) read: none beside its cycles, the log was
+    written with ``-Xlog:gc`` and says no pause times."""
+    zgc_cycles: int = 0
     last_collection: tuple[int, str, float] = (-1, "", 0.0)
     """The last collection of a unified log: its GC id, kind, and pause where it was a full
     one (Serial logs a full collection that ran inside a failed young one before it)."""

@@ -126,7 +126,6 @@ def parse_unified(source: str, lines: Iterable[str]) -> JvmGcLog:
     stats = GcStats(source=source, format="unified")
     if isinstance(lines, Feed):
         lines.attach(stats, "unified", lambda: True, span_phases=_SPAN_PHASES)
-    zgc_phases = zgc_cycles = 0
     for line in lines:
         stats.lines += 1
         if line.startswith("["):
@@ -163,7 +162,7 @@ def parse_unified(source: str, lines: Iterable[str]) -> JvmGcLog:
             stats.collector = stats.collector or "ZGC"
             pause_s = _num(phase.group("ms")) / 1000
             stats.pause(when, pause_s, "concurrent-pause", phase.group("what"), unix_s=unix_s)
-            zgc_phases += 1
+            stats.zgc_phases += 1
             continue
         pause = _PAUSE.match(body)
         if pause is not None:
@@ -192,7 +191,7 @@ def parse_unified(source: str, lines: Iterable[str]) -> JvmGcLog:
         if cycle is not None:
             when = stats.timestamp(t_s, unix_s)
             stats.collector = stats.collector or "ZGC"
-            zgc_cycles += 1
+            stats.zgc_cycles += 1
             _problems(stats, body, when)
             stats.concurrent(when)
             continue
@@ -214,7 +213,7 @@ def parse_unified(source: str, lines: Iterable[str]) -> JvmGcLog:
         if meta is not None:
             stats.metaspace_after_bytes = int(meta.group(3)) * _UNIT[meta.group(4)]
             stats.metaspace_total_bytes = int(meta.group(5)) * _UNIT[meta.group(6)]
-    if zgc_cycles and not zgc_phases:
+    if stats.zgc_cycles and not stats.zgc_phases:
         stats.pause_times_known = False  # ZGC logged with -Xlog:gc: cycles, no pauses
     return stats.result()
 
