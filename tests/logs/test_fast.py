@@ -157,6 +157,14 @@ _SEEDS = [
     "[0.3s][safepoint] Total time for which application threads were stopped: 0.0038 seconds",
     "[2020-06-24T18:13:47.695-0700][173690ms] GC(74) Pause Full (System.gc()) 887M->583M(1G) 3.1ms",
     "[0.303s][info][gc,phases    ] GC(7)   Evacuate Collection Set: 3.2ms",
+    "[2022-08-09T17:56:59.045-0400] GC(0) Pause Init Mark (unload classes) 0.472ms",
+    "[2022-08-09T17:56:59.046-0400] GC(0) Pause Degenerated GC (Mark) 10M->5M(20M) 12.5ms",
+    "[1.491s][info][gc] GC(0) Concurrent cleanup 10M->5M(20M) 0.123ms",
+    "[2022-08-09T17:56:59.057-0400] GC(0) Using 2 of 6 workers for Concurrent thread roots",
+    "[0.125s] GC(0) Pause Mark Start 0.004ms",
+    "[0.129s][info][gc,phases] GC(0) Pause Relocate Start (Major) 0.006ms",
+    "[0.3s][info][gc] GC(0) Garbage Collection (Warmup) 10M(5%)->8M(4%)",
+    "[0.3s][info][gc] GC(1) Y: Pause Mark Start 0.004ms",
     "",
 ]
 _ALPHABET = st.sampled_from(

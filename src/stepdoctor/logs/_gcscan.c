@@ -27,7 +27,7 @@
 #include <string.h>
 
 enum Family { JDK8 = 0, UNIFIED = 1 };
-enum Result { TAKEN = 1, PYTHON = 0 };
+enum Result { TAKEN = 1, PYTHON = 0, NO_MATCH = 2 /* the pattern is not there */ };
 #define CAUSE_CACHE 16
 
 typedef struct {
@@ -1339,12 +1339,18 @@ static int unified_concurrent(Scanner *self, Text line, Text body, Py_ssize_t at
         /* `` N.NNNms``: the name ends before the last blank of the run */
         Py_ssize_t digits = run;
         while (digits > at && is_digit(body.s[digits - 1])) digits--;
-        if (digits == run || body.s[digits - 1] != ' ' || digits - 1 <= at + 11) return PYTHON;
+        if (digits == run || body.s[digits - 1] != ' ' || digits - 1 <= at + 11) return NO_MATCH;
         name_end = digits - 1;
-        if (ms_at_end(body, name_end, &ms) != 1) return PYTHON;
+        int r = ms_at_end(body, name_end, &ms);
+        if (r < 0) return PYTHON;
+        if (r == 0) return NO_MATCH;
         has_ms = 1;
+    } else if (body.s[run] == '(') {
+        return NO_MATCH; /* the name must end in a blank before its parentheses */
     } else {
-        return PYTHON;
+        /* a character neither the name nor what may follow it has (``10M->5M``): the name
+         * would have to end there */
+        return NO_MATCH;
     }
     double seconds = has_ms ? ms / 1000 : 0.0;
     /* a phase's start line counts where GCViewer reads it: at gc level, not gc,start */
@@ -1367,12 +1373,23 @@ static int unified_concurrent(Scanner *self, Text line, Text body, Py_ssize_t at
     return TAKEN;
 }
 
+/* gc_unified's _KINDS by a pause's name, and what any other name is: Shenandoah's pauses
+ * (``concurrent-pause``), its degenerated cycle (``full``). */
 static const struct {
     const char *what;
     const char *kind;
-} UNIFIED_KINDS[] = {{"Young", "young"},     {"Full", "full"},
-                     {"Remark", "remark"},   {"Cleanup", "cleanup"},
-                     {"Initial Mark", "initial-mark"}, {"Mixed", "mixed"}};
+} UNIFIED_KINDS[] = {{"Young", "young"},
+                     {"Full", "full"},
+                     {"Remark", "remark"},
+                     {"Cleanup", "cleanup"},
+                     {"Initial Mark", "initial-mark"},
+                     {"Mixed", "mixed"},
+                     {"Init Mark", "concurrent-pause"},
+                     {"Final Mark", "concurrent-pause"},
+                     {"Init Update Refs", "concurrent-pause"},
+                     {"Final Update Refs", "concurrent-pause"},
+                     {"Final Roots", "concurrent-pause"},
+                     {"Degenerated GC", "full"}};
 
 static PyObject *kind_object(const char *kind) {
     if (strcmp(kind, "young") == 0) return K_YOUNG;
@@ -1380,6 +1397,7 @@ static PyObject *kind_object(const char *kind) {
     if (strcmp(kind, "remark") == 0) return K_REMARK;
     if (strcmp(kind, "cleanup") == 0) return K_CLEANUP;
     if (strcmp(kind, "mixed") == 0) return K_MIXED;
+    if (strcmp(kind, "concurrent-pause") == 0) return K_CONCURRENT_PAUSE;
     return K_INITIAL_MARK;
 }
 
@@ -1558,23 +1576,29 @@ static int unified_line(Scanner *self, Text t, unsigned m) {
     int concurrent_line = (m & M_CONCURRENT_) != 0;
     int cycle_line = (m & M_COLLECTION) != 0;
     if (m & (M_TO_SPACE_EX | M_EVACUATION)) return PYTHON;
-    if (pause_line || concurrent_line || cycle_line) {
-        /* GC(n) then the event: the generational ZGC's "y: " and ZGC's phases are Python's */
-        Py_ssize_t i = 3;
-        long long gc_id;
-        if (integer(body, &i, INT64_MAX, &gc_id) != 1 || !starts(body, i, ") ")) return PYTHON;
+    Py_ssize_t i = 3;
+    long long gc_id;
+    int numbered = (pause_line || concurrent_line || cycle_line) &&
+                   integer(body, &i, INT64_MAX, &gc_id) == 1 && starts(body, i, ") ");
+    if (numbered) {
+        /* GC(n) then the event, as gc_unified tries them; generational ZGC's "y: ": Python's */
         i += 2;
         if (odd) return PYTHON;
-        if (pause_line) {
-            if (!starts(body, i, "Pause ")) return PYTHON;
+        if (i + 2 < body.n && strchr("yoYO", body.s[i]) && body.s[i + 1] == ':') return PYTHON;
+        if (pause_line && starts(body, i, "Pause ")) {
             int done;
             int r = zgc_phase(self, body, i + 6, &stamp, &done);
             if (r != TAKEN || done) return r;
             return unified_pause(self, body, i + 6, gc_id, &stamp, m);
         }
-        if (cycle_line) return zgc_cycle(self, body, i, &stamp, m);
-        if (!starts(body, i, "Concurrent ")) return PYTHON;
-        return unified_concurrent(self, t, body, i, &stamp, odd);
+        if (cycle_line && (starts(body, i, "Garbage Collection (") ||
+                           starts(body, i, "Major Collection (") ||
+                           starts(body, i, "Minor Collection (")))
+            return zgc_cycle(self, body, i, &stamp, m);
+        if (concurrent_line && starts(body, i, "Concurrent ")) {
+            int r = unified_concurrent(self, t, body, i, &stamp, odd);
+            if (r != NO_MATCH) return r;
+        }
     }
     if (!(m & M_METASPACE)) return TAKEN;
     /* _METASPACE.search: Metaspace: 1K(2K)->3K(4K) */
