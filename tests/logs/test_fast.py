@@ -140,6 +140,16 @@ _SEEDS = [
     "4.1: [GC (Allocation Failure) 4.1: [ParNew (promotion failed): 3K->3K(4K), 0.01 secs]4.1: "
     "[CMS: 8K->6K(10K), 0.05 secs] 11K->6K(14K), [Metaspace: 2K->2K(9K)], 0.06 secs]",
     "5.5: [GC pause (G1 Evacuation Pause) (young) (to-space exhausted), 0.0120 secs]",
+    # a collection over several lines (G1's ergonomics, the tenuring distribution), from
+    # GCViewer's SampleSun1_8_0G1_ConcurrentCycle.txt and ...PrintTenuringDistribution.txt
+    "0.290: [GC pause (G1 Evacuation Pause) (young) (initial-mark) 0.290: [G1Ergonomics (CSet "
+    "Construction) start choosing CSet, _pending_cards: 512, predicted base time: 2.55 ms]\n"
+    " 0.290: [G1Ergonomics (CSet Construction) add young regions to CSet, eden: 15 regions]\n"
+    " 0.301: [G1Ergonomics (Heap Sizing) expand the heap, requested expansion amount: 6710886 "
+    "bytes, attempted expansion amount: 7340032 bytes]\n, 0.0115587 secs]\n"
+    "   [Parallel Time: 11.2 ms, GC Workers: 4]",
+    "26.214: [GC pause (G1 Evacuation Pause) (young)\nDesired survivor size 1342177280 bytes, "
+    "new threshold 15 (max 15)\n, 16.7578613 secs]",
     "[2020-06-24T18:13:47.695-0700][173690ms] GC(75) Pause Young (Normal) (G1 Evacuation Pause) "
     "9M->4M(64M) 1.8ms",
     "[2020-06-24T18:13:47.700-0700] GC(76) Pause Young (Normal) (G1 Evacuation Pause) 1.8ms",

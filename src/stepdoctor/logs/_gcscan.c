@@ -56,10 +56,12 @@ typedef struct {
     double unix_s; /* its wall-clock time where the log has dates */
 } Pause;
 
-/* A line's time stamps: the JVM's uptime, and the date in Unix seconds. */
+/* A line's time stamps: the JVM's uptime, and the date in Unix seconds (``date``: its text,
+ * read when the line is taken, as the parser reads it only then). */
 typedef struct {
-    int has_up, has_unix;
+    int has_up, has_unix, has_date;
     double up, unix_s;
+    Text date;
 } Stamp;
 
 typedef struct {
@@ -99,6 +101,10 @@ typedef struct {
     int last_collection_new;
     CauseSlot slots[CAUSE_CACHE];
     int nslots;
+    /* an event taken with the lines after it: where the next line starts, how many it took */
+    const char *resume;
+    long long extra_lines;
+    char *joined; /* MAX_JOINED bytes, for an event's lines joined */
 } Scanner;
 
 static PyObject *K_YOUNG, *K_MIXED, *K_FULL, *K_REMARK, *K_CLEANUP, *K_SAFEPOINT, *K_INITIAL_MARK,
@@ -628,8 +634,13 @@ static int date_seconds(Scanner *self, Text d, double *unix_s) {
 }
 
 /* GcStats.timestamp: the uptime, or the seconds since the first date where there is none;
- * ``*timed`` 0 where neither. 0 where Python must say (a rounding it does). */
-static int timestamp(Scanner *self, const Stamp *at, int *timed, double *t) {
+ * ``*timed`` 0 where neither. 0 (PYTHON) for a date in another form. */
+static int timestamp(Scanner *self, Stamp *at, int *timed, double *t) {
+    if (at->has_date) { /* GcStats.date_seconds: the first date's UTC offset is kept */
+        if (!date_seconds(self, at->date, &at->unix_s)) return 0;
+        at->has_date = 0;
+        at->has_unix = 1;
+    }
     if (at->has_unix && !self->has_first_date) {
         self->has_first_date = self->first_date_new = 1;
         self->first_date = at->unix_s;
@@ -649,6 +660,13 @@ static int timestamp(Scanner *self, const Stamp *at, int *timed, double *t) {
     *timed = 0;
     return 1;
 }
+
+/* timestamp() in a function that returns TAKEN / PYTHON / -1 */
+#define TIMESTAMP(stamp, timed, t)                                                          \
+    do {                                                                                    \
+        int r_ = timestamp(self, stamp, timed, t);                                          \
+        if (r_ <= 0) return r_ < 0 ? -1 : PYTHON;                                           \
+    } while (0)
 
 /* GcStats._saw */
 static void saw(Scanner *self, double t) {
@@ -1021,9 +1039,8 @@ static int jdk8_stamps(Scanner *self, Text t, Py_ssize_t *at, Stamp *stamp) {
             if (!ok) return 0;
         }
         if (!starts(t, 28, ": ")) return 0;
-        Text date = {t.s, 28};
-        if (date_seconds(self, date, &stamp->unix_s) != 1) return 0;
-        stamp->has_unix = 1;
+        stamp->date = (Text){t.s, 28};
+        stamp->has_date = 1;
         i = 30;
     }
     if (i < t.n && is_digit(t.s[i])) {
@@ -1073,9 +1090,148 @@ static int generic_gc(Text text, Py_ssize_t head) {
 #define MAX_INNER 8
 
 /* A JDK 8 collection whose brackets close on its line (gc_jdk8: _close, _inner, _finish). */
-static int jdk8_event(Scanner *self, Text t, unsigned m, const Stamp *stamp, Py_ssize_t lb) {
+static int jdk8_finish(Scanner *self, Text text, unsigned m, Stamp *stamp,
+                       const double *inner, int ninner, double inner_total, double pause_s);
+
+/* gc_jdk8._close over one line ``text`` from ``*depth``: the pauses of the collections inside
+ * it into ``inner`` (their sum added to ``*inner_total``, as the parser sums each line's), and
+ * where the event's own bracket closes, its pause (``*closed``). PYTHON where it cannot say. */
+static int close_line(Text text, int *depth, double *inner, int *ninner, double *inner_total,
+                      double *pause, int *closed) {
+    int nopen = 0, opened[MAX_INNER];
+    double line_sum = 0.0;
+    for (Py_ssize_t i = 0; i < text.n; i++) {
+        char c = text.s[i];
+        if (c == '[') {
+            (*depth)++;
+            if (*depth > 1 && starts(text, i, "[GC")) {
+                Py_ssize_t k = i + 3; /* _INNER_GC: \[GC(?=\s*[\[(\d]|\s*$) */
+                while (k < text.n && is_ws(text.s[k])) k++;
+                if (k >= text.n || text.s[k] == '[' || text.s[k] == '(' || is_digit(text.s[k])) {
+                    if (nopen == MAX_INNER) return PYTHON;
+                    opened[nopen++] = *depth;
+                }
+            }
+        } else if (c == ']') {
+            (*depth)--;
+            if (nopen && *depth == opened[nopen - 1] - 1) {
+                nopen--;
+                double value;
+                int r = pause_end(text, 0, i, &value);
+                if (r < 0) return PYTHON;
+                if (r == 1) {
+                    if (*ninner == MAX_INNER) return PYTHON;
+                    inner[(*ninner)++] = value;
+                    line_sum += value;
+                }
+            }
+            if (*depth == 0) {
+                /* no pause: Shenandoah's start, a line read badly: Python's */
+                if (pause_end(text, 0, i, pause) != 1) return PYTHON;
+                *closed = 1;
+                break;
+            }
+        }
+    }
+    *inner_total += line_sum;
+    return TAKEN;
+}
+
+/* Whether a line that follows an open event starts one of its own (gc_jdk8's ``stamped``:
+ * a date or an uptime, then a bracket), without reading its date. */
+static int stamped(Text t) {
+    Py_ssize_t i = 0;
+    int any = 0;
+    static const char shape[] = "dddd-dd-ddTdd:dd:dd.ddd+dddd: ";
+    if (t.n >= 30) {
+        int ok = 1;
+        for (int k = 0; k < 30 && ok; k++) {
+            char c = t.s[k], want = shape[k];
+            ok = want == 'd'   ? is_digit(c)
+                 : want == '.' ? (c == '.' || c == ',')
+                 : want == '+' ? (c == '+' || c == '-')
+                               : c == want;
+        }
+        if (ok) {
+            i = 30;
+            any = 1;
+        }
+    }
+    Py_ssize_t j = i;
+    while (j < t.n && is_digit(t.s[j])) j++;
+    if (j > i && j < t.n && (t.s[j] == '.' || t.s[j] == ',')) {
+        Py_ssize_t k = j + 1;
+        while (k < t.n && is_digit(t.s[k])) k++;
+        if (k > j + 1 && starts(t, k, ": ")) {
+            i = k + 2;
+            any = 1;
+        }
+    }
+    if (starts(t, i, "#")) {
+        Py_ssize_t k = i + 1;
+        while (k < t.n && is_digit(t.s[k])) k++;
+        if (k > i + 1 && starts(t, k, ": ")) i = k + 2;
+    }
+    return any && starts(t, i, "[");
+}
+
+#define MAX_JOINED (1 << 18)
+
+/* A JDK 8 collection (gc_jdk8: _close, _inner, _finish): its brackets close on its line or on
+ * the lines after it in ``[next, end)`` (G1's and CMS's tenuring distribution, G1's
+ * ergonomics); those lines are taken with it (``self->resume``, ``self->extra_lines``). */
+static int jdk8_event(Scanner *self, Text t, unsigned m, Stamp *stamp, Py_ssize_t lb,
+                      const char *next, const char *end) {
     Text text = {t.s + lb, t.n - lb}; /* from its bracket: gc_jdk8's ``rest`` */
-    Py_ssize_t head = 1;              /* in text */
+    int depth = 0, ninner = 0, closed = 0;
+    double inner[MAX_INNER], inner_total = 0.0, pause_s = 0.0;
+    if (close_line(text, &depth, inner, &ninner, &inner_total, &pause_s, &closed) != TAKEN)
+        return PYTHON;
+    char *joined = NULL;
+    long long extra = 0;
+    if (!closed) {
+        /* it goes on over the next lines: those that start no event of their own */
+        Py_ssize_t n = text.n;
+        if (self->joined == NULL && (self->joined = PyMem_Malloc(MAX_JOINED)) == NULL)
+            return PYTHON;
+        joined = self->joined;
+        memcpy(joined, text.s, (size_t)(n < MAX_JOINED ? n : 0));
+        while (!closed) {
+            const char *nl = next < end ? memchr(next, '\n', (size_t)(end - next)) : NULL;
+            if (nl == NULL || n >= MAX_JOINED) goto python;
+            Text line = {next, nl - next};
+            while (line.n && (line.s[line.n - 1] == '\r' || line.s[line.n - 1] == '\n')) line.n--;
+            unsigned lm = marks(line);
+            if ((lm & M_HIGH) || stamped(line) ||
+                ((lm & M_CONCURRENT) && has(line, "concurrent-")))
+                goto python;
+            if (n + 1 + line.n > MAX_JOINED) goto python;
+            joined[n++] = ' ';
+            memcpy(joined + n, line.s, (size_t)line.n);
+            n += line.n;
+            if (close_line(line, &depth, inner, &ninner, &inner_total, &pause_s, &closed) !=
+                TAKEN)
+                goto python;
+            extra++;
+            next = nl + 1;
+        }
+        text = (Text){joined, n};
+        m = marks(text);
+    }
+    int r = jdk8_finish(self, text, m, stamp, inner, ninner, inner_total, pause_s);
+    if (r == TAKEN && extra) {
+        self->resume = next;
+        self->extra_lines = extra;
+    }
+    return r;
+python:
+    return PYTHON;
+}
+
+/* gc_jdk8._finish, with the collections inside it first (_inner). */
+static int jdk8_finish(Scanner *self, Text text, unsigned m, Stamp *stamp,
+                       const double *inner, int ninner, double inner_total, double pause_s) {
+    Py_ssize_t head = 1; /* in text */
     Pause p = {.cause = {"", 0}};
     int from = -1;
     if (starts(text, head, "Full GC")) {
@@ -1120,46 +1276,7 @@ static int jdk8_event(Scanner *self, Text t, unsigned m, const Stamp *stamp, Py_
     } else {
         return PYTHON;
     }
-    /* _close: the brackets, the collections inside it, and its pause */
-    int depth = 0, nopen = 0, ninner = 0;
-    int opened[MAX_INNER];
-    double inner[MAX_INNER];
-    int closed = 0;
-    for (Py_ssize_t i = 0; i < text.n && !closed; i++) {
-        char c = text.s[i];
-        if (c == '[') {
-            depth++;
-            if (depth > 1 && starts(text, i, "[GC")) {
-                Py_ssize_t k = i + 3; /* _INNER_GC: \[GC(?=\s*[\[(\d]|\s*$) */
-                while (k < text.n && is_ws(text.s[k])) k++;
-                if (k >= text.n || text.s[k] == '[' || text.s[k] == '(' || is_digit(text.s[k])) {
-                    if (nopen == MAX_INNER) return PYTHON;
-                    opened[nopen++] = depth;
-                }
-            }
-        } else if (c == ']') {
-            depth--;
-            if (nopen && depth == opened[nopen - 1] - 1) {
-                nopen--;
-                double value;
-                int r = pause_end(text, 0, i, &value);
-                if (r < 0) return PYTHON;
-                if (r == 1) {
-                    if (ninner == MAX_INNER) return PYTHON;
-                    inner[ninner++] = value;
-                }
-            }
-            if (depth == 0) {
-                int r = pause_end(text, 0, i, &p.p);
-                if (r != 1) return PYTHON; /* no pause: Shenandoah's start, or bad: Python's */
-                closed = 1;
-            }
-        }
-    }
-    if (!closed) return PYTHON; /* it goes on over the next lines */
-    double sum = 0.0;
-    for (int k = 0; k < ninner; k++) sum += inner[k];
-    double main_p = p.p - sum;
+    double main_p = pause_s - inner_total;
     p.p = main_p > 0.0 ? main_p : 0.0;
     if (from >= 0) {
         Text rest = {text.s + from, text.n - from};
@@ -1176,7 +1293,7 @@ static int jdk8_event(Scanner *self, Text t, unsigned m, const Stamp *stamp, Py_
     if (meta_found < 0) return PYTHON;
     int timed;
     double when;
-    if (timestamp(self, stamp, &timed, &when) < 0) return -1;
+    TIMESTAMP(stamp, &timed, &when);
     for (int k = 0; k < ninner; k++) {
         Pause before_remark = {.timed = timed, .t = when, .p = inner[k], .kind = K_YOUNG,
                                .cause = {"before remark", 13}, .has_unix = stamp->has_unix,
@@ -1210,7 +1327,7 @@ static int jdk8_event(Scanner *self, Text t, unsigned m, const Stamp *stamp, Py_
     return add_pause(self, &p) ? -1 : TAKEN;
 }
 
-static int jdk8_line(Scanner *self, Text t, unsigned m) {
+static int jdk8_line(Scanner *self, Text t, unsigned m, const char *next, const char *end) {
     int bracket = (m & M_BRACKET) != 0;
     int total_time = (m & M_TOTAL_TIME) != 0;
     if (!bracket && !total_time) return TAKEN;
@@ -1223,7 +1340,7 @@ static int jdk8_line(Scanner *self, Text t, unsigned m) {
         if (!jdk8_stamps(self, t, &at, &stamp) || !starts(t, at, STOPPED) ||
             stop_seconds(t, at, &seconds) != 1)
             return PYTHON;
-        if (timestamp(self, &stamp, &timed, &when) < 0) return -1;
+        TIMESTAMP(&stamp, &timed, &when);
         return stopped(self, timed, when, seconds, stamp.has_unix, stamp.unix_s) ? -1 : TAKEN;
     }
     if (is_ws(t.s[0])) return TAKEN; /* G1's details */
@@ -1239,12 +1356,12 @@ static int jdk8_line(Scanner *self, Text t, unsigned m) {
                 if (!is_ws(*c)) return PYTHON;
             int timed;
             double when;
-            if (timestamp(self, &stamp, &timed, &when) < 0) return -1;
+            TIMESTAMP(&stamp, &timed, &when);
             return jdk8_concurrent(self, t, timed, when, at + 1, close - t.s);
         }
     }
     if (m & M_PAUSE) return PYTHON; /* Shenandoah's */
-    return jdk8_event(self, t, m, &stamp, at);
+    return jdk8_event(self, t, m, &stamp, at, next, end);
 }
 
 /* ---- unified ---- */
@@ -1316,7 +1433,7 @@ static int ms_at_end(Text t, Py_ssize_t at, double *ms) {
 /* ``GC(n) Concurrent <name>[ (...)][ N.NNNms]`` (gc_unified._CONCURRENT), from ``at`` (the
  * name). */
 static int unified_concurrent(Scanner *self, Text line, Text body, Py_ssize_t at,
-                              const Stamp *stamp, int odd) {
+                              Stamp *stamp, int odd) {
     Py_ssize_t run = at;
     while (run < body.n && (is_word(body.s[run]) || body.s[run] == ' ' || body.s[run] == '-'))
         run++;
@@ -1365,7 +1482,7 @@ static int unified_concurrent(Scanner *self, Text line, Text body, Py_ssize_t at
         if (odd) return PYTHON;
         int timed;
         double when;
-        if (timestamp(self, stamp, &timed, &when) < 0) return -1;
+        TIMESTAMP(stamp, &timed, &when);
         concurrent(self, timed, when, seconds);
     } else {
         self->concurrent_s += seconds;
@@ -1420,9 +1537,9 @@ static int unified_heap(Text t, Pause *p) {
 /* ``GC(n) Pause <what>[ (cause)...][ before->after(total)] N.NNNms`` (gc_unified._PAUSE) for
  * the kinds of UNIFIED_KINDS, from ``at`` (after ``Pause ``). */
 static int unified_pause(Scanner *self, Text body, Py_ssize_t at, long long gc_id,
-                         const Stamp *stamp, unsigned m) {
+                         Stamp *stamp, unsigned m) {
     if (m & (M_TO_SPACE_EX | M_EVACUATION | M_HUMONGOUS | M_METADATA)) return PYTHON;
-    Pause p = {.cause = {"", 0}, .has_unix = stamp->has_unix, .unix_s = stamp->unix_s};
+    Pause p = {.cause = {"", 0}};
     Py_ssize_t i = -1;
     for (size_t k = 0; k < sizeof UNIFIED_KINDS / sizeof *UNIFIED_KINDS; k++) {
         size_t n = strlen(UNIFIED_KINDS[k].what);
@@ -1474,7 +1591,9 @@ static int unified_pause(Scanner *self, Text body, Py_ssize_t at, long long gc_i
         p.total = -1;
     }
     p.p = ms / 1000;
-    if (timestamp(self, stamp, &p.timed, &p.t) < 0) return -1;
+    TIMESTAMP(stamp, &p.timed, &p.t);
+    p.has_unix = stamp->has_unix;
+    p.unix_s = stamp->unix_s;
     if (p.kind == K_YOUNG && self->last_id > gc_id && PyUnicode_Check(self->last_kind) &&
         PyUnicode_CompareWithASCIIString(self->last_kind, "full") == 0) {
         double beyond = p.p - self->last_full_s;
@@ -1494,7 +1613,7 @@ static void zgc(Scanner *self) {
 
 /* ZGC's ``Pause Mark Start|Mark End|Relocate Start[ (...)] N.NNNms`` (_ZGC_PHASE), from
  * ``at`` (after ``Pause ``); 0 where it is another pause. */
-static int zgc_phase(Scanner *self, Text body, Py_ssize_t at, const Stamp *stamp, int *done) {
+static int zgc_phase(Scanner *self, Text body, Py_ssize_t at, Stamp *stamp, int *done) {
     static const char *phases[] = {"Mark Start", "Mark End", "Relocate Start"};
     *done = 0;
     for (size_t k = 0; k < 3; k++) {
@@ -1509,9 +1628,10 @@ static int zgc_phase(Scanner *self, Text body, Py_ssize_t at, const Stamp *stamp
         if (ms_at_end(body, i, &ms) != 1) return PYTHON;
         *done = 1;
         Pause p = {.p = ms / 1000, .kind = K_CONCURRENT_PAUSE,
-                   .cause = {phases[k], (Py_ssize_t)strlen(phases[k])},
-                   .has_unix = stamp->has_unix, .unix_s = stamp->unix_s};
-        if (timestamp(self, stamp, &p.timed, &p.t) < 0) return -1;
+                   .cause = {phases[k], (Py_ssize_t)strlen(phases[k])}};
+        TIMESTAMP(stamp, &p.timed, &p.t);
+        p.has_unix = stamp->has_unix;
+        p.unix_s = stamp->unix_s;
         zgc(self);
         if (add_pause(self, &p)) return -1;
         self->zgc_phases++;
@@ -1522,7 +1642,7 @@ static int zgc_phase(Scanner *self, Text body, Py_ssize_t at, const Stamp *stamp
 
 /* ZGC's cycle: ``Garbage Collection (cause) 10M(5%)->8M(4%)`` (_ZGC_CYCLE_END), from ``at``
  * (after ``GC(n) ``). */
-static int zgc_cycle(Scanner *self, Text body, Py_ssize_t at, const Stamp *stamp, unsigned m) {
+static int zgc_cycle(Scanner *self, Text body, Py_ssize_t at, Stamp *stamp, unsigned m) {
     static const char *cycles[] = {"Garbage Collection (", "Major Collection (",
                                    "Minor Collection ("};
     if (m & (M_TO_SPACE_EX | M_EVACUATION | M_HUMONGOUS | M_METADATA)) return PYTHON;
@@ -1540,7 +1660,7 @@ static int zgc_cycle(Scanner *self, Text body, Py_ssize_t at, const Stamp *stamp
         if (arrow == NULL || arrow == token.s || arrow + 2 >= token.s + token.n) return PYTHON;
         int timed;
         double when;
-        if (timestamp(self, stamp, &timed, &when) < 0) return -1;
+        TIMESTAMP(stamp, &timed, &when);
         zgc(self);
         self->zgc_cycles++;
         concurrent(self, timed, when, 0.0);
@@ -1569,7 +1689,7 @@ static int unified_line(Scanner *self, Text t, unsigned m) {
         if (odd || stop_seconds(body, found - body.s, &seconds) != 1) return PYTHON;
         int timed;
         double when;
-        if (timestamp(self, &stamp, &timed, &when) < 0) return -1;
+        TIMESTAMP(&stamp, &timed, &when);
         return stopped(self, timed, when, seconds, stamp.has_unix, stamp.unix_s) ? -1 : TAKEN;
     }
     int pause_line = (m & M_PAUSE) && ends(body, "ms");
@@ -1663,7 +1783,9 @@ static PyObject *Scanner_scan(Scanner *self, PyObject *args) {
         while (line.n && (line.s[line.n - 1] == '\r' || line.s[line.n - 1] == '\n')) line.n--;
         unsigned m = marks(line);
         if (m & M_HIGH) break;
-        int r = self->family == JDK8 ? jdk8_line(self, line, m) : unified_line(self, line, m);
+        self->resume = NULL;
+        int r = self->family == JDK8 ? jdk8_line(self, line, m, nl + 1, data + n)
+                                     : unified_line(self, line, m);
         if (r < 0) {
             failed = 1;
             break;
@@ -1671,6 +1793,10 @@ static PyObject *Scanner_scan(Scanner *self, PyObject *args) {
         if (r == PYTHON) break;
         self->lines++;
         pos = nl - data + 1;
+        if (self->resume != NULL) {
+            self->lines += self->extra_lines;
+            pos = self->resume - data;
+        }
     }
     PyBuffer_Release(&view);
     if (failed) {
@@ -1737,6 +1863,7 @@ static void Scanner_dealloc(Scanner *self) {
     Py_XDECREF(self->span_phases);
     Py_XDECREF(self->last_kind);
     Py_XDECREF(self->round);
+    PyMem_Free(self->joined);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
