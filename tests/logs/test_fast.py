@@ -150,6 +150,12 @@ _SEEDS = [
     "   [Parallel Time: 11.2 ms, GC Workers: 4]",
     "26.214: [GC pause (G1 Evacuation Pause) (young)\nDesired survivor size 1342177280 bytes, "
     "new threshold 15 (max 15)\n, 16.7578613 secs]",
+    # another thread's concurrent phase cut into a collection (SampleSun1_6_0G1_gc_verbose.txt)
+    "0.388: [GC pause (young) (initial-mark) 10080K->10080K(16M)0.390: [GC concurrent-mark-start]"
+    "\n, 0.0013065 secs]",
+    "4.853: [GC pause (young)4.853: [GC concurrent-mark-start]\n 150M->150M(256M), 0.0136 secs]",
+    "2012-04-26T23:59:50.253+0200: 5.0: [GC pause (young)2012-04-26T23:59:50.300+0200: 5.1: "
+    "[GC concurrent-mark-end, 0.0126670 secs]\n 150M->150M(256M), 0.0136 secs]",
     "[2020-06-24T18:13:47.695-0700][173690ms] GC(75) Pause Young (Normal) (G1 Evacuation Pause) "
     "9M->4M(64M) 1.8ms",
     "[2020-06-24T18:13:47.700-0700] GC(76) Pause Young (Normal) (G1 Evacuation Pause) 1.8ms",
@@ -178,7 +184,8 @@ _SEEDS = [
     "",
 ]
 _ALPHABET = st.sampled_from(
-    list("[]() ,.:-+0123456789msKMGT#\t") + ["secs", "ms", "->", "\u00e9", "[GC ", "Perm", "CMS"]
+    list("[]() ,.:-+0123456789msKMGT#\t")
+    + ["secs", "ms", "->", "\u00e9", "[GC ", "Perm", "CMS", "\n"]
 )
 
 
@@ -190,7 +197,7 @@ _ALPHABET = st.sampled_from(
         max_size=12,
     ),
     family=st.sampled_from(["jdk8", "unified"]),
-    prefix=st.integers(0, 1200),
+    prefix=st.one_of(st.just(1000), st.integers(0, 1200)),
 )
 def test_mutated_lines_read_alike(
     picks: list[int], edits: list[tuple[int, float, int, str]], family: str, prefix: int

@@ -594,7 +594,20 @@ static int two(const char *s) {
 
 /* GcStats.date_seconds for ``YYYY-MM-DDTHH:MM:SS.f[ff...]+HHMM`` (``,`` for ``.`` too), the
  * JVM's form; 0 for any other text (Python reads it). The first date's UTC offset is kept. */
+static int date_value(Text d, double *unix_s, long long *offset_s);
+
 static int date_seconds(Scanner *self, Text d, double *unix_s) {
+    long long offset;
+    if (!date_value(d, unix_s, &offset)) return 0;
+    if (!self->utc_known) {
+        self->utc_known = self->utc_new = 1;
+        self->utc_offset = (double)offset;
+    }
+    return 1;
+}
+
+/* The date's Unix time and UTC offset, without keeping it. */
+static int date_value(Text d, double *unix_s, long long *offset_s) {
     if (d.n < 26 || d.n > 31 || d.s[4] != '-' || d.s[7] != '-' || d.s[10] != 'T' ||
         d.s[13] != ':' || d.s[16] != ':' || (d.s[19] != '.' && d.s[19] != ','))
         return 0;
@@ -625,10 +638,7 @@ static int date_seconds(Scanner *self, Text d, double *unix_s) {
                         minute * 60LL + second - offset;
     if (seconds > 9000000000LL || seconds < -9000000000LL) return 0; /* 2^53 microseconds */
     long long total_us = seconds * 1000000LL + micro;
-    if (!self->utc_known) {
-        self->utc_known = self->utc_new = 1;
-        self->utc_offset = (double)offset;
-    }
+    *offset_s = offset;
     *unix_s = (double)total_us / 1e6;
     return 1;
 }
@@ -842,8 +852,9 @@ static int is_word(char c) {
 
 /* _NESTED_CONCURRENT's seconds after a phase's name: ``: [N/]N secs`` or ``, N secs``; 0 where
  * there are none (the phase counts with 0 s), -1 where a number is not finite. */
-static int phase_seconds(Text t, Py_ssize_t at, double *seconds) {
+static int phase_seconds(Text t, Py_ssize_t at, double *seconds, Py_ssize_t *end) {
     *seconds = 0.0;
+    *end = at;
     if (at >= t.n || (t.s[at] != ':' && t.s[at] != ',')) return 0;
     int colon = t.s[at] == ':';
     at++;
@@ -863,6 +874,7 @@ static int phase_seconds(Text t, Py_ssize_t at, double *seconds) {
         while (i < t.n && is_ws(t.s[i])) i++;
         if (starts(t, i, "secs")) {
             *seconds = value;
+            *end = i + 4;
             return 1;
         }
     }
@@ -884,7 +896,8 @@ static int jdk8_concurrent(Scanner *self, Text t, int timed, double up, Py_ssize
     while (i < end && (is_word(t.s[i]) || t.s[i] == '-')) i++;
     if (i == name) return PYTHON;
     double seconds;
-    if (phase_seconds(t, i, &seconds) < 0) return PYTHON;
+    Py_ssize_t after;
+    if (phase_seconds(t, i, &seconds, &after) < 0) return PYTHON;
     concurrent(self, timed, up, seconds);
     return TAKEN;
 }
@@ -1090,14 +1103,102 @@ static int generic_gc(Text text, Py_ssize_t head) {
 #define MAX_INNER 8
 
 /* A JDK 8 collection whose brackets close on its line (gc_jdk8: _close, _inner, _finish). */
+/* What a collection's lines hold besides itself, in the order the parser adds them: the
+ * concurrent phases another thread's output cut into them, the collections inside it. */
+typedef struct {
+    int concurrent;
+    Stamp stamp;  /* a concurrent phase's */
+    double value; /* its seconds, or the inner collection's pause */
+} Action;
+#define MAX_ACTIONS 16
+
 static int jdk8_finish(Scanner *self, Text text, unsigned m, Stamp *stamp,
-                       const double *inner, int ninner, double inner_total, double pause_s);
+                       const Action *actions, int nactions, double inner_total, double pause_s);
+
+/* The stamps of _NESTED_CONCURRENT's match that ends at ``b`` (its bracket), read backwards:
+ * ``[date: ][uptime: ][#id: ]``, from no earlier than ``lo``; 0 for PYTHON. */
+static int stamps_before(Text t, Py_ssize_t lo, Py_ssize_t b, Stamp *stamp) {
+    memset(stamp, 0, sizeof *stamp);
+    Py_ssize_t i = b;
+    /* #id: */
+    if (i - 2 >= lo && t.s[i - 1] == ' ' && t.s[i - 2] == ':') {
+        Py_ssize_t k = i - 2;
+        while (k > lo && is_digit(t.s[k - 1])) k--;
+        if (k < i - 2 && k - 1 >= lo && t.s[k - 1] == '#') i = k - 1;
+    }
+    /* uptime: */
+    if (i - 2 >= lo && t.s[i - 1] == ' ' && t.s[i - 2] == ':') {
+        Py_ssize_t k = i - 2, digits_end = k;
+        while (k > lo && is_digit(t.s[k - 1])) k--;
+        if (k < digits_end && k - 1 > lo && (t.s[k - 1] == '.' || t.s[k - 1] == ',')) {
+            Py_ssize_t sep = k - 1, j = sep;
+            while (j > lo && is_digit(t.s[j - 1])) j--;
+            if (j < sep) {
+                if (j > 0 && is_digit(t.s[j - 1])) return 0; /* a number cut at ``lo`` */
+                Py_ssize_t at = j;
+                if (number(t, &at, &stamp->up) != 1) return 0;
+                stamp->has_up = 1;
+                i = j;
+            }
+        }
+    }
+    /* date: */
+    if (i - 30 >= lo && t.s[i - 1] == ' ' && t.s[i - 2] == ':') {
+        static const char shape[] = "dddd-dd-ddTdd:dd:dd.ddd+dddd";
+        const char *d = t.s + i - 30;
+        int ok = 1;
+        for (int k = 0; k < 28 && ok; k++) {
+            char c = d[k], want = shape[k];
+            ok = want == 'd'   ? is_digit(c)
+                 : want == '.' ? (c == '.' || c == ',')
+                 : want == '+' ? (c == '+' || c == '-')
+                               : c == want;
+        }
+        if (ok) {
+            double unix_s;
+            long long offset;
+            if (!date_value((Text){d, 28}, &unix_s, &offset)) return 0;
+            stamp->has_date = 1;
+            stamp->date = (Text){d, 28};
+            i -= 30;
+        }
+    }
+    if (i > lo && is_digit(t.s[i - 1])) return 0; /* a stamp the regex may read otherwise */
+    return 1;
+}
+
+/* gc_jdk8._concurrent over ``text``: each concurrent phase in it (_NESTED_CONCURRENT), added
+ * to ``actions``; 0 for PYTHON. */
+static int nested(Text text, Action *actions, int *n) {
+    Py_ssize_t pos = 0;
+    while (pos < text.n) {
+        const char *a = memmem(text.s + pos, (size_t)(text.n - pos), "[GC concurrent-", 15);
+        const char *b = memmem(text.s + pos, (size_t)(text.n - pos), "[CMS-concurrent-", 16);
+        const char *first = a == NULL ? b : (b == NULL || a < b ? a : b);
+        if (first == NULL) break;
+        Py_ssize_t at = first - text.s;
+        Py_ssize_t name = at + (first == a ? 15 : 16), i = name;
+        while (i < text.n && (is_word(text.s[i]) || text.s[i] == '-')) i++;
+        if (i == name) {
+            pos = at + 1;
+            continue;
+        }
+        Action *action = &actions[*n];
+        if (*n == MAX_ACTIONS || !stamps_before(text, pos, at, &action->stamp)) return 0;
+        Py_ssize_t end;
+        if (phase_seconds(text, i, &action->value, &end) < 0) return 0;
+        action->concurrent = 1;
+        (*n)++;
+        pos = end > i ? end : i;
+    }
+    return 1;
+}
 
 /* gc_jdk8._close over one line ``text`` from ``*depth``: the pauses of the collections inside
  * it into ``inner`` (their sum added to ``*inner_total``, as the parser sums each line's), and
  * where the event's own bracket closes, its pause (``*closed``). PYTHON where it cannot say. */
-static int close_line(Text text, int *depth, double *inner, int *ninner, double *inner_total,
-                      double *pause, int *closed) {
+static int close_line(Text text, int *depth, Action *actions, int *nactions,
+                      double *inner_total, double *pause, int *closed) {
     int nopen = 0, opened[MAX_INNER];
     double line_sum = 0.0;
     for (Py_ssize_t i = 0; i < text.n; i++) {
@@ -1120,8 +1221,9 @@ static int close_line(Text text, int *depth, double *inner, int *ninner, double 
                 int r = pause_end(text, 0, i, &value);
                 if (r < 0) return PYTHON;
                 if (r == 1) {
-                    if (*ninner == MAX_INNER) return PYTHON;
-                    inner[(*ninner)++] = value;
+                    if (*nactions == MAX_ACTIONS) return PYTHON;
+                    actions[*nactions].concurrent = 0;
+                    actions[(*nactions)++].value = value;
                     line_sum += value;
                 }
             }
@@ -1183,9 +1285,11 @@ static int stamped(Text t) {
 static int jdk8_event(Scanner *self, Text t, unsigned m, Stamp *stamp, Py_ssize_t lb,
                       const char *next, const char *end) {
     Text text = {t.s + lb, t.n - lb}; /* from its bracket: gc_jdk8's ``rest`` */
-    int depth = 0, ninner = 0, closed = 0;
-    double inner[MAX_INNER], inner_total = 0.0, pause_s = 0.0;
-    if (close_line(text, &depth, inner, &ninner, &inner_total, &pause_s, &closed) != TAKEN)
+    int depth = 0, nactions = 0, closed = 0;
+    Action actions[MAX_ACTIONS];
+    double inner_total = 0.0, pause_s = 0.0;
+    if ((m & M_CONCURRENT) && !nested(text, actions, &nactions)) return PYTHON;
+    if (close_line(text, &depth, actions, &nactions, &inner_total, &pause_s, &closed) != TAKEN)
         return PYTHON;
     char *joined = NULL;
     long long extra = 0;
@@ -1202,15 +1306,14 @@ static int jdk8_event(Scanner *self, Text t, unsigned m, Stamp *stamp, Py_ssize_
             Text line = {next, nl - next};
             while (line.n && (line.s[line.n - 1] == '\r' || line.s[line.n - 1] == '\n')) line.n--;
             unsigned lm = marks(line);
-            if ((lm & M_HIGH) || stamped(line) ||
-                ((lm & M_CONCURRENT) && has(line, "concurrent-")))
-                goto python;
+            if ((lm & M_HIGH) || stamped(line)) goto python;
+            if ((lm & M_CONCURRENT) && !nested(line, actions, &nactions)) goto python;
             if (n + 1 + line.n > MAX_JOINED) goto python;
             joined[n++] = ' ';
             memcpy(joined + n, line.s, (size_t)line.n);
             n += line.n;
-            if (close_line(line, &depth, inner, &ninner, &inner_total, &pause_s, &closed) !=
-                TAKEN)
+            if (close_line(line, &depth, actions, &nactions, &inner_total, &pause_s,
+                           &closed) != TAKEN)
                 goto python;
             extra++;
             next = nl + 1;
@@ -1218,7 +1321,7 @@ static int jdk8_event(Scanner *self, Text t, unsigned m, Stamp *stamp, Py_ssize_
         text = (Text){joined, n};
         m = marks(text);
     }
-    int r = jdk8_finish(self, text, m, stamp, inner, ninner, inner_total, pause_s);
+    int r = jdk8_finish(self, text, m, stamp, actions, nactions, inner_total, pause_s);
     if (r == TAKEN && extra) {
         self->resume = next;
         self->extra_lines = extra;
@@ -1230,7 +1333,7 @@ python:
 
 /* gc_jdk8._finish, with the collections inside it first (_inner). */
 static int jdk8_finish(Scanner *self, Text text, unsigned m, Stamp *stamp,
-                       const double *inner, int ninner, double inner_total, double pause_s) {
+                       const Action *actions, int nactions, double inner_total, double pause_s) {
     Py_ssize_t head = 1; /* in text */
     Pause p = {.cause = {"", 0}};
     int from = -1;
@@ -1294,8 +1397,20 @@ static int jdk8_finish(Scanner *self, Text text, unsigned m, Stamp *stamp,
     int timed;
     double when;
     TIMESTAMP(stamp, &timed, &when);
-    for (int k = 0; k < ninner; k++) {
-        Pause before_remark = {.timed = timed, .t = when, .p = inner[k], .kind = K_YOUNG,
+    for (int k = 0; k < nactions; k++) {
+        if (actions[k].concurrent) {
+            Stamp at = actions[k].stamp;
+            int phase_timed;
+            double phase_t;
+            /* its date was read once already: this reading cannot fail */
+            if (timestamp(self, &at, &phase_timed, &phase_t) <= 0) {
+                if (!PyErr_Occurred()) PyErr_SetString(PyExc_RuntimeError, "a date read twice");
+                return -1;
+            }
+            concurrent(self, phase_timed, phase_t, actions[k].value);
+            continue;
+        }
+        Pause before_remark = {.timed = timed, .t = when, .p = actions[k].value, .kind = K_YOUNG,
                                .cause = {"before remark", 13}, .has_unix = stamp->has_unix,
                                .unix_s = stamp->unix_s};
         if (add_pause(self, &before_remark)) return -1;
@@ -1347,7 +1462,7 @@ static int jdk8_line(Scanner *self, Text t, unsigned m, const char *next, const 
     if (self->events < self->min_events) return PYTHON;
     if (!jdk8_stamps(self, t, &at, &stamp) || !starts(t, at, "[")) return PYTHON;
     if (m & M_CONCURRENT) {
-        if (memmem(t.s, (size_t)t.n, "concurrent-", 11) != NULL) {
+        if (starts(t, at, "[GC concurrent-") || starts(t, at, "[CMS-concurrent-")) {
             /* a concurrent phase alone on its line; any other line with one: Python's */
             const char *close = memchr(t.s + at, ']', (size_t)(t.n - at));
             if (close == NULL || memchr(t.s + at + 1, '[', (size_t)(t.n - at - 1)) != NULL)
