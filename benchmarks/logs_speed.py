@@ -27,7 +27,9 @@ LOGS = {
     "JDK 8 G1, details and ergonomics": "gcviewer/SampleSun1_8_0G1_ConcurrentCycle.txt",
     "JDK 8 G1, details, dates, ergonomics": "jifa/8ConcurrentPrintDateTimeStamp.log",
     "unified G1 -Xlog:gc*,safepoint": "gcviewer/sample-ujl-g1-gc-all,safepoint,os+cpu.txt",
-    "unified Parallel -Xlog:gc*,safepoint": "gcviewer/sample-ujl-parallel-gc-all,safepoint,os+cpu.txt",
+    "unified Parallel -Xlog:gc*,safepoint": (
+        "gcviewer/sample-ujl-parallel-gc-all,safepoint,os+cpu.txt"
+    ),
     "unified ZGC -Xlog:gc*": "jifa/17ZGCParser.log",
     "unified Shenandoah, dates": "gcviewer/Sample-ujl-shenandoah-jdk17.txt",
 }
