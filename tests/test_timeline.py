@@ -35,3 +35,25 @@ def test_timeline_marks_exactly_the_step_outliers_rules_outliers() -> None:
     # under the profiler, checkpoints.
     others = [st for st in s if st.duration_ns / 1e6 > cut_ms and st.index not in marked]
     assert {st.index for st in others} == {5, 19, *range(120, 132), *range(36, 300, 37)}
+
+
+def test_gc_pauses_are_drawn_out_of_the_phase_they_interrupted() -> None:
+    """A 4 ms pause inside a 10 ms forward: 6 ms of forward and 4 ms of GC, stacked, are the
+    10 ms step (not 14)."""
+    import dataclasses
+
+    s = steps(40, phases_ms={"forward": 10, "optimizer": 2})
+    s = [
+        dataclasses.replace(
+            st, gc_count=1, gc_pause_ns=4_000_000, gc_phase_ns={"forward": 4_000_000}
+        )
+        if st.index % 2
+        else st
+        for st in s
+    ]
+    line = timelines(record(s), 0).steps
+    assert line is not None and line.bucket == 1
+    for i, st in enumerate(s):
+        stacked = sum(values[i] for values in line.phase_ms.values())
+        assert stacked == st.duration_ns / 1e6
+        assert line.phase_ms["gc"][i] == (4.0 if st.index % 2 else 0.0)

@@ -44,7 +44,8 @@ class StepSeries:
     first_step: list[int]
     """Index of each bucket's first step."""
     phase_ms: dict[str, list[float]]
-    """Mean milliseconds per step of each phase (GC as ``gc``) in each bucket."""
+    """Mean milliseconds per step of each phase in each bucket, less the GC pauses that
+    interrupted it, and of those pauses (``gc``): stacked, they make the step."""
     max_ms: list[float]
     min_ms: list[float]
     samples_per_sec: list[float | None]
@@ -112,7 +113,10 @@ def _steps(record: RunRecord, warmup: int, max_points: int, origin: int) -> Step
     for chunk in chunks:
         n = len(chunk)
         for p in phases:
-            phase_ms[p].append(round(sum(s.phase_ns.get(p, 0) for s in chunk) / n / 1e6, 4))
+            # a GC pause is drawn as its own series: the phase it interrupted less its time,
+            # so that the stack is the step
+            ns = sum(max(0, s.phase_ns.get(p, 0) - s.gc_phase_ns.get(p, 0)) for s in chunk)
+            phase_ms[p].append(round(ns / n / 1e6, 4))
         gc.append(round(sum(s.gc_pause_ns for s in chunk) / n / 1e6, 4))
         durations = [s.duration_ns / 1e6 for s in chunk]
         max_ms.append(round(max(durations), 4))

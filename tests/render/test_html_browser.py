@@ -40,7 +40,9 @@ _INK_JS = """() => window.tdCharts.map(c => {
   let ink = 0;
   for (let i = 3; i < data.length; i += 4) if (data[i] > 0) ink++;
   const points = c.data.datasets.reduce((n, d) => n + d.data.filter(p => p.y != null).length, 0);
-  return {id: canvas.id, ink: ink / (canvas.width * canvas.height), points: points};
+  const labels = c.data.datasets.filter(d => d.data.some(p => p.y != null)).map(d => d.label);
+  return {id: canvas.id, ink: ink / (canvas.width * canvas.height), points: points,
+          labels: labels};
 })"""
 
 
@@ -154,3 +156,39 @@ def test_a_jvm_jobs_logs_render_their_gc_plots_with_hostile_names_escaped(tmp_pa
     assert drawn["jvm0-pauses"]["points"] == -(-3409 // 3)
     text = page.read_text()
     assert hostile_name not in text and "&lt;img src=x onerror=alert(1)&gt;.log" in text
+
+
+def test_a_dl4j_log_beside_its_gc_log_plots_its_iterations_with_their_gc_pauses(
+    tmp_path: Path,
+) -> None:
+    """stepdoctor logs --html with a DL4J log and its GC log, both with wall-clock times:
+    the iteration-time plot has the GC pauses that fell in each iteration as a series of its
+    own, beside the GC log's pause and heap plots."""
+    from stepdoctor.logs import read_logs
+
+    train = tmp_path / "train.log"
+    train.write_text(
+        "".join(
+            f"2021-01-01 00:00:{i // 10:02d}.{i % 10}00 INFO o.d.o.l.PerformanceListener - "
+            f"iteration {i}; iteration time: 100 ms; samples/sec: 320.000; batches/sec: "
+            f"10.000; ETL: 0 ms;\n"
+            for i in range(1, 140)
+        )
+    )
+    gc = tmp_path / "gc.log"
+    gc.write_text(
+        "".join(
+            f"2021-01-01T00:00:{s:02d}.250+0100: {s}.250: [GC (Allocation Failure) "
+            f"[PSYoungGen: 1000K->100K(2000K)] 3000K->2100K(9000K), 0.1000000 secs]\n"
+            for s in range(1, 13)
+        )
+    )
+    read = read_logs([str(train), str(gc)])
+    page = tmp_path / "aligned.html"
+    page.write_text(render_html(read.record, build_report(read.record)))
+    problems, ink, dialogs, _ = _open(page, ARTIFACTS / "html-report-dl4j-gc.png")
+    assert problems == [] and dialogs == []
+    drawn = {c["id"]: c for c in ink}
+    assert {"steps", "jvm0-pauses", "jvm0-heap"} <= set(drawn)
+    assert all(c["ink"] >= INK and c["points"] for c in drawn.values())
+    assert "GC pauses" in drawn["steps"]["labels"], drawn["steps"]

@@ -124,6 +124,8 @@ def _steps(
                 phase_ns=phases,
                 gc_count=gc_count,
                 gc_pause_ns=min(gc_ns, duration),
+                # the JVM stopped while it trained (no thread of it ran)
+                gc_phase_ns={FIT_PHASE: min(gc_ns, phases[FIT_PHASE])} if gc_ns else {},
                 gc_max_pause_ns=min(gc_max, duration),
             )
         )
