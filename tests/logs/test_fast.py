@@ -181,6 +181,10 @@ _SEEDS = [
     "[0.129s][info][gc,phases] GC(0) Pause Relocate Start (Major) 0.006ms",
     "[0.3s][info][gc] GC(0) Garbage Collection (Warmup) 10M(5%)->8M(4%)",
     "[0.3s][info][gc] GC(1) Y: Pause Mark Start 0.004ms",
+    "[0.918s][info][gc,start    ] GC(0) Garbage Collection (Warmup)",
+    "[10.417s][info][gc,stats    ]    Critical: Allocation Stall    0.000 / 0.000    0.000 / 0.000"
+    "       0.000 / 0.000       0.000 / 0.000         ms",
+    "[1.2s][info][gc] Allocation Stall (main) 12.345ms",
     "",
 ]
 _ALPHABET = st.sampled_from(

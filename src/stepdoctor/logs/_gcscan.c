@@ -1765,14 +1765,15 @@ static int zgc_cycle(Scanner *self, Text body, Py_ssize_t at, Stamp *stamp, unsi
         if (!starts(body, at, cycles[k])) continue;
         Py_ssize_t i = at + (Py_ssize_t)strlen(cycles[k]);
         while (i < body.n && body.s[i] != ')' && body.s[i] != '(') i++;
-        if (!starts(body, i, ") ")) return PYTHON;
+        if (i >= body.n || body.s[i] == '(') return PYTHON;
+        if (!starts(body, i, ") ")) return NO_MATCH; /* gc,start's line: no heap after it */
         i += 2;
         Py_ssize_t run = i;
         while (run < body.n && !is_ws(body.s[run])) run++;
         Text token = {body.s + i, run - i};
         const char *arrow = memmem(token.s, (size_t)token.n, "->", 2);
         /* \S+->\S+: a character before the arrow and one after it */
-        if (arrow == NULL || arrow == token.s || arrow + 2 >= token.s + token.n) return PYTHON;
+        if (arrow == NULL || arrow == token.s || arrow + 2 >= token.s + token.n) return NO_MATCH;
         int timed;
         double when;
         TIMESTAMP(stamp, &timed, &when);
@@ -1796,7 +1797,11 @@ static int unified_line(Scanner *self, Text t, unsigned m) {
     if (decorations(self, t, &stamp, &odd, &at) != TAKEN) return PYTHON;
     Text body = {t.s + at, t.n - at};
     if (!starts(body, 0, "GC(")) {
-        if (starts(body, 0, "Using ") || (m & M_STALL)) return PYTHON;
+        if (starts(body, 0, "Using ")) return PYTHON;
+        /* _STALL: "Allocation Stall (" or "Relocation Stall (" (ZGC's statistics table has
+         * "Critical: Allocation Stall" lines without them) */
+        if ((m & M_STALL) && (has(body, "Allocation Stall (") || has(body, "Relocation Stall (")))
+            return PYTHON;
         if (!(m & M_TOTAL_TIME)) return TAKEN;
         const char *found = memmem(body.s, (size_t)body.n, STOPPED, strlen(STOPPED));
         if (found == NULL) return TAKEN;
@@ -1828,8 +1833,10 @@ static int unified_line(Scanner *self, Text t, unsigned m) {
         }
         if (cycle_line && (starts(body, i, "Garbage Collection (") ||
                            starts(body, i, "Major Collection (") ||
-                           starts(body, i, "Minor Collection (")))
-            return zgc_cycle(self, body, i, &stamp, m);
+                           starts(body, i, "Minor Collection ("))) {
+            int r = zgc_cycle(self, body, i, &stamp, m);
+            if (r != NO_MATCH) return r;
+        }
         if (concurrent_line && starts(body, i, "Concurrent ")) {
             int r = unified_concurrent(self, t, body, i, &stamp, odd);
             if (r != NO_MATCH) return r;
