@@ -98,3 +98,41 @@ def test_zgcs_allocation_stalls_are_named_though_its_pauses_are_short() -> None:
     assert (stall.rule, stall.severity) == ("jvm-gc-failures", Severity.WARNING)
     assert stall.title.startswith("Allocation stall: 14 time(s)")
     assert stall.fix is not None and "ConcGCThreads" in stall.fix.summary
+
+
+def _nd4j_cpu(threads: int, cores: int) -> list[Finding]:
+    """ND4J's CPU start-up lines as the DL4J performance guide quotes them (step 1), with
+    the OpenMP threads and the cores given."""
+    lines = [
+        "o.n.l.f.Nd4jBackend - Loaded [CpuBackend] backend",
+        f"o.n.n.NativeOpsHolder - Number of threads used for NativeOps: {threads}",
+        f"o.n.n.Nd4jBlas - Number of threads used for BLAS: {threads}",
+        "o.n.l.a.o.e.DefaultOpExecutioner - Backend used: [CPU]; OS: [Windows 10]",
+        f"o.n.l.a.o.e.DefaultOpExecutioner - Cores: [{cores}]; Memory: [7.1GB];",
+        "o.n.l.a.o.e.DefaultOpExecutioner - Blas vendor: [MKL]",
+    ]
+    train = parse_dl4j("train.log", lines)
+    return [
+        f for f in build_report(to_record(train, [], ("t",))).findings if f.rule == "dl4j-setup"
+    ]
+
+
+def test_nd4js_openmp_threads_against_its_cores_on_the_cpu_backend() -> None:
+    # the guide's own lines: 8 threads (ND4J's default, one a physical core) on 16 cores
+    assert _nd4j_cpu(8, 16) == []
+    (over,) = _nd4j_cpu(32, 16)
+    assert (
+        over.severity == Severity.WARNING
+        and over.title == "ND4J runs 32 OpenMP threads on 16 cores"
+    )
+    assert over.fix is not None and "OMP_NUM_THREADS" in over.fix.summary
+    (one,) = _nd4j_cpu(1, 16)
+    assert one.severity == Severity.INFO and "1 OpenMP thread of 16 cores" in one.title
+    assert _nd4j_cpu(1, 2) == []  # two cores: one thread may be the default
+
+
+def test_the_cuda_backends_native_threads_are_not_a_cpu_setting() -> None:
+    """dl4j-benchmark's CUDA run: 32 NativeOps threads on 12 cores, which feed the GPU."""
+    train = parse_dl4j("x", (DL4J / "output_v100beta_cuda91-cudnn_32.txt").read_text().splitlines())
+    findings = build_report(to_record(train, [], ("t",))).findings
+    assert not any("OpenMP" in f.title for f in findings)

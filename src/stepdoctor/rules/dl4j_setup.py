@@ -4,7 +4,10 @@ Detects, from a DL4J training log: cuDNN missing on the CUDA backend (DL4J logs 
 found" when a layer that cuDNN accelerates runs without it: the guide's step 2); ND4J's
 periodic System.gc() on while workspaces are on (the guide's step 4: not needed then); and
 an ETL that reads 0 ms on every iteration, which some DL4J versions print whatever the wait
-(a data-bound job then looks compute-bound: the guide's step 3 measures ETL with it).
+(a data-bound job then looks compute-bound: the guide's step 3 measures ETL with it); and on
+the CPU backend, ND4J's OpenMP threads against the cores it logged (the guide's step 13:
+ND4J's default is one a physical core; more threads than the machine's logical cores only
+take turns on them, one thread leaves the others idle).
 Evidence: the lines' values. Fix: the guide's.
 """
 
@@ -14,10 +17,13 @@ from stepdoctor.model import Evidence, Finding, Fix, Severity, Speedup
 from stepdoctor.rules.context import RuleContext
 from stepdoctor.rules.registry import rule
 
-__all__ = ["MIN_ITERATIONS", "dl4j_setup"]
+__all__ = ["FEW_THREADS_CORES", "MIN_ITERATIONS", "dl4j_setup"]
 
 #: Iterations needed to say ETL never read above 0 (as the step-outlier rules' 20 steps).
 MIN_ITERATIONS = 20
+#: One OpenMP thread is worth saying from this many logged cores (ND4J's default there would be
+#: at least 2, one a physical core: the guide's step 13).
+FEW_THREADS_CORES = 4
 
 
 @rule(id="dl4j-setup", title="DL4J set-up", requires=("dl4j",), scope="logs")
@@ -93,6 +99,7 @@ def dl4j_setup(ctx: RuleContext) -> list[Finding]:
                 ),
             )
         )
+    findings.extend(_threads(ctx, backend))
     etl = [s.phase_ns.get("data_wait") for s in ctx.steps]
     measured = [v for v in etl if v is not None]
     if len(measured) >= MIN_ITERATIONS and not any(measured):
@@ -131,3 +138,64 @@ def dl4j_setup(ctx: RuleContext) -> list[Finding]:
             )
         )
     return findings
+
+
+def _threads(ctx: RuleContext, backend: str) -> list[Finding]:
+    """ND4J's OpenMP threads on the CPU backend against the cores ND4J logged."""
+    record = ctx.record
+    threads, cores = record.env_value("nd4j.omp_threads"), record.env_value("nd4j.cores")
+    if backend.upper() != "CPU" or not isinstance(threads, int) or not isinstance(cores, int):
+        return []
+    if cores < 1 or threads < 1:
+        return []
+    evidence = (
+        Evidence(metric="ND4J's OpenMP threads (NativeOps)", value=threads, source="log"),
+        Evidence(metric="cores ND4J saw", value=cores, source="log"),
+    )
+    if threads > cores:
+        return [
+            Finding(
+                rule="dl4j-setup",
+                severity=Severity.WARNING,
+                title=f"ND4J runs {threads} OpenMP threads on {cores} cores",
+                explanation=(
+                    "More threads than the machine has cores take turns on them: each op's "
+                    "threads wait for one another and thrash the caches (the DL4J guide's step "
+                    "13). ND4J's default is one thread a physical core; OMP_NUM_THREADS set "
+                    "higher overrides it."
+                ),
+                evidence=evidence,
+                speedup=Speedup.none("measure the job with OMP_NUM_THREADS at the core count"),
+                fix=Fix(
+                    summary=(
+                        "Set OMP_NUM_THREADS to the number of physical cores at most (fewer "
+                        "still when several networks or other busy processes share them), or "
+                        "unset it for ND4J's default."
+                    ),
+                    snippet=f"OMP_NUM_THREADS={max(1, cores // 2)} java ...",
+                ),
+            )
+        ]
+    if threads == 1 and cores >= FEW_THREADS_CORES:
+        return [
+            Finding(
+                rule="dl4j-setup",
+                severity=Severity.INFO,
+                title=f"ND4J computes on 1 OpenMP thread of {cores} cores",
+                explanation=(
+                    "Each op runs on one core while the others idle, unless one network a core "
+                    "runs side by side on purpose (the guide's step 13): OMP_NUM_THREADS=1 "
+                    "(or ND4J's own setting) holds it there."
+                ),
+                evidence=evidence,
+                speedup=Speedup.none("measure the job with ND4J's default threads"),
+                fix=Fix(
+                    summary=(
+                        "Unset OMP_NUM_THREADS (ND4J then uses one thread a physical core), "
+                        "unless several networks train or infer side by side."
+                    ),
+                    snippet="unset OMP_NUM_THREADS",
+                ),
+            )
+        ]
+    return []
