@@ -342,3 +342,39 @@ def test_the_gc_finding_says_how_much_of_the_iterations_the_pauses_took() -> Non
     # (of the iterations after the warm-up the summary leaves out: 2 of the 12 fell in it)
     assert ev["iterations a pause fell in"] == 10
     assert 0.05 < ev["share of the iterations' time in GC pauses"] < 0.15
+
+
+def test_a_logger_writing_the_time_of_day_only_is_put_on_the_gc_logs_days() -> None:
+    """The DL4J guide's logger form ("13:08:09,042 INFO ~"): no date. Its iterations are put
+    on the GC log's day, and the next day after midnight: the same pauses fall in them as
+    with a dated logger, across midnight too."""
+    from stepdoctor.logs.record import to_record
+
+    def run(first_s: int, gc_day: str, next_day: str) -> dict[str, object]:
+        perf = []
+        for i in range(1, 140):
+            t = (first_s + i // 10) % 86_400
+            when = f"{t // 3600:02d}:{t // 60 % 60:02d}:{t % 60:02d},{i % 10}00 INFO  ~ "
+            perf.append(_perf(i, 0, 100, when))
+        gc = []
+        for s in range(1, 13):
+            t = first_s + s
+            day = gc_day if t < 86_400 else next_day
+            t %= 86_400
+            gc.append(
+                f"{day}T{t // 3600:02d}:{t // 60 % 60:02d}:{t % 60:02d}.250+0100: {s}.250: "
+                f"[GC (Allocation Failure) [PSYoungGen: 1000K->100K(2000K)] 3000K->2100K(9000K), "
+                f"0.1000000 secs]"
+            )
+        record = to_record(parse_dl4j("train.log", perf), [parse_jdk8("gc.log", gc)], ("t",))
+        (overhead,) = [f for f in build_report(record).findings if f.rule == "jvm-gc-overhead"]
+        return {e.metric: e.value for e in overhead.evidence}
+
+    same_day = run(13 * 3600, "2021-01-01", "2021-01-02")
+    assert same_day["iterations a pause fell in"] == 10
+    across = run(86_400 - 6, "2021-01-01", "2021-01-02")  # 23:59:54 to 00:00:07
+    assert across["iterations a pause fell in"] == 10
+    assert (
+        across["share of the iterations' time in GC pauses"]
+        == same_day["share of the iterations' time in GC pauses"]
+    )

@@ -6,13 +6,15 @@ A PerformanceListener line is one iteration (its ETL the step's ``data_wait``, t
 ``fit``: DL4J's forward, backward and update, which the listener does not split); a listener
 that logs every N iterations gives one step in N, laid end to end. Where both logs carry
 wall-clock times (a logger that writes dates, a GC log with ``-XX:+PrintGCDateStamps`` or
-``-Xlog:gc:...:time``), each iteration gets the GC pauses that fell in it; else the
-listener's own GC figures (``reportGC``), where it logged them.
+``-Xlog:gc:...:time``), each iteration gets the GC pauses that fell in it (a logger that
+writes the time of day only is put on the GC log's days); else the listener's own GC figures
+(``reportGC``), where it logged them.
 """
 
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import math
 import time
 import uuid
@@ -52,7 +54,7 @@ def to_record(
     if dl4j is not None:
         env.append(EnvFact(key="framework", value="dl4j", source="log"))
     pauses = _pause_clock(gc_logs)
-    steps = _steps(iterations, pauses)
+    steps = _steps(_dated(iterations, pauses), pauses)
     return RunRecord(
         meta=meta, steps=tuple(steps), env=tuple(env), jvm_gc=tuple(gc_logs), from_logs=True
     )
@@ -67,6 +69,35 @@ def _value(text: str) -> str | int | float | bool:
         return float(text.replace(",", "."))
     except ValueError:
         return text
+
+
+#: A logger's time of day is put on the GC log's day, within this of its first pause; a time
+#: that goes back by more than this is the next day.
+_HALF_DAY_S = 43_200.0
+
+
+def _dated(
+    iterations: Sequence[Dl4jIteration], pauses: list[tuple[float, float]]
+) -> Sequence[Dl4jIteration]:
+    """Iterations whose logger wrote the time of day only, put on the GC log's calendar:
+    the day that brings the first within half a day of the first GC pause, the next day
+    each time the clock goes back past midnight."""
+    if not pauses or any(i.unix_s is not None for i in iterations):
+        return iterations
+    first = next((i.day_s for i in iterations if i.day_s is not None), None)
+    if first is None:
+        return iterations
+    day = math.floor((pauses[0][0] - first + _HALF_DAY_S) / 86_400) * 86_400
+    out, last = [], first
+    for it in iterations:
+        if it.day_s is None:
+            out.append(it)
+            continue
+        if it.day_s < last - _HALF_DAY_S:
+            day += 86_400
+        last = it.day_s
+        out.append(dataclasses.replace(it, unix_s=day + it.day_s))
+    return out
 
 
 def _pause_clock(gc_logs: Sequence[JvmGcLog]) -> list[tuple[float, float]]:
