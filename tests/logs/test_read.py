@@ -378,3 +378,48 @@ def test_a_logger_writing_the_time_of_day_only_is_put_on_the_gc_logs_days() -> N
         across["share of the iterations' time in GC pauses"]
         == same_day["share of the iterations' time in GC pauses"]
     )
+
+
+def _interleave(train: list[str], gc: list[str]) -> str:
+    """A training run's stdout with the JVM's GC lines among its own, as a java process
+    writes both (-verbose:gc or -Xlog:gc to stdout): a GC line after every few of its own."""
+    out, step = [], max(1, len(train) // max(1, len(gc)))
+    for i, line in enumerate(train):
+        out.append(line)
+        if i % step == step - 1 and gc:
+            out.append(gc.pop(0))
+    return "\n".join(out + gc) + "\n"
+
+
+@pytest.mark.parametrize(
+    "gc_file", ["SampleSun1_6_0G1_gc_verbose.txt", "sample-ujl-g1-gc-defaults.txt"]
+)
+def test_a_training_logs_stdout_with_the_jvms_gc_lines_is_read_as_both(
+    tmp_path: Path, gc_file: str
+) -> None:
+    """dl4j-benchmark's real output with a real GC log's lines among it: the DL4J log, and
+    the GC log with every pause its own file has, none of the logger's lines unparsed."""
+    train = (DATA / "dl4j" / "output_v100alpha_cuda91-cudnn_16.txt").read_text().splitlines()
+    gc_path = DATA / "gc" / "gcviewer" / gc_file
+    gc = gc_path.read_text().splitlines()[:300]
+    mixed = tmp_path / "stdout.log"
+    mixed.write_text(_interleave(train, list(gc)))
+    alone = tmp_path / "gc.log"
+    alone.write_text("\n".join(gc) + "\n")
+    read = read_logs([str(mixed)])
+    (log,) = read.gc_logs
+    assert len(read.dl4j_logs) == 1 and read.dl4j_logs[0].iterations
+    expected = read_gc_log(alone)
+    assert log.pauses == expected.pauses > 0
+    assert log.total_pause_s == pytest.approx(expected.total_pause_s, abs=1e-9)
+    assert log.unparsed == 0 and not any("could not be read" in w for w in read.warnings)
+    # from stdin it cannot be read twice: said so, the training log still read
+    proc = subprocess.run(
+        [sys.executable, "-m", "stepdoctor", "logs", "-"],
+        input=mixed.read_text(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "holds the JVM's GC lines too" in proc.stdout + proc.stderr

@@ -8,7 +8,7 @@ reads any mix of files, folders, ``.gz`` and stdin, telling each file's kind fro
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -18,7 +18,7 @@ from stepdoctor.logs.feed import Feed
 from stepdoctor.logs.gc_jdk8 import parse_jdk8
 from stepdoctor.logs.gc_unified import parse_unified
 from stepdoctor.logs.record import to_record
-from stepdoctor.logs.sources import LogSource, open_sources
+from stepdoctor.logs.sources import LogSource, gc_kind_of, open_sources
 from stepdoctor.model import RunRecord
 from stepdoctor.model.jvm import Dl4jLog, JvmGcLog
 
@@ -46,7 +46,12 @@ def read_logs(paths: Sequence[str], command: tuple[str, ...] = ()) -> LogsRead:
     for source in open_sources(list(paths)):
         try:
             if source.kind == "dl4j":
-                dl4j_logs.append(parse_dl4j(source.name, source.lines))
+                kinds: list[str] = []
+                dl4j_logs.append(parse_dl4j(source.name, _noting_gc(source.lines, kinds)))
+                if kinds:  # the JVM's GC lines in the same output
+                    beside = _gc_beside(source.name, kinds[0], warnings)
+                    if beside is not None:
+                        gc_logs.append(beside)
             elif source.kind in ("jdk8-gc", "unified-gc"):
                 gc_logs.append(read_gc_source(source))
             elif source.kind == "unreadable":
@@ -79,6 +84,37 @@ def read_logs(paths: Sequence[str], command: tuple[str, ...] = ()) -> LogsRead:
     return LogsRead(
         record=record, gc_logs=tuple(gc_logs), dl4j_logs=tuple(dl4j_logs), warnings=tuple(warnings)
     )
+
+
+def _noting_gc(lines: Iterable[str], kinds: list[str]) -> Iterator[str]:
+    """``lines``, noting in ``kinds`` the kind of the first GC log line among them."""
+    for line in lines:
+        if not kinds:
+            kind = gc_kind_of(line)
+            if kind is not None:
+                kinds.append(kind)
+        yield line
+
+
+def _gc_beside(name: str, kind: str, warnings: list[str]) -> JvmGcLog | None:
+    """The GC lines of a training log (the JVM's -verbose:gc or -Xlog:gc on the same
+    output), read again as a GC log of ``kind``; None from stdin, which cannot be read twice."""
+    if name == "-":
+        warnings.append(
+            "-: the training log holds the JVM's GC lines too; they are read from a file "
+            "(stepdoctor logs FILE), not from stdin"
+        )
+        return None
+    (source,) = open_sources([name])
+    try:
+        if kind == "jdk8-gc":  # its parser passes over other lines
+            return read_gc_source(dataclasses.replace(source, kind=kind))
+        # the unified parser counts any other line as one it could not read: the logger's
+        # lines are left out
+        ours = (line for line in source.lines if line.startswith(("[", "GC(", "Using ")))
+        return parse_unified(source.name, ours)
+    finally:
+        source.close()
 
 
 def read_gc_source(source: LogSource) -> JvmGcLog:

@@ -18,7 +18,15 @@ from typing import BinaryIO
 
 from stepdoctor.errors import LogError
 
-__all__ = ["DETECT_LINES", "KINDS", "LogSource", "detect", "ends_early", "open_sources"]
+__all__ = [
+    "DETECT_LINES",
+    "KINDS",
+    "LogSource",
+    "detect",
+    "ends_early",
+    "gc_kind_of",
+    "open_sources",
+]
 
 #: Lines looked at to tell a file's kind: a JVM's GC log starts with its own lines within a
 #: few lines (unified logging's ``Using G1`` is the first; JDK 8's heading is 3 lines); a
@@ -82,12 +90,25 @@ def detect(head: list[str]) -> str:
             jdk8 += 1
         elif _DL4J.search(line):
             dl4j += 1
-    # two lines at least: a document quoting one listener line is not a training log
-    if dl4j >= 2 and dl4j >= max(unified, jdk8):
+    # two lines at least: a document quoting one listener line is not a training log; a
+    # training log that holds the JVM's -verbose:gc lines too (both on its stdout) is read as
+    # one, and its GC lines again (``gc_kind_of``)
+    if dl4j >= 2:
         return "dl4j"
     if unified or jdk8:
         return "unified-gc" if unified >= jdk8 else "jdk8-gc"
     return "unknown"
+
+
+def gc_kind_of(line: str) -> str | None:
+    """``jdk8-gc`` or ``unified-gc`` where ``line`` is a GC log's event line, else None."""
+    if "GC" not in line and "Pause" not in line:
+        return None
+    if _UNIFIED.match(line):
+        return "unified-gc"
+    if _JDK8.match(line):
+        return "jdk8-gc"
+    return None
 
 
 def open_sources(paths: list[str]) -> Iterator[LogSource]:
