@@ -136,3 +136,12 @@ def test_the_cuda_backends_native_threads_are_not_a_cpu_setting() -> None:
     train = parse_dl4j("x", (DL4J / "output_v100beta_cuda91-cudnn_32.txt").read_text().splitlines())
     findings = build_report(to_record(train, [], ("t",))).findings
     assert not any("OpenMP" in f.title for f in findings)
+
+
+def test_a_unified_logs_system_gc_is_the_programs_call() -> None:
+    """garbagecat's dataset184: 'Pause Full (System.gc())' in unified logging; its cause is
+    read whole, parentheses and all, so the full collection is the program's call."""
+    (log,) = [read_gc_log(GC / "garbagecat" / "dataset184.txt")]
+    assert [(c.kind, c.cause) for c in log.causes] == [("full", "System.gc()")]
+    (full,) = [f for f in _findings("garbagecat/dataset184.txt") if f.rule == "jvm-full-gcs"]
+    assert "called by the program" in full.title
