@@ -254,3 +254,44 @@ def test_read_gc_log_uses_the_fast_path_and_the_pure_twin_alike(
     monkeypatch.setenv("STEPDOCTOR_PURE_PYTHON", "1")
     assert fast_path() is None
     assert read_gc_log(path) == fast
+
+
+_PRE = "".join(f"{i}.0: [GC (Allocation Failure)  4K->2K(8K), 0.001 secs]\n" for i in range(1000))
+
+
+@pytest.mark.parametrize(
+    ("family", "data"),
+    [
+        # a GC id past 64 bits
+        ("unified", "[1.0s][info][gc] GC(99999999999999999999) Pause Young (Normal) (G1 "
+                    "Evacuation Pause) 10M->5M(20M) 1.234ms\n[2.0s][info][gc] x\n"),
+        # a ZGC cycle's heap whose first arrow has nothing before it
+        ("unified", "[1.0s][info][gc] GC(1) Garbage Collection (Warmup) ->a->b\n[2.0s] x\n"),
+        # Shenandoah's start with a bracket still open: the parser drops it
+        ("jdk8", _PRE + "1000.5: [GC (Allocation Failure) [x, start]\n  foo, 0.5 secs]\nx\n"),
+        # a dated line that is no event: its date is never read
+        ("jdk8", _PRE + "2012-04-26T23:59:50.253+0200: 1000.5: [GC concurrent-]\nx\n"),
+        # decorations with a blank between them
+        ("unified", "[2020-06-24T18:13:47.695-0700] [info] hello\n[2.0s] x\n"),
+        # sizes and ids past 64 bits that the parser reads, then lines the fast path would take
+        ("unified", "[1.0s][info][gc] GC(1) Pause Young (Normal) (G1 Evacuation Pause) "
+                    "10M->5M(9000000T) 1.0ms\n[2.0s][info][gc] x\n[3.0s][info][gc] y\n"),
+        ("unified", "GC(99999999999999999999) Pause Young (Normal) 10M->5M(20M) 1.0ms\n"
+                    "[2.0s][info][gc] x\n[3.0s][info][gc] GC(2) Pause Young (Normal) 1.0ms\n"),
+        ("jdk8", "0.5: [GC (Allocation Failure)  4K->2K(99999999999G), 0.001 secs]\nend\n"
+                 + _PRE + "1000.5: [GC (a)  4K->2K(8K), 0.001 secs]\n"),
+        # young collections inside a remark: their sum, added in order
+        ("jdk8", _PRE + "1000.5: [GC (CMS Final Remark) [GC (a) 1K->1K(2K), 0.1 secs][GC (a) "
+                        "1K->1K(2K), 0.2 secs][GC (a) 1K->1K(2K), 0.3 secs] 5K->1K(9K), 1.0 "
+                        "secs]\nx\n"),
+    ],
+)  # fmt: skip
+def test_lines_found_in_review_read_alike(family: str, data: str) -> None:
+    fast, pure, _ = _both(data.encode(), family)
+    assert fast == pure
+
+
+def test_an_uninitialised_scanner_says_so() -> None:
+    part = fast_path()
+    with pytest.raises(TypeError):
+        part.Scanner.__new__(part.Scanner).scan(b"x\n", 0)

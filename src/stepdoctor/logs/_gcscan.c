@@ -313,8 +313,13 @@ static int get_ll(PyObject *o, const char *name, long long *out, int *present) {
         return 0;
     }
     if (present) *present = 1;
-    *out = PyLong_AsLongLong(v);
+    int overflow = 0;
+    *out = PyLong_AsLongLongAndOverflow(v, &overflow);
     Py_DECREF(v);
+    if (overflow) {
+        PyErr_SetString(PyExc_OverflowError, "a GcStats value past 64 bits");
+        return -1;
+    }
     return (*out == -1 && PyErr_Occurred()) ? -1 : 0;
 }
 static int get_d(PyObject *o, const char *name, double *out, int *present) {
@@ -401,7 +406,9 @@ static int load(Scanner *self) {
         PyErr_SetString(PyExc_TypeError, "GcStats.last_collection is not a 3-tuple");
         return -1;
     }
-    self->last_id = PyLong_AsLongLong(PyTuple_GET_ITEM(collection, 0));
+    int overflow = 0;
+    self->last_id = PyLong_AsLongLongAndOverflow(PyTuple_GET_ITEM(collection, 0), &overflow);
+    if (overflow) PyErr_SetString(PyExc_OverflowError, "a GC id past 64 bits");
     Py_XSETREF(self->last_kind, Py_NewRef(PyTuple_GET_ITEM(collection, 1)));
     self->last_full_s = PyFloat_AsDouble(PyTuple_GET_ITEM(collection, 2));
     Py_DECREF(collection);
@@ -883,7 +890,7 @@ static int phase_seconds(Text t, Py_ssize_t at, double *seconds, Py_ssize_t *end
 
 /* A concurrent phase alone on its line, in one bracket pair: ``[up: ][GC concurrent-x...]``,
  * ``[CMS-concurrent-x: 0.1/0.2 secs]`` (gc_jdk8._concurrent). */
-static int jdk8_concurrent(Scanner *self, Text t, int timed, double up, Py_ssize_t head,
+static int jdk8_concurrent(Scanner *self, Text t, Stamp *stamp, Py_ssize_t head,
                            Py_ssize_t end) {
     Py_ssize_t i = head;
     if (starts(t, i, "GC concurrent-"))
@@ -898,7 +905,10 @@ static int jdk8_concurrent(Scanner *self, Text t, int timed, double up, Py_ssize
     double seconds;
     Py_ssize_t after;
     if (phase_seconds(t, i, &seconds, &after) < 0) return PYTHON;
-    concurrent(self, timed, up, seconds);
+    int timed; /* its date is read only now that the line is taken, as the parser reads it */
+    double when;
+    TIMESTAMP(stamp, &timed, &when);
+    concurrent(self, timed, when, seconds);
     return TAKEN;
 }
 
@@ -1293,6 +1303,7 @@ static int jdk8_event(Scanner *self, Text t, unsigned m, Stamp *stamp, Py_ssize_
         return PYTHON;
     char *joined = NULL;
     long long extra = 0;
+    if (!closed && ends(text, ", start]")) return PYTHON; /* Shenandoah's start: dropped */
     if (!closed) {
         /* it goes on over the next lines: those that start no event of their own */
         Py_ssize_t n = text.n;
@@ -1469,10 +1480,7 @@ static int jdk8_line(Scanner *self, Text t, unsigned m, const char *next, const 
                 return PYTHON;
             for (const char *c = close + 1; c < t.s + t.n; c++)
                 if (!is_ws(*c)) return PYTHON;
-            int timed;
-            double when;
-            TIMESTAMP(&stamp, &timed, &when);
-            return jdk8_concurrent(self, t, timed, when, at + 1, close - t.s);
+            return jdk8_concurrent(self, t, &stamp, at + 1, close - t.s);
         }
     }
     if (m & M_PAUSE) return PYTHON; /* Shenandoah's */
@@ -1486,6 +1494,8 @@ static int jdk8_line(Scanner *self, Text t, unsigned m, const char *next, const 
  * PYTHON where the decorations are of another shape. */
 static int decorations(Scanner *self, Text t, Stamp *stamp, int *odd, Py_ssize_t *body) {
     Py_ssize_t at = 0;
+    Text dates[4];
+    int ndates = 0;
     memset(stamp, 0, sizeof *stamp);
     *odd = 0;
     while (at < t.n && t.s[at] == '[') {
@@ -1516,13 +1526,8 @@ static int decorations(Scanner *self, Text t, Stamp *stamp, int *odd, Py_ssize_t
                     }
                 }
             } else if (part.n > 10 && part.s[4] == '-') {
-                if (date_seconds(self, part, &stamp->unix_s)) {
-                    stamp->has_unix = 1;
-                    *odd = 0;
-                } else {
-                    if (!self->utc_known) return PYTHON; /* Python may read it: the offset */
-                    *odd = 1; /* what Python reads of it is its own */
-                }
+                if (ndates == 4) return PYTHON;
+                dates[ndates++] = part; /* read once the decorations are known whole */
             }
         }
         at = close - t.s + 1;
@@ -1531,6 +1536,21 @@ static int decorations(Scanner *self, Text t, Stamp *stamp, int *odd, Py_ssize_t
             if (at < t.n && t.s[at] == '[') return PYTHON; /* blanks between: odd */
             break;
         }
+    }
+    /* GcStats.date_seconds of each date, in order: the first read keeps its UTC offset, the
+     * last one stands */
+    for (int k = 0; k < ndates; k++) {
+        double unix_s;
+        long long offset;
+        if (!date_value(dates[k], &unix_s, &offset)) {
+            if (!self->utc_known) return PYTHON; /* Python may read it: the offset */
+            *odd = 1;                             /* what Python reads of it is its own */
+            stamp->has_unix = 0;
+            continue;
+        }
+        date_seconds(self, dates[k], &stamp->unix_s);
+        stamp->has_unix = 1;
+        *odd = 0;
     }
     *body = at;
     return TAKEN;
@@ -1771,9 +1791,11 @@ static int zgc_cycle(Scanner *self, Text body, Py_ssize_t at, Stamp *stamp, unsi
         Py_ssize_t run = i;
         while (run < body.n && !is_ws(body.s[run])) run++;
         Text token = {body.s + i, run - i};
-        const char *arrow = memmem(token.s, (size_t)token.n, "->", 2);
-        /* \S+->\S+: a character before the arrow and one after it */
-        if (arrow == NULL || arrow == token.s || arrow + 2 >= token.s + token.n) return NO_MATCH;
+        /* \S+->\S+: an arrow with a character before it and one after it (any arrow) */
+        int arrow = 0;
+        for (Py_ssize_t k = 1; k + 2 < token.n && !arrow; k++)
+            arrow = token.s[k] == '-' && token.s[k + 1] == '>';
+        if (!arrow) return NO_MATCH;
         int timed;
         double when;
         TIMESTAMP(stamp, &timed, &when);
@@ -1817,9 +1839,10 @@ static int unified_line(Scanner *self, Text t, unsigned m) {
     int cycle_line = (m & M_COLLECTION) != 0;
     if (m & (M_TO_SPACE_EX | M_EVACUATION)) return PYTHON;
     Py_ssize_t i = 3;
-    long long gc_id;
-    int numbered = (pause_line || concurrent_line || cycle_line) &&
-                   integer(body, &i, INT64_MAX, &gc_id) == 1 && starts(body, i, ") ");
+    long long gc_id = 0;
+    int id_read = (pause_line || concurrent_line || cycle_line) ? integer(body, &i, INT64_MAX, &gc_id) : 0;
+    if (id_read < 0) return PYTHON; /* an id past 64 bits */
+    int numbered = id_read == 1 && starts(body, i, ") ");
     if (numbered) {
         /* GC(n) then the event, as gc_unified tries them; generational ZGC's "y: ": Python's */
         i += 2;
@@ -1890,12 +1913,21 @@ static PyObject *Scanner_scan(Scanner *self, PyObject *args) {
         PyErr_SetString(PyExc_ValueError, "pos out of the buffer");
         return NULL;
     }
+    if (self->stats == NULL) {
+        PyBuffer_Release(&view);
+        PyErr_SetString(PyExc_TypeError, "Scanner() was not initialised");
+        return NULL;
+    }
     if (load(self)) {
         Py_CLEAR(self->timeline);
         Py_CLEAR(self->longest);
         Py_CLEAR(self->causes);
+        Py_CLEAR(self->last_kind);
         PyBuffer_Release(&view);
-        return NULL;
+        if (!PyErr_ExceptionMatches(PyExc_OverflowError)) return NULL;
+        /* a size or id the parser read past 64 bits: the parser reads on */
+        PyErr_Clear();
+        return PyLong_FromSsize_t(pos);
     }
     int failed = 0;
     while (pos < n) {

@@ -110,7 +110,7 @@ def parse_jdk8(source: str, lines: Iterable[str]) -> JvmGcLog:
                 inner: list[float] = []
                 pending.depth, pause_s = _close(line, pending.depth, inner)
                 _inner(stats, pending.t_s, pending.unix_s, inner)
-                pending.inner += sum(inner)
+                pending.inner += _added(inner)
                 if pause_s is not None:
                     # the collection inside it is its own pause (GCViewer subtracts it too)
                     pause_s = max(0.0, pause_s - pending.inner)
@@ -161,11 +161,11 @@ def parse_jdk8(source: str, lines: Iterable[str]) -> JvmGcLog:
             if rest.endswith(", start]"):
                 continue  # Shenandoah's start line
             if depth > 0:
-                pending = _Open(t_s=t_s, unix_s=unix_s, text=rest, depth=depth, inner=sum(inner))
+                pending = _Open(t_s=t_s, unix_s=unix_s, text=rest, depth=depth, inner=_added(inner))
             else:
                 stats.bad_line(line)
             continue
-        _finish(stats, t_s, unix_s, rest, max(0.0, pause_s - sum(inner)))
+        _finish(stats, t_s, unix_s, rest, max(0.0, pause_s - _added(inner)))
     if pending is not None:
         stats.bad_line(pending.text[:300])  # the log ends inside an event
     if collectors:
@@ -195,6 +195,15 @@ def _close(text: str, depth: int, inner: list[float] | None = None) -> tuple[int
             found = _PAUSE_END.search(text, 0, bracket.start())
             return 0, (None if found is None else _seconds(found))
     return depth, None
+
+
+def _added(values: list[float]) -> float:
+    """The values added one by one, in order (``sum`` of floats is compensated from Python
+    3.12 on: the C fast path adds as this does, on every version)."""
+    total = 0.0
+    for value in values:
+        total += value
+    return total
 
 
 def _inner(stats: GcStats, t_s: float | None, unix_s: float | None, pauses: list[float]) -> None:
