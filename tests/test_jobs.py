@@ -330,3 +330,17 @@ def test_where_a_rank_stayed_since_its_last_step_is_its_last_phase() -> None:
     ))  # fmt: skip
     (row,) = _rows({0: stalled})
     assert row.last_phase == "backward" and row.last_where.startswith("bwd (")
+
+
+def test_cpu_all_reduces_on_a_busy_host_are_said_as_info_below_critical() -> None:
+    """15% exposed while other processes took 40% of the hosts' CPUs: info, saying so; at 55%
+    it stays critical; with nccl (the GPUs') it stays a warning."""
+    busy = [dataclasses.replace(r, others_cpu_share=0.4)
+            for r in (_timed(0, 9.0, overlap=6.0), _timed(1, 9.0, overlap=6.0))]  # fmt: skip
+    (f,) = comm_findings(busy)
+    assert f.severity == Severity.INFO and "Other processes used 40%" in f.explanation
+    heavy = [dataclasses.replace(r, others_cpu_share=0.4)
+             for r in (_timed(0, 7.2, 12.7), _timed(1, 7.0, 12.7))]  # fmt: skip
+    assert comm_findings(heavy)[0].severity == Severity.CRITICAL
+    nccl = [dataclasses.replace(r, ddp=dataclasses.replace(r.ddp, backend="nccl")) for r in busy]
+    assert comm_findings(nccl)[0].severity == Severity.WARNING
