@@ -1046,22 +1046,35 @@ static int pause_end(Text t, Py_ssize_t lo, Py_ssize_t e, double *out) {
     return 1;
 }
 
+/* The line that ends at ``nl`` (its ``\n``), less its trailing ``\r``s: what the parser
+ * reads (``rstrip("\r\n")``). */
+static Text line_before(const char *start, const char *nl) {
+    Text line = {start, nl - start};
+    while (line.n && (line.s[line.n - 1] == '\r' || line.s[line.n - 1] == '\n')) line.n--;
+    return line;
+}
+
+/* Whether the 30 bytes at ``d`` are a JDK 8 date stamp and its ``: ``
+ * (``\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d[.,]\d{3}[+-]\d{4}: ``, gc_jdk8's _DATE). */
+static int date_stamp(const char *d) {
+    static const char shape[] = "dddd-dd-ddTdd:dd:dd.ddd+dddd: ";
+    for (int k = 0; k < 30; k++) {
+        char c = d[k], want = shape[k];
+        int ok = want == 'd'   ? is_digit(c)
+                 : want == '.' ? (c == '.' || c == ',')
+                 : want == '+' ? (c == '+' || c == '-')
+                               : c == want;
+        if (!ok) return 0;
+    }
+    return 1;
+}
+
 /* _STAMPS at the start of a JDK 8 line: ``[date: ][uptime: ][#id: ]``; 0 for PYTHON. */
-static int jdk8_stamps(Scanner *self, Text t, Py_ssize_t *at, Stamp *stamp) {
+static int jdk8_stamps(Text t, Py_ssize_t *at, Stamp *stamp) {
     Py_ssize_t i = 0;
     memset(stamp, 0, sizeof *stamp);
-    /* \d{4}-\d\d-\d\dT\d\d:\d\d:\d\d[.,]\d{3}[+-]\d{4} */
     if (t.n > 30 && is_digit(t.s[0]) && t.s[4] == '-') {
-        static const char shape[] = "dddd-dd-ddTdd:dd:dd.ddd+dddd";
-        for (int k = 0; k < 28; k++) {
-            char c = t.s[k], want = shape[k];
-            int ok = want == 'd'   ? is_digit(c)
-                     : want == '.' ? (c == '.' || c == ',')
-                     : want == '+' ? (c == '+' || c == '-')
-                                   : c == want;
-            if (!ok) return 0;
-        }
-        if (!starts(t, 28, ": ")) return 0;
+        if (!date_stamp(t.s)) return 0;
         stamp->date = (Text){t.s, 28};
         stamp->has_date = 1;
         i = 30;
@@ -1153,25 +1166,14 @@ static int stamps_before(Text t, Py_ssize_t lo, Py_ssize_t b, Stamp *stamp) {
         }
     }
     /* date: */
-    if (i - 30 >= lo && t.s[i - 1] == ' ' && t.s[i - 2] == ':') {
-        static const char shape[] = "dddd-dd-ddTdd:dd:dd.ddd+dddd";
+    if (i - 30 >= lo && date_stamp(t.s + i - 30)) {
         const char *d = t.s + i - 30;
-        int ok = 1;
-        for (int k = 0; k < 28 && ok; k++) {
-            char c = d[k], want = shape[k];
-            ok = want == 'd'   ? is_digit(c)
-                 : want == '.' ? (c == '.' || c == ',')
-                 : want == '+' ? (c == '+' || c == '-')
-                               : c == want;
-        }
-        if (ok) {
-            double unix_s;
-            long long offset;
-            if (!date_value((Text){d, 28}, &unix_s, &offset)) return 0;
-            stamp->has_date = 1;
-            stamp->date = (Text){d, 28};
-            i -= 30;
-        }
+        double unix_s;
+        long long offset;
+        if (!date_value((Text){d, 28}, &unix_s, &offset)) return 0;
+        stamp->has_date = 1;
+        stamp->date = (Text){d, 28};
+        i -= 30;
     }
     if (i > lo && is_digit(t.s[i - 1])) return 0; /* a stamp the regex may read otherwise */
     return 1;
@@ -1254,20 +1256,9 @@ static int close_line(Text text, int *depth, Action *actions, int *nactions,
 static int stamped(Text t) {
     Py_ssize_t i = 0;
     int any = 0;
-    static const char shape[] = "dddd-dd-ddTdd:dd:dd.ddd+dddd: ";
-    if (t.n >= 30) {
-        int ok = 1;
-        for (int k = 0; k < 30 && ok; k++) {
-            char c = t.s[k], want = shape[k];
-            ok = want == 'd'   ? is_digit(c)
-                 : want == '.' ? (c == '.' || c == ',')
-                 : want == '+' ? (c == '+' || c == '-')
-                               : c == want;
-        }
-        if (ok) {
-            i = 30;
-            any = 1;
-        }
+    if (t.n >= 30 && date_stamp(t.s)) {
+        i = 30;
+        any = 1;
     }
     Py_ssize_t j = i;
     while (j < t.n && is_digit(t.s[j])) j++;
@@ -1314,8 +1305,7 @@ static int jdk8_event(Scanner *self, Text t, unsigned m, Stamp *stamp, Py_ssize_
         while (!closed) {
             const char *nl = next < end ? memchr(next, '\n', (size_t)(end - next)) : NULL;
             if (nl == NULL || n >= MAX_JOINED) goto python;
-            Text line = {next, nl - next};
-            while (line.n && (line.s[line.n - 1] == '\r' || line.s[line.n - 1] == '\n')) line.n--;
+            Text line = line_before(next, nl);
             unsigned lm = marks(line);
             if ((lm & M_HIGH) || stamped(line)) goto python;
             if ((lm & M_CONCURRENT) && !nested(line, actions, &nactions)) goto python;
@@ -1463,7 +1453,7 @@ static int jdk8_line(Scanner *self, Text t, unsigned m, const char *next, const 
         double seconds;
         int timed;
         double when;
-        if (!jdk8_stamps(self, t, &at, &stamp) || !starts(t, at, STOPPED) ||
+        if (!jdk8_stamps(t, &at, &stamp) || !starts(t, at, STOPPED) ||
             stop_seconds(t, at, &seconds) != 1)
             return PYTHON;
         TIMESTAMP(&stamp, &timed, &when);
@@ -1471,7 +1461,7 @@ static int jdk8_line(Scanner *self, Text t, unsigned m, const char *next, const 
     }
     if (is_ws(t.s[0])) return TAKEN; /* G1's details */
     if (self->events < self->min_events) return PYTHON;
-    if (!jdk8_stamps(self, t, &at, &stamp) || !starts(t, at, "[")) return PYTHON;
+    if (!jdk8_stamps(t, &at, &stamp) || !starts(t, at, "[")) return PYTHON;
     if (m & M_CONCURRENT) {
         if (starts(t, at, "[GC concurrent-") || starts(t, at, "[CMS-concurrent-")) {
             /* a concurrent phase alone on its line; any other line with one: Python's */
@@ -1933,8 +1923,7 @@ static PyObject *Scanner_scan(Scanner *self, PyObject *args) {
     while (pos < n) {
         const char *nl = memchr(data + pos, '\n', (size_t)(n - pos));
         if (nl == NULL) break;
-        Text line = {data + pos, nl - data - pos};
-        while (line.n && (line.s[line.n - 1] == '\r' || line.s[line.n - 1] == '\n')) line.n--;
+        Text line = line_before(data + pos, nl);
         unsigned m = marks(line);
         if (m & M_HIGH) break;
         self->resume = NULL;
