@@ -159,12 +159,22 @@ def test_small_steady_heap_rise_under_a_large_rss_rise_is_a_leak() -> None:
 
 
 def test_not_a_leak_only_when_the_heap_was_shown_flat() -> None:
-    # The heap read too seldom (once a second, 5 readings) to show it flat: RSS's rise stays
-    # a warning.
-    s = steps(120, phases_ms={"forward": 50})
-    seldom = _with_heap(s, _rss, lambda i: 180 * MIB, every=12)
-    (f,) = memory_growth(RuleContext(record(s, system=seldom)))
-    assert f.severity is not Severity.INFO
+    # The heap read too seldom (once a second, 5 readings) to show it flat, or a run too
+    # short to read it 6 times (workers_oversubscription.py: 2.5 s of steps, RSS +96 MiB on a
+    # CI host, its heap flat): RSS's rise alone is no verdict either way. Info, saying why.
+    for s, every in ((steps(120, phases_ms={"forward": 50}), 12), (steps(50, phases_ms={
+            "forward": 50}), 5)):  # fmt: skip
+        seldom = _with_heap(s, lambda i: 390 * MIB + i * 5 * MIB, lambda i: 180 * MIB, every)
+        (f,) = memory_growth(RuleContext(record(s, system=seldom)))
+        assert f.severity is Severity.INFO and "too few times to tell" in f.title
+        assert "not a leak" not in f.explanation
+        ev = {e.metric: e.value for e in f.evidence}
+        assert ev["memory in use, readings over the rise"] == 5
+        assert f.fix.summary.startswith("Run more steps")
+    # With no heap to read at all (not glibc), RSS is all there is: it judges alone.
+    none = tuple(dataclasses.replace(x, main_heap_bytes=None) for x in seldom)
+    (alone,) = memory_growth(RuleContext(record(s, system=none)))
+    assert alone.severity is not Severity.INFO
 
 
 def test_heap_rising_steadily_is_a_leak_while_rss_is_noisy() -> None:
