@@ -27,6 +27,7 @@ from stepdoctor.collect.sampling.stacks import (
     Stack,
     StackSampler,
     WorkerStacks,
+    _native_sleep_read,
     frame_walker,
     in_process_safe,
     python_stack,
@@ -342,6 +343,124 @@ def test_worker_files_are_read_back_renumbered_and_deleted(tmp_path: Path) -> No
     assert [(s.phase, s.process, s.stack) for s in samples] == [
         (WORKER_PHASE, worker.pid, stacks[0].id)
     ]
+
+
+SLEEP_READ = None if WALKER is None else _native_sleep_read()
+needs_sleep_read = pytest.mark.skipif(
+    SLEEP_READ is None and not (WALKER_REQUIRED and sys.platform.startswith("linux")),
+    reason="_frames.sleep_read is not built",
+)
+
+
+#: Samples taken by ``sleep_read`` from a second thread while the main thread runs ``spin``
+#: (bytecode only: it lets the GIL go only when asked) or ``nap`` (sleeping: the GIL let go),
+#: in a process of its own (no other thread to take the GIL between them): per sample, the
+#: innermost function and whether the main thread read the stack itself. Forked, the child's
+#: main thread answers as its parent's (a DataLoader worker). The main thread need not be
+#: the one to read a sample of ``spin``: on a busy machine it may not have taken the GIL back
+#: since the sampler let it go, and the sampler takes it first (the stack is the same).
+SLEEP_READ_SCRIPT = """
+import json, os, sys, threading, time
+from stepdoctor.collect.sampling._frames import sleep_read
+def spin(stop):
+    x = 0
+    stop[1] = True
+    while not stop[0]:
+        x += 1
+def nap(stop):
+    stop[1] = True
+    while not stop[0]:
+        time.sleep(0.01)
+def sampled(work, other=None, n=20, started=None):
+    main, stop, out = threading.get_ident(), [False, False], []
+    def sampler():
+        while not (started or stop)[1]:  # the sampled thread is in its work
+            time.sleep(0.001)
+        for _ in range(n):
+            due = time.monotonic_ns() + 2_000_000
+            _, _, stack, by_main = sleep_read(due, 20, other or main, 250, other is None)
+            out.append((stack[0][0].co_qualname if stack else "", by_main))
+        stop[0] = True
+    thread = threading.Thread(target=sampler)
+    thread.start()
+    work(stop)
+    thread.join()
+    return out
+def other_thread():
+    stop = [False, False]
+    spinner = threading.Thread(target=spin, args=(stop,))
+    spinner.start()
+    try:
+        return sampled(nap, other=spinner.ident, n=5, started=stop)
+    finally:
+        stop[0] = True
+        spinner.join()
+before = sys.getswitchinterval()
+out = {"spin": sampled(spin), "nap": sampled(nap), "spin_after_nap": sampled(spin),
+       "other": other_thread(), "switch_put_back": sys.getswitchinterval() == before}
+read, write = os.pipe()
+pid = os.fork()
+if pid == 0:
+    os.write(write, json.dumps(sampled(spin)).encode())
+    os._exit(0)
+os.close(write)
+os.waitpid(pid, 0)
+out["forked_spin"] = json.loads(os.read(read, 1 << 16))
+print(json.dumps(out))
+"""
+
+
+@pytest.fixture(scope="module")
+def sleep_read_samples() -> dict[str, object]:
+    proc = subprocess.run(
+        [sys.executable, "-c", SLEEP_READ_SCRIPT], capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    result: dict[str, object] = json.loads(proc.stdout)
+    return result
+
+
+@needs_sleep_read
+def test_the_main_thread_holding_the_gil_reads_its_own_stack_when_asked(
+    sleep_read_samples: dict[str, object],
+) -> None:
+    """A sample of a main thread that holds the GIL is read by that thread at its next
+    bytecode boundary (a pending call): where it was when the sample was due."""
+    _all_spin_mostly_by_main(sleep_read_samples["spin"])
+    assert sleep_read_samples["switch_put_back"] is True
+
+
+def _all_spin_mostly_by_main(samples: object) -> None:
+    assert isinstance(samples, list) and len(samples) == 20
+    assert {name for name, _ in samples} == {"spin"}
+    assert any(by_main for _, by_main in samples)
+
+
+@needs_sleep_read
+def test_a_main_thread_that_let_the_gil_go_is_read_by_the_sampler(
+    sleep_read_samples: dict[str, object],
+) -> None:
+    """In code that let the GIL go (a sleep, a torch op) the main thread has not moved: the
+    sampler reads it first; the call it asked for finds the sample taken and does nothing."""
+    napped = sleep_read_samples["nap"]
+    assert isinstance(napped, list) and {name for name, _ in napped} == {"nap"}
+    assert not all(by_main for _, by_main in napped)
+    _all_spin_mostly_by_main(sleep_read_samples["spin_after_nap"])  # no harm done
+
+
+@needs_sleep_read
+def test_another_thread_is_read_by_the_sampler_alone(
+    sleep_read_samples: dict[str, object],
+) -> None:
+    assert sleep_read_samples["other"] == [["spin", False]] * 5
+
+
+@needs_sleep_read
+def test_a_forked_child_reads_its_own_stack_when_asked(
+    sleep_read_samples: dict[str, object],
+) -> None:
+    """A DataLoader worker is forked: its main thread answers the sampler as its parent's."""
+    _all_spin_mostly_by_main(sleep_read_samples["forked_spin"])
 
 
 @pytest.mark.skipif(native_sampler() is None, reason="the C sampler is not built")

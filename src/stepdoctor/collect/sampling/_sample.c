@@ -35,6 +35,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "_gilwait.h"
+
 /* Larger than what is read of any file: /proc/stat's cpu lines come first, and its long
  * interrupt lines past this are not needed. */
 #define READ_MAX (1 << 20)
@@ -71,14 +73,6 @@ typedef struct {
     size_t scratch_size;
     int ready; /* __init__ ran */
 } Sampler;
-
-static long long
-monotonic_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
-}
 
 static void
 close_fds(int *fds, Py_ssize_t n)
@@ -122,7 +116,7 @@ read_file(Sampler *self, int fd)
 static void
 take_snapshot(Sampler *self)
 {
-    long long t = monotonic_ns();
+    long long t = td_monotonic_ns();
     Py_ssize_t n = self->n_fds;
     Py_ssize_t *lengths = malloc((n > 0 ? n : 1) * sizeof(Py_ssize_t));
     char *data = NULL;
@@ -178,10 +172,10 @@ run(void *arg)
         setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), self->nice);
     }
     pthread_mutex_lock(&self->mutex);
-    long long next = monotonic_ns();
+    long long next = td_monotonic_ns();
     while (!self->stopping) {
         next += self->interval_ns;
-        long long now = monotonic_ns();
+        long long now = td_monotonic_ns();
         if (next <= now) { /* fell behind (suspended, starved): start again from now */
             next = now + self->interval_ns;
         }
@@ -191,7 +185,7 @@ run(void *arg)
         };
         while (!self->stopping) {
             int rc = pthread_cond_timedwait(&self->wake, &self->mutex, &until);
-            if (rc == ETIMEDOUT || monotonic_ns() >= next) {
+            if (rc == ETIMEDOUT || td_monotonic_ns() >= next) {
                 break;
             }
         }
@@ -551,13 +545,8 @@ static PyModuleDef_Slot sample_slots[] = {
 };
 
 /* sleep_until(deadline_ns, switch_us=0) -> (woke_ns, gil_ns): sleep without the GIL until
- * CLOCK_MONOTONIC reaches deadline_ns, then take the GIL back. woke_ns is when the sleep ended,
- * gil_ns when the GIL was held again. With switch_us > 0, the interpreter's switch interval is
- * that many microseconds while this thread waits for the GIL (then put back): a thread running
- * Python code gives the GIL up at its next bytecode boundary rather than after the default
- * 5 ms, so the stack sampler (stacks.py) reads it where it was when the sample was due, not
- * where it next released the GIL. The interval is a plain field the interpreter reads when a
- * thread starts waiting (_PyEval_SetSwitchInterval); only this wait uses the short one. */
+ * CLOCK_MONOTONIC reaches deadline_ns, then take the GIL back (_gilwait.h). woke_ns is when
+ * the sleep ended, gil_ns when the GIL was held again. */
 static PyObject *
 sleep_until(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
 {
@@ -573,21 +562,9 @@ sleep_until(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs
     if (switch_us == -1 && PyErr_Occurred()) {
         return NULL;
     }
-    struct timespec ts = {.tv_sec = deadline / 1000000000LL, .tv_nsec = deadline % 1000000000LL};
-    long long woke;
-    unsigned long saved = _PyEval_GetSwitchInterval();
-    Py_BEGIN_ALLOW_THREADS
-    while (deadline > 0 && clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR) {
-    }
-    woke = monotonic_ns();
-    if (switch_us > 0) {
-        _PyEval_SetSwitchInterval((unsigned long)switch_us);
-    }
-    Py_END_ALLOW_THREADS
-    if (switch_us > 0) {
-        _PyEval_SetSwitchInterval(saved);
-    }
-    return Py_BuildValue("LL", woke, monotonic_ns());
+    long long got;
+    long long woke = td_sleep_then_take(deadline, switch_us, NULL, &got);
+    return Py_BuildValue("LL", woke, got);
 }
 
 /* The allocation window's censuses (allocations.py). Another thread's code may hold an object
@@ -722,8 +699,8 @@ static PyMethodDef sample_functions[] = {
     {"sleep_until", (PyCFunction)(void (*)(void))sleep_until, METH_FASTCALL,
      "sleep_until(deadline_ns, switch_us=0) -> (woke_ns, gil_ns): sleep without the GIL "
      "until time.monotonic_ns() reaches deadline_ns, then wait for the GIL with the switch "
-     "interval at switch_us (0: as it is); when the sleep ended and when the GIL was held "
-     "again."},
+     "interval at switch_us (0, or CPython 3.12 and later: as it is); when the sleep ended "
+     "and when the GIL was held again."},
     {NULL},
 };
 

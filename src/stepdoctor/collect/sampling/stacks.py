@@ -10,12 +10,21 @@ interval (5 ms), or earlier in a call that releases it (a torch op, I/O). Such a
 later than it was due, at a release point: on its own, a pure-Python loop followed by a model
 call would put the loop's samples in the model's forward (measured: 21% of the samples in a
 forward that took 0.5% of the time). So the ``SAMPLE`` event carries the time the sample was
-*due* (``_sample.sleep_until`` tells the wait for the GIL apart from the sleep, without the
-GIL), and the reducer drops a sample when the loop's thread appended an event between that time
+*due* (``_frames.sleep_read`` and ``_sample.sleep_until`` tell the wait for the GIL apart
+from the sleep, without the GIL), and the reducer drops a sample when the loop's thread appended an event between that time
 and the sample: it straddles a phase change. A sample kept fell in the phase it was due in, at
 a point where that phase's code released the GIL or was switched out (the same bias every
 in-process sampler has: pyinstrument, cProfile's callers). ``py-spy`` reads stacks from outside
 without that limit (docs/stacks.md compares the two).
+
+The wait can be long where the job's thread holds the GIL in C code and lets it go now and
+then for a moment: each release wakes the sampler before CPython asks the holder to give the
+GIL up, and the holder takes it back first (samples due in a JSON parse waited up to 5 ms and
+landed in the collate's ``torch.stack``, 9-47% of a data wait's samples for 2.6% of its
+time). So where the sampled thread is the main thread, ``_frames.sleep_read`` also asks it,
+through CPython's pending calls, to read its own stack at its next bytecode boundary; the
+first reading, its own or the sampler's (the main thread was in code that let the GIL go), is
+the sample.
 
 A DataLoader worker (a forked child) samples itself the same way, with no phase to tag
 (``WORKER_PHASE``), and appends its samples to a file of its own in the run folder
@@ -76,11 +85,12 @@ SAMPLE_INTERVAL_S = 0.02
 #: DataLoader's collate in 2 of 3 runs (benchmarks/stacks.py). Its cost at the job's priority
 #: is in docs/stacks.md.
 SAMPLER_NICE: int | None = None
-#: The switch interval while the sampling thread waits for the GIL (``_sample.sleep_until``):
-#: the job's thread gives the GIL up at its next bytecode boundary instead of up to 5 ms later.
-#: Measured on a data set parsing JSON in C (json.loads holds the GIL) and collating with
-#: torch.stack (which releases it): at the default interval 100% of the data wait's samples
-#: landed in the collate, which took 1.6% of it; with this one, docs/stacks.md.
+#: The switch interval while the sampling thread waits for the GIL (``_gilwait.h``; CPython
+#: 3.11: from 3.12 it can be set only with the GIL held): the job's thread gives the GIL up at
+#: its next bytecode boundary instead of up to 5 ms later. Measured on a data set parsing JSON
+#: in C (json.loads holds the GIL) and collating with torch.stack (which releases it): at the
+#: default interval 100% of the data wait's samples landed in the collate, which took 1.6% of
+#: it; with this one, and with the main thread reading its own stack, docs/stacks.md.
 SWITCH_US = 20
 #: Frames kept of one stack, innermost first (deeper recursion is cut at its outer end).
 MAX_DEPTH = 200
@@ -107,6 +117,15 @@ def frame_walker() -> Callable[[int], Stack | None] | None:
     if walk is None:
         return None
     return lambda thread_id: walk(thread_id, _WALK_LIMIT)
+
+
+def _native_sleep_read() -> Callable[[int, int, int, int, bool], Any] | None:
+    """``_frames.sleep_read`` (Linux, where ``_frames`` is built), or None."""
+    try:
+        module = importlib.import_module("stepdoctor.collect.sampling._frames")
+    except ImportError:
+        return None
+    return getattr(module, "sleep_read", None)
 
 
 def python_stack(frame: FrameType | None, limit: int = _WALK_LIMIT) -> Stack:
@@ -259,6 +278,11 @@ class StackSampler:
         self._clock = clock
         self._interval_s = interval_s
         self._read_stack = read_stack or frame_walker() or _current_stack
+        self._sleep_read = None if read_stack is not None else _native_sleep_read()
+        """``_frames.sleep_read`` (the wait and the read in one call), where built."""
+        self._ask_main = thread_id == threading.main_thread().ident
+        self.read_by_main = 0
+        """Samples the main thread read itself at the sampler's request (``sleep_read``)."""
         self._nice = nice
         self._samples: list[tuple[int, int, int, int]] = []
         """(sample id, t_ns, stack id, line), since the last take."""
@@ -295,7 +319,11 @@ class StackSampler:
             waited_ns: how long the sampling thread waited for the GIL: the sample is due
                 that long ago, and its ``SAMPLE`` event says so (module docstring).
         """
-        read = self._read_stack(self._thread_id)
+        self._keep(self._read_stack(self._thread_id), waited_ns)
+
+    def _keep(self, read: Stack | None, waited_ns: int) -> None:
+        """Keep ``read``, the stack sampled ``waited_ns`` after it was due (None: no such
+        thread)."""
         if read is None:
             return
         with self._table_lock:
@@ -353,11 +381,21 @@ class StackSampler:
         try:
             due = time.monotonic_ns() + interval_ns
             while not self._stop.is_set():
-                woke, got = self._sleep_until(due, SWITCH_US)
+                if self._sleep_read is not None:
+                    woke, got, read, by_main = self._sleep_read(
+                        due, SWITCH_US, self._thread_id, _WALK_LIMIT, self._ask_main
+                    )
+                    self.read_by_main += by_main
+                else:
+                    woke, got = self._sleep_until(due, SWITCH_US)
                 if self._stop.is_set():
                     break
                 due += interval_ns * (1 + max(0, got - due) // interval_ns)
-                self.sample(waited_ns=max(0, time.monotonic_ns() - woke))
+                waited_ns = max(0, time.monotonic_ns() - woke)
+                if self._sleep_read is not None:
+                    self._keep(read, waited_ns)
+                else:
+                    self.sample(waited_ns=waited_ns)
         except Exception as exc:  # never break the job over our own bug
             self.failed = repr(exc)
             logger.warning("stepdoctor: stack sampling stopped: %r", exc)
