@@ -11,11 +11,12 @@ later than it was due, at a release point: on its own, a pure-Python loop follow
 call would put the loop's samples in the model's forward (measured: 21% of the samples in a
 forward that took 0.5% of the time). So the ``SAMPLE`` event carries the time the sample was
 *due* (``_frames.sleep_read`` and ``_sample.sleep_until`` tell the wait for the GIL apart
-from the sleep, without the GIL), and the reducer drops a sample when the loop's thread appended an event between that time
-and the sample: it straddles a phase change. A sample kept fell in the phase it was due in, at
-a point where that phase's code released the GIL or was switched out (the same bias every
-in-process sampler has: pyinstrument, cProfile's callers). ``py-spy`` reads stacks from outside
-without that limit (docs/stacks.md compares the two).
+from the sleep, without the GIL), and the reducer drops a sample when the loop's thread
+appended an event between that time and the sample: it straddles a phase change. A sample
+kept fell in the phase it was due in, at a point where that phase's code released the GIL or
+was switched out (the same bias every in-process sampler has: pyinstrument, cProfile's
+callers). ``py-spy`` reads stacks from outside without that limit (docs/stacks.md compares the
+two).
 
 The wait can be long where the job's thread holds the GIL in C code and lets it go now and
 then for a moment: each release wakes the sampler before CPython asks the holder to give the
@@ -281,8 +282,6 @@ class StackSampler:
         self._sleep_read = None if read_stack is not None else _native_sleep_read()
         """``_frames.sleep_read`` (the wait and the read in one call), where built."""
         self._ask_main = thread_id == threading.main_thread().ident
-        self.read_by_main = 0
-        """Samples the main thread read itself at the sampler's request (``sleep_read``)."""
         self._nice = nice
         self._samples: list[tuple[int, int, int, int]] = []
         """(sample id, t_ns, stack id, line), since the last take."""
@@ -382,10 +381,9 @@ class StackSampler:
             due = time.monotonic_ns() + interval_ns
             while not self._stop.is_set():
                 if self._sleep_read is not None:
-                    woke, got, read, by_main = self._sleep_read(
+                    woke, got, read, _ = self._sleep_read(
                         due, SWITCH_US, self._thread_id, _WALK_LIMIT, self._ask_main
                     )
-                    self.read_by_main += by_main
                 else:
                     woke, got = self._sleep_until(due, SWITCH_US)
                 if self._stop.is_set():
