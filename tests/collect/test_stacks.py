@@ -371,33 +371,62 @@ def nap(stop):
     stop[1] = True
     while not stop[0]:
         time.sleep(0.01)
-def sampled(work, other=None, n=20, started=None):
+def sampled(work, other=None, n=20, started=None, ask=None, samplers=1):
     main, stop, out = threading.get_ident(), [False, False], []
     def sampler():
         while not (started or stop)[1]:  # the sampled thread is in its work
             time.sleep(0.001)
         for _ in range(n):
             due = time.monotonic_ns() + 2_000_000
-            _, _, stack, by_main = sleep_read(due, 20, other or main, 250, other is None)
+            asks = other is None if ask is None else ask
+            _, _, stack, by_main = sleep_read(due, 20, other or main, 250, asks)
             out.append((stack[0][0].co_qualname if stack else "", by_main))
+    threads = [threading.Thread(target=sampler) for _ in range(samplers)]
+    for thread in threads:
+        thread.start()
+    def watch():
+        for thread in threads:
+            thread.join()
         stop[0] = True
-    thread = threading.Thread(target=sampler)
-    thread.start()
+    threading.Thread(target=watch).start()
     work(stop)
-    thread.join()
     return out
-def other_thread():
+def other_thread(ask=None):
     stop = [False, False]
     spinner = threading.Thread(target=spin, args=(stop,))
     spinner.start()
     try:
-        return sampled(nap, other=spinner.ident, n=5, started=stop)
+        return sampled(nap, other=spinner.ident, n=5, started=stop, ask=ask)
     finally:
         stop[0] = True
         spinner.join()
+def fork_while_sampling():
+    # a child forked while a sampler waits for the GIL (the short switch interval set)
+    stop = [False, False]
+    def sampler():
+        while not stop[0]:
+            sleep_read(time.monotonic_ns() + 200_000, 20, threading.main_thread().ident, 50, True)
+    thread = threading.Thread(target=sampler)
+    thread.start()
+    read, write = os.pipe()
+    end = time.monotonic() + 0.05
+    while time.monotonic() < end:
+        pass
+    pid = os.fork()
+    if pid == 0:
+        os.write(write, json.dumps(sys.getswitchinterval()).encode())
+        os._exit(0)
+    os.close(write)
+    os.waitpid(pid, 0)
+    stop[0] = True
+    thread.join()
+    return json.loads(os.read(read, 1 << 10))
 before = sys.getswitchinterval()
 out = {"spin": sampled(spin), "nap": sampled(nap), "spin_after_nap": sampled(spin),
-       "other": other_thread(), "switch_put_back": sys.getswitchinterval() == before}
+       "other": other_thread(), "other_asked": other_thread(ask=True),
+       "two_samplers": sampled(spin, samplers=2),
+       "forked_switch": fork_while_sampling(), "before": before}
+out["switch_after"] = sys.getswitchinterval()
 read, write = os.pipe()
 pid = os.fork()
 if pid == 0:
@@ -427,7 +456,6 @@ def test_the_main_thread_holding_the_gil_reads_its_own_stack_when_asked(
     """A sample of a main thread that holds the GIL is read by that thread at its next
     bytecode boundary (a pending call): where it was when the sample was due."""
     _all_spin_mostly_by_main(sleep_read_samples["spin"])
-    assert sleep_read_samples["switch_put_back"] is True
 
 
 def _all_spin_mostly_by_main(samples: object) -> None:
@@ -453,6 +481,27 @@ def test_another_thread_is_read_by_the_sampler_alone(
     sleep_read_samples: dict[str, object],
 ) -> None:
     assert sleep_read_samples["other"] == [["spin", False]] * 5
+    # asked of the main thread for another thread's stack: the main thread does not answer
+    assert sleep_read_samples["other_asked"] == [["spin", False]] * 5
+
+
+@needs_sleep_read
+def test_samplers_asking_at_once_each_get_the_stack(
+    sleep_read_samples: dict[str, object],
+) -> None:
+    """Two samplers in one process: each gets the main thread's stack (its own request's
+    reading, or its own), and the switch interval is put back once both are done."""
+    both = sleep_read_samples["two_samplers"]
+    assert isinstance(both, list) and len(both) == 40
+    assert {name for name, _ in both} == {"spin"}
+    assert sleep_read_samples["switch_after"] == sleep_read_samples["before"]
+
+
+@needs_sleep_read
+def test_a_child_forked_while_a_sampler_waits_has_the_switch_interval_it_had(
+    sleep_read_samples: dict[str, object],
+) -> None:
+    assert sleep_read_samples["forked_switch"] == sleep_read_samples["before"]
 
 
 @needs_sleep_read

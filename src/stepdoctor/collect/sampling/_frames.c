@@ -184,26 +184,29 @@ thread_stack(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t narg
  *
  * So the sampler also asks the main thread, through CPython's pending calls (run by the main
  * thread at its next bytecode boundary, before it looks at a request to drop the GIL), to read
- * its own stack there. Whichever comes first wins: the main thread's own reading (FILLED),
- * or the sampler's, when it got the GIL first (the main thread was in code that had let the
- * GIL go: it has not moved since). At most one such call of ours is queued at a time (the
- * queue holds 32 calls of every extension's). The state is read and written with the GIL
- * held, but for the request itself, made while the sampler waits. */
-
-
-enum { PEND_IDLE, PEND_REQUESTED, PEND_FILLED };
-static atomic_int pend_state = PEND_IDLE;
-static atomic_int pend_queued = 0;
+ * its own stack there. Whichever comes first wins: the main thread's own reading, or the
+ * sampler's, when it got the GIL first (the main thread was in code that had let the GIL go:
+ * it has not moved since). Each request has a number: a reading answers the request it was
+ * made for, and only while that request is still the last one and open (samplers of one
+ * process ask in turn; a reading that lost the GIL midway, to a collection's callbacks, is
+ * dropped if the sampler moved on). At most one call of ours is queued at a time (the queue
+ * holds 32 calls of every extension's). pend_stack, pend_answered and pend_closed are read and
+ * written with the GIL held. */
+static atomic_long pend_asked = 0;        /* the last request's number */
+static atomic_ulong pend_thread = 0;      /* the thread it asks: the main thread's id */
 static atomic_long pend_limit = 0;
-static PyObject *pend_stack = NULL; /* the main thread's reading (FILLED); GIL held */
+static atomic_int pend_queued = 0;
+static long pend_closed = 0;              /* requests up to this one need no reading */
+static long pend_answered = 0;            /* the request pend_stack answers */
+static PyObject *pend_stack = NULL;
 
 /* A child made by fork() (a DataLoader worker) starts with no call of ours queued. */
 static void
 pend_after_fork(void)
 {
-    atomic_store(&pend_state, PEND_IDLE);
     atomic_store(&pend_queued, 0);
-    pend_stack = NULL; /* the parent's reading: left, never read */
+    pend_closed = atomic_load(&pend_asked);
+    td_gilwait_after_fork();
 }
 
 static int read_own(void *arg);
@@ -216,46 +219,103 @@ static int read_own(void *arg);
 #define TD_FINALIZING() _Py_IsFinalizing()
 #endif
 
-/* Ask the main thread for its stack (the GIL is not held). */
-static void
-ask_for_stack(void)
+/* Up to 3.12 a call queued from a thread other than the main thread does not set the
+ * interpreter's eval breaker (python/cpython#95820): the main thread would run it only when it
+ * next stops for another reason (a request to drop the GIL, 5 ms on 3.12). Set it as CPython's
+ * own asynchronous exceptions do; a thread that finds nothing to do clears it again. */
+#if PY_VERSION_HEX < 0x030D0000
+#define TD_BREAK_MAIN() \
+    _Py_atomic_store_relaxed(&PyInterpreterState_Main()->ceval.eval_breaker, 1)
+#else
+#define TD_BREAK_MAIN() ((void)0)
+#endif
+
+/* Ask the main thread for its stack (the GIL is not held): the request's number, 0 when none
+ * was made. */
+static long
+ask_for_stack(unsigned long thread_id, Py_ssize_t limit)
 {
     if (TD_FINALIZING()) {
-        return;
+        return 0;
     }
-    atomic_store(&pend_state, PEND_REQUESTED);
-    if (!atomic_exchange(&pend_queued, 1) && Py_AddPendingCall(read_own, NULL) != 0) {
-        atomic_store(&pend_queued, 0); /* the queue is full: the sampler reads it */
+    atomic_store(&pend_thread, thread_id);
+    atomic_store(&pend_limit, (long)limit);
+    long asked = atomic_fetch_add(&pend_asked, 1) + 1;
+    if (!atomic_exchange(&pend_queued, 1)) {
+        if (Py_AddPendingCall(read_own, NULL) != 0) {
+            atomic_store(&pend_queued, 0); /* the queue is full: the sampler reads it */
+            return asked;
+        }
     }
+    TD_BREAK_MAIN();
+    return asked;
 }
 
 static int
 read_own(void *Py_UNUSED(arg))
 {
     atomic_store(&pend_queued, 0);
-    if (atomic_load(&pend_state) != PEND_REQUESTED) {
-        return 0;  /* the sampler read the stack itself */
+    long asked = atomic_load(&pend_asked);
+    PyThreadState *tstate = PyThreadState_Get();
+    if (asked <= pend_closed || tstate->thread_id != atomic_load(&pend_thread)) {
+        return 0; /* answered, or not this thread's (the sampler reads it itself) */
     }
     PyCodeObject *codes[MAX_FRAMES];
     int lines[MAX_FRAMES];
-    Py_ssize_t n = read_frames(PyThreadState_Get(), clamp_limit(atomic_load(&pend_limit)),
-                               codes, lines);
+    Py_ssize_t n = read_frames(tstate, clamp_limit(atomic_load(&pend_limit)), codes, lines);
+    /* making the list may run a collection, and its callbacks let the GIL go */
     PyObject *stack = stack_list(codes, lines, n);
     if (stack == NULL) {
-        PyErr_Clear();  /* out of memory: the sampler reads it itself */
+        PyErr_Clear(); /* out of memory: the sampler reads it itself */
+        return 0;
+    }
+    if (asked != atomic_load(&pend_asked) || asked <= pend_closed) {
+        Py_DECREF(stack); /* the sampler moved on meanwhile */
         return 0;
     }
     Py_XSETREF(pend_stack, stack);
-    atomic_store(&pend_state, PEND_FILLED);
+    pend_answered = asked;
+    pend_closed = asked;
     return 0;
+}
+
+/* The stack read for request `asked` (the main thread's reading, or the sampler's own), and
+ * whether the main thread read it; the request is closed. The GIL is held. */
+static PyObject *
+answer(long asked, unsigned long thread_id, Py_ssize_t limit, int *by_main)
+{
+    *by_main = asked != 0 && pend_answered == asked && pend_stack != NULL;
+    if (asked > pend_closed) {
+        pend_closed = asked;
+    }
+    if (*by_main) {
+        PyObject *stack = pend_stack;
+        pend_stack = NULL;
+        return stack;
+    }
+    return stack_of(thread_id, limit);
+}
+
+/* What this sampler asks while it waits (the hook runs without the GIL). */
+typedef struct {
+    unsigned long thread_id;
+    Py_ssize_t limit;
+    long asked;
+} Request;
+
+static void
+ask_pending(void *request)
+{
+    Request *r = request;
+    r->asked = ask_for_stack(r->thread_id, r->limit);
 }
 
 /* sleep_read(deadline_ns, switch_us, thread_id, limit, ask_main) -> (woke_ns, gil_ns, stack,
  * by_main): _sample.sleep_until (sleep without the GIL until CLOCK_MONOTONIC reaches
- * deadline_ns, then wait for the GIL with the switch interval at switch_us), then the thread's
- * stack as thread_stack gives it. With ask_main (the thread is the main thread), the main
- * thread is asked to read its own stack at its next bytecode boundary while the sampler
- * waits; by_main says whose reading the stack is. */
+ * deadline_ns, then wait for the GIL: _gilwait.h), then the thread's stack as thread_stack
+ * gives it. With ask_main (the thread is the main thread), the main thread is asked to read
+ * its own stack at its next bytecode boundary while the sampler waits; by_main says whose
+ * reading the stack is. */
 static PyObject *
 sleep_read(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
 {
@@ -265,28 +325,35 @@ sleep_read(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
         return NULL;
     }
     long long deadline = PyLong_AsLongLong(args[0]);
-    long switch_us = PyLong_AsLong(args[1]);
-    unsigned long thread_id = PyLong_AsUnsignedLong(args[2]);
-    Py_ssize_t limit = PyLong_AsSsize_t(args[3]);
-    int ask_main = PyObject_IsTrue(args[4]);
-    if (PyErr_Occurred()) {
+    if (deadline == -1 && PyErr_Occurred()) {
         return NULL;
     }
-    atomic_store(&pend_limit, (long)limit);
-    long long got;
-    long long woke = td_sleep_then_take(deadline, switch_us, ask_main ? ask_for_stack : NULL, &got);
-    PyObject *stack;
-    int by_main = ask_main && atomic_load(&pend_state) == PEND_FILLED;
-    atomic_store(&pend_state, PEND_IDLE);
-    if (by_main) {
-        stack = pend_stack;
-        pend_stack = NULL;
+    long switch_us = PyLong_AsLong(args[1]);
+    if (switch_us == -1 && PyErr_Occurred()) {
+        return NULL;
     }
-    else {
-        stack = stack_of(thread_id, limit);
-        if (stack == NULL) {
-            return NULL;
-        }
+    unsigned long thread_id = PyLong_AsUnsignedLong(args[2]);
+    if (thread_id == (unsigned long)-1 && PyErr_Occurred()) {
+        return NULL;
+    }
+    Py_ssize_t limit = PyLong_AsSsize_t(args[3]);
+    if (limit == -1 && PyErr_Occurred()) {
+        return NULL;
+    }
+    int ask_main = PyObject_IsTrue(args[4]);
+    if (ask_main < 0) {
+        return NULL;
+    }
+    Request request = {.thread_id = thread_id, .limit = limit, .asked = 0};
+    long long got;
+    long long woke = td_sleep_then_take(deadline, switch_us, ask_main ? ask_pending : NULL,
+                                        &request, &got);
+    long asked = request.asked;
+    int by_main = 0;
+    PyObject *stack = asked ? answer(asked, thread_id, limit, &by_main)
+                            : stack_of(thread_id, limit);
+    if (stack == NULL) {
+        return NULL;
     }
     return Py_BuildValue("LLNO", woke, got, stack, by_main ? Py_True : Py_False);
 }
@@ -316,10 +383,12 @@ static int
 frames_exec(PyObject *Py_UNUSED(module))
 {
 #if defined(TD_FRAMES) && defined(__linux__)
-    if (pthread_atfork(NULL, NULL, pend_after_fork) != 0) {
+    static int forks_handled = 0; /* once a process, however often the module is set up */
+    if (!forks_handled && pthread_atfork(NULL, NULL, pend_after_fork) != 0) {
         PyErr_SetString(PyExc_RuntimeError, "pthread_atfork failed");
         return -1;
     }
+    forks_handled = 1;
 #endif
     return 0;
 }

@@ -536,6 +536,12 @@ sample_exec(PyObject *module)
     if (PyType_Ready(&SamplerType) < 0 || PyModule_AddType(module, &SamplerType) < 0) {
         return -1;
     }
+    static int forks_handled = 0; /* once a process, however often the module is set up */
+    if (!forks_handled && pthread_atfork(NULL, NULL, td_gilwait_after_fork) != 0) {
+        PyErr_SetString(PyExc_RuntimeError, "pthread_atfork failed");
+        return -1;
+    }
+    forks_handled = 1;
     return PyModule_AddIntConstant(module, "READ_MAX", READ_MAX);
 }
 
@@ -563,7 +569,7 @@ sleep_until(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs
         return NULL;
     }
     long long got;
-    long long woke = td_sleep_then_take(deadline, switch_us, NULL, &got);
+    long long woke = td_sleep_then_take(deadline, switch_us, NULL, NULL, &got);
     return Py_BuildValue("LL", woke, got);
 }
 

@@ -43,6 +43,7 @@ session tries py-spy instead).
 
 from __future__ import annotations
 
+import atexit
 import importlib
 import json
 import logging
@@ -300,13 +301,17 @@ class StackSampler:
         """Why sampling stopped early (an exception of ours), or None."""
 
     def start(self) -> None:
-        """Start sampling (again: nothing)."""
+        """Start sampling (again: nothing). A sampler left running is stopped before the
+        interpreter shuts down: asleep there, it would ask the main thread for its stack
+        after the interpreter freed its queue of calls (``_frames.c``)."""
         if self._thread is None:
             self._thread = threading.Thread(target=self._run, name="stepdoctor-stacks", daemon=True)
             self._thread.start()
+            atexit.register(self.stop)
 
     def stop(self) -> None:
         """Stop sampling and wait for the thread (again: nothing)."""
+        atexit.unregister(self.stop)
         self._stop.set()
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join()
