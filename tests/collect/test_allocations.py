@@ -185,8 +185,25 @@ def test_an_armed_window_that_never_opened_lets_its_timekeeper_go() -> None:
     window.arm()
     assert window._timekeeper is not None
     assert not window.stop()
-    window._timekeeper.join(timeout=60)
-    assert not window._timekeeper.is_alive() and window.sites == []
+    assert not window._timekeeper.is_alive() and window.sites == []  # gone when stop returns
+
+
+def test_the_run_ending_mid_window_ends_the_timekeeper_with_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The timekeeper waits out a window of up to 10 s; the run's end must not leave it
+    behind (a session's test found a 'stepdoctor-allocations' thread alive after it ended)."""
+    monkeypatch.setattr(allocations, "WAIT_NS", 0)
+    window = AllocationWindow(ROOTS, clock=time.perf_counter_ns, window_s=600.0)
+    window.arm()
+    window.warmed_up(100)
+    assert not window.tick(200)  # grew: due, and the timekeeper starts it
+    deadline = time.monotonic() + 60  # liveness only
+    while window.started_ns is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert window.started_ns is not None and window._timekeeper is not None
+    window.stop()
+    assert not window._timekeeper.is_alive() and not tracemalloc.is_tracing()
 
 
 def test_a_job_tracing_itself_keeps_its_tracemalloc() -> None:

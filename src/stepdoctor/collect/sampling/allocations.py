@@ -38,7 +38,6 @@ import logging
 import os
 import sys
 import threading
-import time
 import tracemalloc
 import types
 import weakref
@@ -82,6 +81,10 @@ MIN_WINDOW_NS = 1_000_000_000
 WINDOW_STEPS = 20
 #: ...but no longer than this, whatever the pace: a job of slow steps keeps most of them.
 MAX_WINDOW_NS = 10_000_000_000
+#: How long the run's end waits for the timekeeper to leave: it leaves at once, unless it is
+#: taking the window's middle reading or census (tens of ms; seconds on a machine whose other
+#: processes keep it off the cores).
+TIMEKEEPER_JOIN_S = 10.0
 #: Time watched after warm-up before a window may start. The window's steps, and the system
 #: samples taken in it, are left out of the rules (tracemalloc's own memory and the census
 #: move the job's memory): it lasts a tenth of the time watched before it, so the rules keep
@@ -148,6 +151,8 @@ class AllocationWindow:
         """Held by whichever thread moves the window on (the monitor, the timekeeper)."""
         self._opened = threading.Event()
         """Set when the window starts, or when no window will run (the timekeeper's cue)."""
+        self._ending = threading.Event()
+        """Set when the run ends (the timekeeper stops waiting)."""
         self._timekeeper: threading.Thread | None = None
         self._due = False
         """The monitor found the window due; the timekeeper starts it."""
@@ -181,8 +186,8 @@ class AllocationWindow:
                 if started is None:
                     return
                 delay = started + due - self._clock()
-                if delay > 0:
-                    time.sleep(delay / 1e9)
+                if delay > 0 and self._ending.wait(delay / 1e9):
+                    return  # the run ended: stop() ended the window
                 with self._lock:
                     if self.ended_ns is not None:
                         return
@@ -265,9 +270,18 @@ class AllocationWindow:
     def stop(self) -> bool:
         """The run ends: end a window still open; return whether one ended that was not
         reported yet. Its sites are kept when it ran at least half its length (a shorter one
-        saw the job's end, not its steps)."""
+        saw the job's end, not its steps). The timekeeper is gone when it returns (a thread
+        left over after the run ends is the job's to see)."""
+        ended = self._stop()
+        keeper = self._timekeeper
+        if keeper is not None and keeper is not threading.current_thread():
+            keeper.join(timeout=TIMEKEEPER_JOIN_S)
+        return ended
+
+    def _stop(self) -> bool:
         with self._lock:
             self._closed = True
+            self._ending.set()
             self._opened.set()  # a timekeeper still waiting for a window: none will come
             if self._reported or self.started_ns is None:
                 return False
