@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from stepdoctor.cli.launch import JOB_HEADING, job_text
 from stepdoctor.jobs import (
     CRITICAL_WAIT_SHARE,
     MIN_CRITICAL_STEPS,
@@ -118,6 +119,19 @@ def _job_folder(job: Path, slow_rank: int) -> None:
         w.close()
     (job / "rank-9").mkdir()  # a folder with no record: said, left out
     (job / "rank-9" / "run.jsonl").write_text("not json\n")
+
+
+def test_a_job_with_nothing_found_says_so_under_its_own_heading(tmp_path: Path) -> None:
+    for rank in range(2):
+        w = RecordWriter(tmp_path / f"rank-{rank}", dataclasses.replace(meta(), rank=rank,
+                                                                      world_size=2))  # fmt: skip
+        w.write_items("steps", steps(60, phases_ms={"data_wait": 1, "forward": 4,
+                                                    "backward": 10}))  # fmt: skip
+        w.write_end(RunEnd(t_ns=10**10, status="ok"))
+        w.close()
+    text = job_text(tmp_path, executor="serial")
+    verdict = text.split(JOB_HEADING, 1)[1]
+    assert "No problems found" in verdict
 
 
 @pytest.mark.parametrize("executor", ["serial", "process", "dask"])

@@ -107,6 +107,10 @@ def _run_watched(command: list[str], out: Path, args: argparse.Namespace) -> int
         return proc.wait()
 
 
+#: The heading of the job's own verdict (its findings, or that there are none).
+JOB_HEADING = "The job, all ranks together:"
+
+
 def job_text(job: Path, *, width: int = 100, executor: str = "process",
              scheduler: str | None = None) -> str:  # fmt: skip
     """The job's table of ranks and its findings (a hang, else the straggler and the
@@ -116,9 +120,10 @@ def job_text(job: Path, *, width: int = 100, executor: str = "process",
     for line in problems:
         error_line(line)
     findings = hang_findings(rows) or [*job_findings(rows), *comm_findings(rows)]
-    return rank_table(rows) + render_findings(
-        findings, width=width, heading="The job, all ranks together:"
-    )
+    verdict = render_findings(findings, width=width, heading=JOB_HEADING)
+    # with nothing found the findings' own heading is left out: the job's still says whose
+    # verdict follows (after the ranks' table, not rank 0's report)
+    return rank_table(rows) + (verdict if findings else f"{JOB_HEADING}\n{verdict}")
 
 
 def is_job_dir(path: Path) -> bool:
