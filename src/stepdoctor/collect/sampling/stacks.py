@@ -122,7 +122,9 @@ def frame_walker() -> Callable[[int], Stack | None] | None:
 
 
 def _native_sleep_read() -> Callable[[int, int, int, int, bool], Any] | None:
-    """``_frames.sleep_read`` (Linux, where ``_frames`` is built), or None."""
+    """``_frames.sleep_read`` (Linux, where ``_frames`` is built), or None. Like
+    ``frame_walker``, not switched off by ``STEPDOCTOR_PURE_PYTHON``: it reads the stack where
+    the sample was due, which no Python twin can."""
     try:
         module = importlib.import_module("stepdoctor.collect.sampling._frames")
     except ImportError:
