@@ -153,15 +153,12 @@ def test_the_window_opens_after_warm_up_on_a_full_collection_and_closes() -> Non
     assert any(s.function.startswith("keep_records") for s in window.sites), window.sites
 
 
-def test_the_timekeeper_ends_the_window_without_the_monitor(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """The monitor (nice 19) may not run for seconds on a busy machine: once due, the
-    window starts, takes its middle reading and ends on its own thread, and the monitor's next tick
-    reports it once."""
+def _started_by_its_timekeeper(
+    monkeypatch: pytest.MonkeyPatch, *, window_s: float
+) -> AllocationWindow:
+    """A window armed, found due at once (the process grew) and started by its timekeeper."""
     monkeypatch.setattr(allocations, "WAIT_NS", 0)
-    monkeypatch.setattr(allocations, "MIN_WINDOW_NS", 200_000_000)
-    window = AllocationWindow(ROOTS, clock=time.perf_counter_ns, window_s=0.2)
+    window = AllocationWindow(ROOTS, clock=time.perf_counter_ns, window_s=window_s)
     window.arm()
     window.warmed_up(100)
     assert not window.tick(200)  # grew: due, and the timekeeper starts it
@@ -169,6 +166,17 @@ def test_the_timekeeper_ends_the_window_without_the_monitor(
     while window.started_ns is None and time.monotonic() < deadline:
         time.sleep(0.01)
     assert window.started_ns is not None
+    return window
+
+
+def test_the_timekeeper_ends_the_window_without_the_monitor(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The monitor (nice 19) may not run for seconds on a busy machine: once due, the
+    window starts, takes its middle reading and ends on its own thread, and the monitor's next tick
+    reports it once."""
+    monkeypatch.setattr(allocations, "MIN_WINDOW_NS", 200_000_000)
+    window = _started_by_its_timekeeper(monkeypatch, window_s=0.2)
     keep_records(500)
     deadline = time.monotonic() + 60  # liveness only: it ends 0.2 s after it started
     while window.ended_ns is None and time.monotonic() < deadline:
@@ -193,15 +201,8 @@ def test_the_run_ending_mid_window_ends_the_timekeeper_with_it(
 ) -> None:
     """The timekeeper waits out a window of up to 10 s; the run's end must not leave it
     behind (a session's test found a 'stepdoctor-allocations' thread alive after it ended)."""
-    monkeypatch.setattr(allocations, "WAIT_NS", 0)
-    window = AllocationWindow(ROOTS, clock=time.perf_counter_ns, window_s=600.0)
-    window.arm()
-    window.warmed_up(100)
-    assert not window.tick(200)  # grew: due, and the timekeeper starts it
-    deadline = time.monotonic() + 60  # liveness only
-    while window.started_ns is None and time.monotonic() < deadline:
-        time.sleep(0.01)
-    assert window.started_ns is not None and window._timekeeper is not None
+    window = _started_by_its_timekeeper(monkeypatch, window_s=600.0)
+    assert window._timekeeper is not None
     window.stop()
     assert not window._timekeeper.is_alive() and not tracemalloc.is_tracing()
 

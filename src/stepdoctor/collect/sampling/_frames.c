@@ -150,6 +150,19 @@ stack_of(unsigned long thread_id, Py_ssize_t limit)
     return found ? stack_list(codes, lines, n) : Py_NewRef(Py_None);
 }
 
+/* A thread id and a frame limit from args[0] and args[1]: -1 with an exception set when
+ * either is not an int of its range. */
+static int
+thread_and_limit(PyObject *const *args, unsigned long *thread_id, Py_ssize_t *limit)
+{
+    *thread_id = PyLong_AsUnsignedLong(args[0]);
+    if (*thread_id == (unsigned long)-1 && PyErr_Occurred()) {
+        return -1;
+    }
+    *limit = PyLong_AsSsize_t(args[1]);
+    return *limit == -1 && PyErr_Occurred() ? -1 : 0;
+}
+
 /* thread_stack(thread_id, limit) -> [(code, line), ...] innermost first, or None when no
  * thread of this interpreter has that id. */
 static PyObject *
@@ -159,12 +172,9 @@ thread_stack(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t narg
         PyErr_SetString(PyExc_TypeError, "thread_stack(thread_id, limit)");
         return NULL;
     }
-    unsigned long thread_id = PyLong_AsUnsignedLong(args[0]);
-    if (thread_id == (unsigned long)-1 && PyErr_Occurred()) {
-        return NULL;
-    }
-    Py_ssize_t limit = PyLong_AsSsize_t(args[1]);
-    if (limit == -1 && PyErr_Occurred()) {
+    unsigned long thread_id;
+    Py_ssize_t limit;
+    if (thread_and_limit(args, &thread_id, &limit) < 0) {
         return NULL;
     }
     return stack_of(thread_id, limit);
@@ -279,12 +289,12 @@ read_own(void *Py_UNUSED(arg))
     return 0;
 }
 
-/* The stack read for request `asked` (the main thread's reading, or the sampler's own), and
- * whether the main thread read it; the request is closed. The GIL is held. */
+/* The stack read for request `asked` (> 0: the main thread's reading, or the sampler's own),
+ * and whether the main thread read it; the request is closed. The GIL is held. */
 static PyObject *
 answer(long asked, unsigned long thread_id, Py_ssize_t limit, int *by_main)
 {
-    *by_main = asked != 0 && pend_answered == asked && pend_stack != NULL;
+    *by_main = pend_answered == asked && pend_stack != NULL;
     if (asked > pend_closed) {
         pend_closed = asked;
     }
@@ -332,12 +342,9 @@ sleep_read(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
     if (switch_us == -1 && PyErr_Occurred()) {
         return NULL;
     }
-    unsigned long thread_id = PyLong_AsUnsignedLong(args[2]);
-    if (thread_id == (unsigned long)-1 && PyErr_Occurred()) {
-        return NULL;
-    }
-    Py_ssize_t limit = PyLong_AsSsize_t(args[3]);
-    if (limit == -1 && PyErr_Occurred()) {
+    unsigned long thread_id;
+    Py_ssize_t limit;
+    if (thread_and_limit(args + 2, &thread_id, &limit) < 0) {
         return NULL;
     }
     int ask_main = PyObject_IsTrue(args[4]);

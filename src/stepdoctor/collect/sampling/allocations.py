@@ -152,12 +152,10 @@ class AllocationWindow:
         self._opened = threading.Event()
         """Set when the window starts, or when no window will run (the timekeeper's cue)."""
         self._ending = threading.Event()
-        """Set when the run ends (the timekeeper stops waiting)."""
+        """Set when the run ends: no window starts now, and the timekeeper stops waiting."""
         self._timekeeper: threading.Thread | None = None
         self._due = False
         """The monitor found the window due; the timekeeper starts it."""
-        self._closed = False
-        """The run ended: no window starts now."""
         self._reported = False
 
     def arm(self) -> None:
@@ -178,7 +176,7 @@ class AllocationWindow:
         try:
             self._opened.wait()
             with self._lock:
-                if not self._due or self._closed:
+                if not self._due or self._ending.is_set():
                     return
                 self._start(self._clock())
             for due in (self._window_ns // 2, self._window_ns):
@@ -280,7 +278,6 @@ class AllocationWindow:
 
     def _stop(self) -> bool:
         with self._lock:
-            self._closed = True
             self._ending.set()
             self._opened.set()  # a timekeeper still waiting for a window: none will come
             if self._reported or self.started_ns is None:
