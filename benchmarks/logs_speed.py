@@ -2,8 +2,9 @@
 fast path (``logs/_gcscan.c``) and, with ``--pure``, with the pure-Python parsers alone.
 
 Writes an N-MB log of each format by repeating a real log of the corpus end to end
-(tests/data/logs), then reads each in a fresh process, ``--rounds`` times, and prints the
-median MB/s with its spread, the peak RSS and the share of lines the Python parser read.
+(``shared/logs`` beside the checkout, or ``$STEPDOCTOR_SHARED/logs``), then reads each in a
+fresh process, ``--rounds`` times, and prints the median MB/s with its spread, the peak RSS
+and the share of lines the Python parser read.
 Issue 27's targets: 1 GB in at most 200 MB of RSS, at least 100 MB/s.
 
     python benchmarks/logs_speed.py [--mb 1000] [--rounds 3] [--pure]
@@ -19,7 +20,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-CORPUS = Path(__file__).parents[1] / "tests" / "data" / "logs" / "gc"
+SHARED = os.environ.get("STEPDOCTOR_SHARED") or Path(__file__).resolve().parents[2] / "shared"
+CORPUS = Path(SHARED) / "logs" / "gc"
 LOGS = {
     "JDK 8 G1 -verbose:gc (one pause a line)": "gcviewer/SampleSun1_6_0G1_gc_verbose.txt",
     "JDK 8 Parallel, details and dates": "garbagecat/dataset103.txt",

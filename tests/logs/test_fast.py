@@ -25,9 +25,12 @@ from stepdoctor.logs.gc_stats import KEPT_PAUSES
 from stepdoctor.logs.gc_unified import parse_unified
 from stepdoctor.logs.sources import LogSource
 from stepdoctor.model.jvm import JvmGcLog
+from tests.shared_data import LOGS as DATA
+from tests.shared_data import needs
 
-DATA = Path(__file__).parents[1] / "data" / "logs"
-ORACLES = json.loads((DATA / "oracles.json").read_text())
+ORACLE_FILE = DATA / "oracles.json"
+ORACLES = json.loads(ORACLE_FILE.read_text()) if ORACLE_FILE.exists() else []
+corpus = needs(ORACLE_FILE)
 GC_FILES = sorted(DATA / e["file"] for e in ORACLES if e["file"].startswith("gc/"))
 REQUIRED = os.environ.get("STEPDOCTOR_REQUIRE_C_PARTS", "") == "1"
 PARSERS = {"jdk8": parse_jdk8, "unified": parse_unified}
@@ -54,6 +57,7 @@ def _both(data: bytes, family: str | None = None) -> tuple[JvmGcLog, JvmGcLog, F
     return parse("f", fed), parse("f", lines), fed
 
 
+@corpus
 @pytest.mark.parametrize("path", GC_FILES, ids=lambda p: p.name)
 def test_every_corpus_log_reads_the_same_through_the_fast_path(path: Path) -> None:
     data = path.read_bytes()
@@ -62,6 +66,7 @@ def test_every_corpus_log_reads_the_same_through_the_fast_path(path: Path) -> No
     assert fed.handed <= fast.lines == pure.lines
 
 
+@corpus
 def test_the_fast_path_takes_most_lines_of_logs_of_each_family() -> None:
     """Not a path that never runs: of G1's logs (JDK 8 -verbose:gc, unified -Xlog:gc*) it
     takes most lines (of JDK 8 logs, after the first 1000 events), the parser reading the
@@ -73,6 +78,7 @@ def test_the_fast_path_takes_most_lines_of_logs_of_each_family() -> None:
         assert fed.handed < fast.lines / 3, (name, fed.handed, fast.lines)
 
 
+@corpus
 def test_a_large_log_thins_its_timeline_alike() -> None:
     """Past KEPT_PAUSES the timeline keeps every other pause, the longest stay whole: the
     same ones either way (the log repeated end to end, its clock starting over each time)."""
@@ -96,6 +102,7 @@ def test_many_causes_and_kinds_alike() -> None:
     assert fed.handed < 1100  # the first 1000 events are the parser's (the collector's)
 
 
+@corpus
 @pytest.mark.parametrize("chunk", [1, 7, 4096])
 def test_chunks_of_any_size_read_alike(monkeypatch: pytest.MonkeyPatch, chunk: int) -> None:
     monkeypatch.setattr(feed, "CHUNK_BYTES", chunk)
@@ -105,6 +112,7 @@ def test_chunks_of_any_size_read_alike(monkeypatch: pytest.MonkeyPatch, chunk: i
         assert fast == pure
 
 
+@corpus
 def test_the_last_line_without_its_end_and_crlf_lines_read_alike() -> None:
     data = (DATA / "gc" / "gcviewer" / "SampleSun1_6_0G1_gc_verbose.txt").read_bytes()
     crlf = data.replace(b"\n", b"\r\n")
@@ -226,6 +234,7 @@ def test_mutated_lines_read_alike(
     assert fast == pure
 
 
+@corpus
 def test_a_cut_gz_read_in_chunks_keeps_what_came_before(tmp_path: Path) -> None:
     data = (DATA / "gc" / "gcviewer" / "SampleSun1_6_0G1_gc_verbose.txt").read_bytes() * 4
     whole = gzip.compress(data)
@@ -246,6 +255,7 @@ def test_a_cut_gz_read_in_chunks_keeps_what_came_before(tmp_path: Path) -> None:
     assert log == parse_jdk8(str(cut), lines)
 
 
+@corpus
 def test_read_gc_log_uses_the_fast_path_and_the_pure_twin_alike(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

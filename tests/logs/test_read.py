@@ -24,13 +24,16 @@ from stepdoctor.logs.gc_unified import parse_unified
 from stepdoctor.logs.record import FIT_PHASE
 from stepdoctor.render.logs import logs_to_dict, render_logs_text
 from stepdoctor.report import build_report
+from tests.shared_data import LOGS as DATA
+from tests.shared_data import needs
 
-DATA = Path(__file__).parent.parent / "data" / "logs"
+corpus = needs(DATA / "oracles.json")
 DL4J = DATA / "dl4j" / "output_v100alpha_cuda91-cudnn_16.txt"
 G1_JDK8 = DATA / "gc" / "gcviewer" / "SampleSun1_6_0G1_gc_verbose.txt"
 UNIFIED = DATA / "gc" / "gcviewer" / "sample-ujl-g1-gc-all,safepoint,os+cpu.txt"
 
 
+@corpus
 def test_a_folder_is_every_file_in_it_each_by_its_kind(tmp_path: Path) -> None:
     (tmp_path / "train.log").write_bytes(DL4J.read_bytes())
     (tmp_path / "gc.log.gz").write_bytes(gzip.compress(G1_JDK8.read_bytes()))
@@ -55,6 +58,7 @@ def test_paths_with_no_log_are_one_clear_error(tmp_path: Path) -> None:
         read_logs([str(empty)])
 
 
+@corpus
 def test_a_truncated_gz_reads_to_where_it_ends_with_a_warning(tmp_path: Path) -> None:
     whole = gzip.compress(G1_JDK8.read_bytes())
     cut = tmp_path / "gc.log.gz"
@@ -65,6 +69,7 @@ def test_a_truncated_gz_reads_to_where_it_ends_with_a_warning(tmp_path: Path) ->
     assert any("ends early" in w for w in read.warnings)
 
 
+@corpus
 def test_stdin_is_read_through_the_command_line(tmp_path: Path) -> None:
     out = tmp_path / "r.json"
     proc = subprocess.run(
@@ -123,6 +128,7 @@ def test_performance_listener_lines_of_every_form() -> None:
     assert log.scores == ((40, 0.4567),)
 
 
+@corpus
 def test_the_corpus_dl4j_run_its_facts_and_batch() -> None:
     read = read_logs([str(DL4J)])
     facts = dict(read.dl4j_logs[0].facts)
@@ -203,6 +209,7 @@ def test_iterations_get_the_gc_pauses_that_fell_in_them(
     assert all(s.phase_ns[FIT_PHASE] + s.phase_ns["data_wait"] == s.duration_ns for s in hit)
 
 
+@corpus
 @settings(max_examples=200, deadline=None)
 @given(
     which=st.sampled_from([G1_JDK8, UNIFIED, DL4J, DATA / "gc/jifa/8CMSParser.log"]),
@@ -246,6 +253,7 @@ def read_logs_from_source(source):  # type: ignore[no-untyped-def]
     return LogsRead(to_record(None, [gc], ("t",)), (gc,), (), ())
 
 
+@corpus
 def test_the_gc_section_of_a_real_g1_log() -> None:
     log = read_gc_log(G1_JDK8)
     read = read_logs([str(G1_JDK8)])
@@ -303,6 +311,7 @@ def test_odd_listener_numbers_are_skipped_not_raised() -> None:
     assert log.iterations == () and log.unparsed == 1
 
 
+@corpus
 def test_a_file_of_a_folder_that_cannot_be_opened_is_skipped_with_a_note(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -391,6 +400,7 @@ def _interleave(train: list[str], gc: list[str]) -> str:
     return "\n".join(out + gc) + "\n"
 
 
+@corpus
 @pytest.mark.parametrize(
     "gc_file", ["SampleSun1_6_0G1_gc_verbose.txt", "sample-ujl-g1-gc-defaults.txt"]
 )

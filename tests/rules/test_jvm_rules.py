@@ -1,18 +1,18 @@
-"""The rules of a JVM job's logs, on real GC logs of the corpus (tests/data/logs): each sign
+"""The rules of a JVM job's logs, on real GC logs of the corpus (shared/logs): each sign
 named where the log shows it, silence where it does not."""
 
 from __future__ import annotations
-
-from pathlib import Path
 
 from stepdoctor.logs import read_gc_log
 from stepdoctor.logs.dl4j import parse_dl4j
 from stepdoctor.logs.record import to_record
 from stepdoctor.model import Finding, Severity
 from stepdoctor.report import build_report
+from tests.shared_data import LOGS, needs
 
-GC = Path(__file__).parent.parent / "data" / "logs" / "gc"
-DL4J = Path(__file__).parent.parent / "data" / "logs" / "dl4j"
+GC = LOGS / "gc"
+DL4J = LOGS / "dl4j"
+pytestmark = needs(LOGS / "oracles.json")
 
 
 def _findings(*names: str, dl4j: str | None = None) -> list[Finding]:

@@ -5,30 +5,15 @@ from __future__ import annotations
 
 import json
 import math
-import os
 from functools import cache
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from stepdoctor.model import TraceSummary
 from stepdoctor.traces import analyse_paths
+from tests.shared_data import TRACES, needs
 
-
-def _shared_traces() -> Path:
-    """shared/traces beside the checkout (or STEPDOCTOR_SHARED, or /work/shared)."""
-    for base in (
-        os.environ.get("STEPDOCTOR_SHARED"),
-        Path(__file__).parents[2].parent / "shared",
-        "/work/shared",
-    ):
-        if base and (Path(base) / "traces" / "hta_oracle.json").exists():
-            return Path(base) / "traces"
-    return Path("/nonexistent")
-
-
-TRACES = _shared_traces()
 ORACLE: list[dict[str, Any]] = (
     json.loads((TRACES / "hta_oracle.json").read_text())["results"]
     if (TRACES / "hta_oracle.json").exists()
@@ -36,7 +21,7 @@ ORACLE: list[dict[str, Any]] = (
 )
 CASES = [c["case"] for c in ORACLE]
 
-pytestmark = pytest.mark.skipif(not ORACLE, reason="shared/traces is not available here")
+pytestmark = needs(TRACES / "hta_oracle.json")
 
 
 @cache
