@@ -3,7 +3,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip --disable-pip-version-check -q
 
-.PHONY: venv browser demo test lint bench asan clean
+.PHONY: venv browser demo test test-pythons lint bench asan clean
 
 venv: $(VENV)/.installed
 
@@ -42,6 +42,14 @@ browser:
 test: lint browser
 	STEPDOCTOR_REQUIRE_C_PARTS=1 $(PY) -m pytest --cov --cov-report=term -q
 
+# Every supported CPython, each in a venv of its own (noxfile.py): lint and types on the lowest;
+# on each, the wheel with its C parts and the tests that are not scenario runs, without torch.
+# pyenv's interpreters are put on PATH where pyenv is there; one that is missing is skipped, and
+# nox's summary says so.
+PYENV_PYTHONS = $(shell pyenv versions --bare 2>/dev/null | grep -E '^3\.1[0-3]\.[0-9]+$$' | paste -sd: -)
+test-pythons: venv
+	PYENV_VERSION="$(PYENV_PYTHONS)" $(VENV)/bin/nox
+
 # The C parts built with AddressSanitizer and UBSan, then the tests that drive them (the
 # normal build is put back afterwards).
 ASAN_LIBS = $(shell gcc -print-file-name=libasan.so) $(shell gcc -print-file-name=libubsan.so)
@@ -69,4 +77,4 @@ bench: venv
 	$(PY) benchmarks/overhead.py
 
 clean:
-	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .coverage stepdoctor-runs test-artifacts
+	rm -rf $(VENV) .nox .mypy_cache .ruff_cache .pytest_cache .coverage stepdoctor-runs test-artifacts

@@ -19,8 +19,10 @@ git, which hatchling's file selection follows). ``make test`` sets
 from __future__ import annotations
 
 import contextlib
+import os
 import sys
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +37,17 @@ EXTENSIONS = (
     ("stepdoctor.traces._scan", "src/stepdoctor/traces/_scan.c"),
     ("stepdoctor.logs._gcscan", "src/stepdoctor/logs/_gcscan.c"),
 )
+
+
+@contextlib.contextmanager
+def _working_folder(path: str) -> Iterator[None]:
+    """Run the block in ``path`` (``contextlib.chdir`` from Python 3.11 on)."""
+    before = os.getcwd()
+    os.chdir(path)
+    try:
+        yield
+    finally:
+        os.chdir(before)
 
 
 class CPartsBuildHook(BuildHookInterface):
@@ -66,7 +79,7 @@ class CPartsBuildHook(BuildHookInterface):
         cmd = build_ext(dist)
         cmd.inplace = True
         # setuptools resolves the sources and the in-place target against the working folder
-        with tempfile.TemporaryDirectory() as tmp, contextlib.chdir(self.root):
+        with tempfile.TemporaryDirectory() as tmp, _working_folder(self.root):
             # everything built afresh in a new folder: never a stale part of an earlier build
             cmd.build_temp = cmd.build_lib = tmp
             cmd.force = True

@@ -20,6 +20,7 @@ from stepdoctor.model import StepTiming
 from stepdoctor.record import load_run
 from stepdoctor.report import build_report
 from tests.builders import record, steps
+from tests.marks import needs_torch
 
 
 @pytest.mark.parametrize("seed", range(5))
@@ -89,6 +90,7 @@ def _real_run(tmp_path: Path, name: str, sleep: float) -> Path:
     return tmp_path / name
 
 
+@needs_torch
 def test_real_runs_faster_and_regression_exit_code(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

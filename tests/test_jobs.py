@@ -23,6 +23,7 @@ from stepdoctor.model import Collective, DdpStats, RunEnd, RunRecord, Severity
 from stepdoctor.record import RecordWriter
 from stepdoctor.report import build_report
 from tests.builders import meta, record, samples, stacked, steps
+from tests.marks import needs_module
 
 
 def _row(rank: int, comm: float, step: float = 20.0, steps_: int = 200, **phases: float) -> RankRow:
@@ -134,7 +135,14 @@ def test_a_job_with_nothing_found_says_so_under_its_own_heading(tmp_path: Path) 
     assert "No problems found" in verdict
 
 
-@pytest.mark.parametrize("executor", ["serial", "process", "dask"])
+@pytest.mark.parametrize(
+    "executor",
+    [
+        "serial",
+        "process",
+        pytest.param("dask", marks=needs_module("distributed", "Dask's executor")),
+    ],
+)
 def test_the_job_is_mapped_rank_by_rank_on_any_executor(tmp_path: Path, executor: str) -> None:
     _job_folder(tmp_path, slow_rank=2)
     rows, problems = summarise_job(tmp_path, executor=executor)

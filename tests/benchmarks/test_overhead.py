@@ -14,6 +14,8 @@ import pytest
 
 from tests.benchmarks._load import benchmark
 
+pytest.importorskip("torch")  # benchmarks/overhead.py trains a model
+
 
 def overhead_module() -> ModuleType:
     """benchmarks/overhead.py."""

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import stepdoctor
 from stepdoctor.cli import main
+from tests.marks import needs_torch
 
 TRAIN = """
 import sys, torch
@@ -46,6 +47,7 @@ def _run(tmp_path: Path, tail: str = "", *args: str) -> subprocess.CompletedProc
     )
 
 
+@needs_torch
 def test_run_passes_argv_and_writes_record_and_json(tmp_path: Path) -> None:
     proc = _run(tmp_path, "", "--epochs", "3")
     assert proc.returncode == 0, proc.stderr
@@ -58,6 +60,7 @@ def test_run_passes_argv_and_writes_record_and_json(tmp_path: Path) -> None:
     assert (tmp_path / "run" / "run.jsonl").exists()
 
 
+@needs_torch
 def test_job_exception_passes_through_and_record_is_finalised(tmp_path: Path) -> None:
     proc = _run(tmp_path, "raise ValueError('boom')")
     assert proc.returncode == 1
@@ -75,10 +78,12 @@ def test_job_exception_passes_through_and_record_is_finalised(tmp_path: Path) ->
     assert report["summary"]["steps"] == 30
 
 
+@needs_torch
 def test_sys_exit_code_passes_through(tmp_path: Path) -> None:
     assert _run(tmp_path, "sys.exit(3)").returncode == 3
 
 
+@needs_torch
 def test_keyboard_interrupt_gives_130(tmp_path: Path) -> None:
     proc = _run(tmp_path, "raise KeyboardInterrupt")
     assert proc.returncode == 130
@@ -114,6 +119,7 @@ def test_version_and_module_entry_point() -> None:
     assert out.stdout.startswith("stepdoctor ")
 
 
+@needs_torch
 def test_run_writes_the_html_report(tmp_path: Path) -> None:
     script = tmp_path / "train.py"
     script.write_text(TRAIN.format(tail=""))

@@ -14,6 +14,8 @@ from typing import Any
 
 import pytest
 
+from tests.marks import needs_torch
+
 #: A job that trains for a few steps, then ends as ``{tail}`` says (the line numbers matter:
 #: ``{tail}`` is line 8).
 JOB = """import sys, time, torch
@@ -74,6 +76,7 @@ def _html_first_paragraph(page: str) -> str:
     return body.split(">", 1)[1].split("</p>", 1)[0]
 
 
+@needs_torch
 def test_exception_is_said_first_with_its_type_and_line(tmp_path: Path) -> None:
     proc = _run(tmp_path, "def fail():\n    raise ValueError('boom')\nfail()")
     assert proc.returncode == 1
@@ -96,6 +99,7 @@ def test_exception_is_said_first_with_its_type_and_line(tmp_path: Path) -> None:
     assert "No problems found" not in text and "No findings" not in text
 
 
+@needs_torch
 def test_sys_exit_code_passes_through_and_is_said_first(tmp_path: Path) -> None:
     proc = _run(tmp_path, "sys.exit(3)")
     assert proc.returncode == 3
@@ -108,6 +112,7 @@ def test_sys_exit_code_passes_through_and_is_said_first(tmp_path: Path) -> None:
     assert data["error_at"] == f"train.py:{TAIL_LINE}"
 
 
+@needs_torch
 def test_clean_exit_is_no_failure(tmp_path: Path) -> None:
     proc = _run(tmp_path, "sys.exit(0)")
     assert proc.returncode == 0
@@ -153,6 +158,7 @@ def _has_steps(record: Path) -> bool:
     return False
 
 
+@needs_torch
 def test_ctrl_c_is_said_first_and_gives_130(tmp_path: Path) -> None:
     proc = _started(tmp_path, "while True:\n    time.sleep(0.01)")
     proc.send_signal(signal.SIGINT)
@@ -170,6 +176,7 @@ def test_ctrl_c_is_said_first_and_gives_130(tmp_path: Path) -> None:
     assert (data["failed"], data["end_status"], data["exit_code"]) == (True, "interrupted", 130)
 
 
+@needs_torch
 @pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
 def test_killed_job_report_says_it_did_not_finish(tmp_path: Path) -> None:
     proc = _started(tmp_path, "while True:\n    time.sleep(0.01)")

@@ -12,6 +12,9 @@ import warnings
 from typing import Any
 
 import pytest
+
+pytest.importorskip("torch")
+
 import torch
 
 from stepdoctor.collect.hooks.autoinstrument import TorchPatches

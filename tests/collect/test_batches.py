@@ -6,6 +6,10 @@ import os
 from pathlib import Path
 
 import psutil
+import pytest
+
+pytest.importorskip("torch")
+
 import torch
 from torch.utils.data import DataLoader, TensorDataset
 

@@ -19,12 +19,14 @@ from stepdoctor.probes.environment import (
     probe_environment,
 )
 from tests.collect.test_nvml import ReplayNvml
+from tests.marks import needs_torch
 
 
 def _facts(facts: list[EnvFact]) -> dict[str, object]:
     return {f.key: f.value for f in facts}
 
 
+@needs_torch
 def test_fast_probes_describe_this_machine_honestly() -> None:
     import torch  # noqa: F401  (a watched job has torch loaded: its build is described)
 

@@ -5,6 +5,10 @@ from __future__ import annotations
 
 import threading
 
+import pytest
+
+pytest.importorskip("torch")
+
 import torch
 from torch import nn
 

@@ -11,6 +11,9 @@ from typing import Any
 
 import pytest
 
+pytest.importorskip("torch")
+
+
 from stepdoctor.collect.hooks.events import GC_START, GC_STOP, Event, EventQueue, native_hooks
 from stepdoctor.collect.hooks.gcwatch import GcWatch
 from stepdoctor.collect.session import Session

@@ -16,6 +16,9 @@ from collections import OrderedDict
 from typing import Any
 
 import pytest
+
+pytest.importorskip("torch")
+
 import torch
 from hypothesis import given
 from hypothesis import strategies as st

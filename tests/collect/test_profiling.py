@@ -7,6 +7,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+
+pytest.importorskip("torch")
+
 import torch
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset

@@ -12,6 +12,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+
+pytest.importorskip("torch")
+
 import torch
 
 from stepdoctor import build_report, watch

@@ -6,6 +6,10 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+import pytest
+
+pytest.importorskip("torch")
+
 import torch
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset

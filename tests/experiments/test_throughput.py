@@ -7,6 +7,9 @@ import itertools
 import random
 
 import pytest
+
+pytest.importorskip("torch")
+
 import torch
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset

@@ -12,6 +12,9 @@ import sys
 from pathlib import Path
 
 import pytest
+
+pytest.importorskip("torch")
+
 import torch
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset

@@ -7,10 +7,15 @@ import sys
 import types
 from pathlib import Path
 
+import pytest
+
 from stepdoctor.collect import Session
 from stepdoctor.integrations import AutoIntegrations
 from stepdoctor.integrations._timing import FrameworkTimer, OwnSession, note_settings
 from stepdoctor.record import load_run
+
+pytest.importorskip("torch")
+
 from tests.collect.test_session import FixedReader
 
 

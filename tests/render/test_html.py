@@ -27,6 +27,7 @@ from stepdoctor.render.html import html_context, render_html
 from stepdoctor.report import build_report
 from stepdoctor.timeline import MAX_POINTS
 from tests.builders import env, meta, record, samples, stacked, steps
+from tests.marks import needs_torch
 
 HOSTILE = "<script>alert(1)</script>"
 QUOTED = '/data/it\'s "here"/train.py'
@@ -158,6 +159,7 @@ def _snapshot_path():  # type: ignore[no-untyped-def]
     return path
 
 
+@needs_torch
 def test_saved_run_with_a_profiler_trace_shows_its_tables(tmp_path: Path) -> None:
     from stepdoctor.cli import main
     from tests.cli.test_cli import _run

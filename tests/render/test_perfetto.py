@@ -17,6 +17,7 @@ from stepdoctor.model import GpuSample, ProfiledSpan
 from stepdoctor.render.perfetto import render_perfetto
 from tests.builders import meta, record, samples, steps
 from tests.cli.test_cli import _run
+from tests.marks import needs_torch
 
 SCHEMA = json.loads((Path(__file__).parents[1] / "data" / "chrome_trace_schema.json").read_text())
 
@@ -89,6 +90,7 @@ def test_the_span_stepdoctors_profiler_slowed_is_a_slice_of_its_own() -> None:
     assert "stepdoctor" not in {e["args"]["name"] for e in plain if e["name"] == "thread_name"}
 
 
+@needs_torch
 def test_report_writes_perfetto_of_a_real_run(tmp_path: Path) -> None:
     assert _run(tmp_path).returncode == 0
     out = tmp_path / "run.perfetto.json"

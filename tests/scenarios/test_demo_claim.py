@@ -19,6 +19,9 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
+
+pytest.importorskip("torch")
+
 import torch
 
 from tests.scenarios._verdicts import MACHINE_RULES

@@ -9,6 +9,9 @@ import sys
 from pathlib import Path
 
 import pytest
+
+pytest.importorskip("torch")
+
 import torch
 
 from ._verdicts import LOUD, about_the_job

@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Iterable
-from datetime import UTC, datetime
+from datetime import datetime, timezone
 
 from stepdoctor.logs.gc_stats import UNPARSED_SAMPLES
 from stepdoctor.model.jvm import Dl4jIteration, Dl4jLog
@@ -150,7 +150,7 @@ def _iteration(found: re.Match[str], line: str, seen: int) -> Dl4jIteration:
             # the logger's local time, read as if UTC: lined up with a GC log's dates in
             # their own offset (logs.record), whatever this machine's time zone
             wall = datetime.fromisoformat(f"{date}T{hh}:{mm}:{ss}.{ms}")
-            unix_s = wall.replace(tzinfo=UTC).timestamp()
+            unix_s = wall.replace(tzinfo=timezone.utc).timestamp()
         except ValueError:
             unix_s = None
     else:

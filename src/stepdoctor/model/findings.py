@@ -5,9 +5,9 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from enum import StrEnum
 from typing import Any
 
+from stepdoctor.model._strenum import StrEnum
 from stepdoctor.model.experiments import BoundVerdict, FixTrial
 from stepdoctor.model.run import EnvFact, RunMeta
 from stepdoctor.model.stacks import AllocationSite, CodeFrame, CodeSite, CodeStack, StackCount

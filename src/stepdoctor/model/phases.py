@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from enum import StrEnum
+from stepdoctor.model._strenum import StrEnum
 
 __all__ = ["Phase"]
 

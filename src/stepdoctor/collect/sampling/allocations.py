@@ -45,6 +45,7 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
+from stepdoctor.collect.sampling._code import qualified_name
 from stepdoctor.collect.sampling.sampler import native_sampler
 from stepdoctor.model import AllocationSite
 
@@ -736,7 +737,7 @@ def _code_lines(
     for _, _, line in code.co_lines():
         key = (_absolute(code.co_filename), line or 0)
         if key in wanted:
-            found[key] = code.co_qualname  # nested code (below) is more precise: it wins
+            found[key] = qualified_name(code)  # nested code (below) is more precise: it wins
     for const in code.co_consts:
         if isinstance(const, types.CodeType):
             _code_lines(const, wanted, found)

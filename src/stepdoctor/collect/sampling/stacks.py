@@ -56,6 +56,7 @@ from pathlib import Path
 from types import CodeType, FrameType
 from typing import Any
 
+from stepdoctor.collect.sampling._code import qualified_name
 from stepdoctor.collect.sampling.sampler import lower_thread_priority, native_sampler
 from stepdoctor.model import WORKER_PHASE, CodeFrame, CodeStack, StackSample
 
@@ -144,11 +145,12 @@ def python_stack(frame: FrameType | None, limit: int = _WALK_LIMIT) -> Stack:
 
 def in_process_safe(walker: Callable[[int], Stack | None] | None) -> bool:
     """Whether another thread's stack can be sampled in this process: with ``frame_walker``,
-    or on CPython 3.12 and later (where a frame object no longer keeps a link to a popped
-    frame: ``_frames.c``) with ``sys._current_frames``."""
+    or with ``sys._current_frames`` on CPython 3.10, whose frames are objects of their own,
+    and on 3.12 and later, where a frame object no longer keeps a link to a popped frame
+    (3.11's does: ``_frames.c``)."""
     if walker is not None:
         return True
-    return hasattr(sys, "_current_frames") and sys.version_info >= (3, 12)
+    return hasattr(sys, "_current_frames") and sys.version_info[:2] != (3, 11)
 
 
 def _current_stack(thread_id: int) -> Stack | None:
@@ -229,7 +231,7 @@ class FrameTable:
             file = os.path.abspath(file)
         if self._ours is not None and file.startswith(self._ours):
             return None
-        if code.co_qualname in self._cut_at:
+        if qualified_name(code) in self._cut_at:
             return -1
         frame_id = self._frame_count
         self._frame_count += 1
@@ -239,7 +241,7 @@ class FrameTable:
         self.new_frames.append(
             CodeFrame(
                 id=frame_id,
-                function=code.co_qualname,
+                function=qualified_name(code),
                 file=file,
                 line=code.co_firstlineno,
                 user=user,
