@@ -24,8 +24,8 @@ demo: venv
 	$(VENV)/bin/stepdoctor run examples/train_digits.py --epochs 3
 
 lint: venv
-	$(VENV)/bin/ruff check src tests benchmarks examples hatch_build.py
-	$(VENV)/bin/ruff format --check src tests benchmarks examples hatch_build.py
+	$(VENV)/bin/ruff check src tests benchmarks examples hatch_build.py noxfile.py
+	$(VENV)/bin/ruff format --check src tests benchmarks examples hatch_build.py noxfile.py
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports
 
@@ -40,10 +40,11 @@ browser:
 # CI has a compiler, so there the C parts must have been built (tests/collect/test_hotpath.py,
 # tests/traces/test_loader_paths.py).
 test: lint browser
-	STEPDOCTOR_REQUIRE_C_PARTS=1 $(PY) -m pytest --cov --cov-report=term -q
+	STEPDOCTOR_REQUIRE_C_PARTS=1 $(PY) -m pytest --cov --cov-report=term -q -m "not package"
 
 # Every supported CPython, each in a venv of its own (noxfile.py): lint and types on the lowest;
-# on each, the wheel with its C parts and the tests that are not scenario runs, without torch.
+# on each, the wheel with its C parts and the tests that are not scenario runs, without torch;
+# the sdist and the wheel installed in fresh venvs, with and without a compiler.
 # pyenv's interpreters are put on PATH where pyenv is there; one that is missing is skipped, and
 # nox's summary says so.
 PYENV_PYTHONS = $(shell pyenv versions --bare 2>/dev/null | grep -E '^3\.1[0-3]\.[0-9]+$$' | paste -sd: -)

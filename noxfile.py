@@ -1,17 +1,22 @@
 """Every supported CPython, each in a venv of its own (``make test-pythons``).
 
-On the lowest: lint, types and import contracts (as ``make lint`` does, with that
-interpreter's tools). On each: the package built and installed as a wheel (its C parts
-compiled against that interpreter's headers; ``STEPDOCTOR_REQUIRE_C_PARTS=1`` fails the run
-where one did not build), then the tests that are not scenario runs, without torch (the
-modules that need it skip and say so: the torch-dependent tests and the zoo run under
-``make test``), among them ``tests/test_watched_job.py``: a job watched under
-``stepdoctor run`` with the C parts and with ``STEPDOCTOR_PURE_PYTHON=1``.
+- ``lint``, on the lowest: ruff, mypy and import-linter, as ``make lint`` runs them, run by
+  that interpreter; mypy reads the types of torch and the frameworks from the dev venv
+  (``.venv``): the index this project reaches has no CPU build of torch for every interpreter.
+- ``tests``, on each: the package built and installed as a wheel (its C parts compiled against
+  that interpreter's headers; ``STEPDOCTOR_REQUIRE_C_PARTS=1`` fails the run where one did not
+  build), then the tests that are not scenario runs, without torch (those that need it skip and
+  say so: they and the zoo run under ``make test``), among them ``tests/test_watched_job.py``:
+  a job watched under ``stepdoctor run`` with the C parts and with ``STEPDOCTOR_PURE_PYTHON=1``.
+- ``package``, on the lowest: the sdist and the wheel, each installed in a fresh venv that
+  watches a job (``tests/test_package.py``).
 
 An interpreter that is not on PATH is skipped, and nox's summary names it.
 """
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import nox
 
@@ -22,7 +27,9 @@ TEST_TOOLS = ("pytest", "hypothesis", "jsonschema", "numpy", "scipy", "pysimdjso
 
 nox.options.default_venv_backend = "venv"
 nox.options.error_on_missing_interpreters = False
-nox.options.sessions = ["lint", "tests"]
+nox.options.sessions = ["lint", "tests", "package"]
+#: The dev venv (``make venv``): torch, the frameworks and their types.
+DEV_PYTHON = Path(__file__).parent / ".venv" / "bin" / "python"
 
 
 def _install(session: nox.Session, *packages: str) -> None:
@@ -35,7 +42,7 @@ def lint(session: nox.Session) -> None:
     _install(session, ".", "ruff", "mypy", "import-linter", "types-psutil")
     session.run("ruff", "check", *SOURCES)
     session.run("ruff", "format", "--check", *SOURCES)
-    session.run("mypy")
+    session.run("mypy", f"--python-executable={DEV_PYTHON}")
     session.run("lint-imports")
 
 
@@ -44,7 +51,18 @@ def tests(session: nox.Session) -> None:
     """The wheel with its C parts, then every test but the scenario runs, without torch."""
     _install(session, ".", *TEST_TOOLS)
     session.run(
-        "python", "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", "not scenario",
-        *session.posargs,
+        "python", "-m", "pytest", "-q", "-p", "no:cacheprovider",
+        "-m", "not scenario and not package", *session.posargs,
         env={"STEPDOCTOR_REQUIRE_C_PARTS": "1"},
+    )  # fmt: skip
+
+
+@nox.session(python=PYTHONS[0])
+def package(session: nox.Session) -> None:
+    """The sdist and the wheel, each installed in a fresh venv that watches a job
+    (``tests/test_package.py``: the wheel with its C parts, the sdist without a compiler)."""
+    _install(session, "build", *TEST_TOOLS)
+    session.run(
+        "python", "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", "package",
+        "tests/test_package.py", *session.posargs,
     )  # fmt: skip
