@@ -38,12 +38,9 @@ browser:
 	  || echo "chromium could not be installed: the HTML report's browser test will be skipped"; }
 
 # CI has a compiler, so there the C parts must have been built (tests/collect/test_hotpath.py,
-# tests/traces/test_loader_paths.py). The tests run on one worker per CPU (pytest-xdist), a test
-# handed to whichever is free: the scenario runs hold beside each other as they do beside any
-# other load (their jobs run one intra-op thread; tests/scenarios/_verdicts.py).
+# tests/traces/test_loader_paths.py).
 test: lint browser
-	STEPDOCTOR_REQUIRE_C_PARTS=1 $(PY) -m pytest --cov --cov-report=term -q -m "not package" \
-	  -n auto --dist worksteal
+	STEPDOCTOR_REQUIRE_C_PARTS=1 $(PY) -m pytest --cov --cov-report=term -q -m "not package"
 
 # Every supported CPython, each in a venv of its own (noxfile.py): lint and types on the lowest;
 # on each, the wheel with its C parts and the tests that are not scenario runs, without torch;
