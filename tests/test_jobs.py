@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from stepdoctor.cli.launch import JOB_HEADING, job_text
+from stepdoctor.cli.launch import job_text
 from stepdoctor.jobs import (
     CRITICAL_WAIT_SHARE,
     MIN_CRITICAL_STEPS,
@@ -21,6 +21,7 @@ from stepdoctor.jobs import (
 )
 from stepdoctor.model import Collective, DdpStats, RunEnd, RunRecord, Severity
 from stepdoctor.record import RecordWriter
+from stepdoctor.render.job import JOB_HEADING
 from stepdoctor.report import build_report
 from tests.builders import meta, record, samples, stacked, steps
 from tests.marks import needs_module

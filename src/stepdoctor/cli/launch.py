@@ -11,19 +11,17 @@ import sys
 from pathlib import Path
 
 from stepdoctor.cli._common import error_line
-from stepdoctor.cli.stall import StallWatch, stall_text
-from stepdoctor.errors import RecordError, UsageError
-from stepdoctor.jobs import RankRow, comm_findings, hang_findings, job_findings, summarise_job
-from stepdoctor.model import RunRecord
+from stepdoctor.errors import UsageError
+from stepdoctor.jobs.stall import StallWatch, stall_findings
+from stepdoctor.jobs.verdict import judge_job, load_or_none, rank_record
 from stepdoctor.probes.flight import STALL_VARIABLE
 from stepdoctor.probes.ranks import RANK_DIR_PREFIX, rank_dirs, rank_from_env
-from stepdoctor.record import load_run
-from stepdoctor.render import render_findings
 from stepdoctor.render.formats import RENDERERS, RenderInput
+from stepdoctor.render.job import render_job, render_stall
 from stepdoctor.report import build_report
 from stepdoctor.watching import stderr_line
 
-__all__ = ["POLL_S", "is_job_dir", "job_text", "launch", "rank_record", "rank_table"]
+__all__ = ["POLL_S", "job_text", "launch"]
 
 #: How often the launcher looks at its ranks' records (they are flushed every second).
 POLL_S = 1.0
@@ -68,7 +66,7 @@ def launch(args: argparse.Namespace, out: Path, target: list[str]) -> int:
     if not folders and not alone:
         error_line(f"no rank wrote a record under {out} (torch.distributed.run exit code {code})")
         return code or 1
-    first = _load(out) if alone else rank_record(out)
+    first = load_or_none(out) if alone else rank_record(out)
     view = None if first is None else RenderInput(record=first, report=build_report(first),
                                                   width=args.width)  # fmt: skip
     if not args.no_report:
@@ -88,7 +86,7 @@ def launch(args: argparse.Namespace, out: Path, target: list[str]) -> int:
 
 
 def _run_watched(command: list[str], out: Path, args: argparse.Namespace) -> int:
-    """Run the launcher, telling a stall of every rank while it lasts (``stall.py``)."""
+    """Run the launcher, telling a stall of every rank while it lasts (``jobs.stall``)."""
     watch = StallWatch(out, args.nproc_per_node, args.stall_after)
     # the ranks read their flight recorders once their steps stall for half of this
     proc = subprocess.Popen(command, env={**os.environ, STALL_VARIABLE: str(args.stall_after)})
@@ -100,68 +98,20 @@ def _run_watched(command: list[str], out: Path, args: argparse.Namespace) -> int
                 pass
             if args.stall_after > 0 and watch.poll():
                 try:
-                    sys.stderr.write(stall_text(out, watch, width=args.width))
+                    rows, findings = stall_findings(out)
+                    text = render_stall(watch.steps, watch.idle_s, rows, findings, width=args.width)
+                    sys.stderr.write(text)
                 except Exception as exc:  # never stop the job over our own bug
                     error_line(f"the ranks' records could not be read for the stall: {exc!r}")
     except KeyboardInterrupt:  # the launcher got it too (one process group): let it stop
         return proc.wait()
 
 
-#: The heading of the job's own verdict (its findings, or that there are none).
-JOB_HEADING = "The job, all ranks together:"
-
-
 def job_text(job: Path, *, width: int = 100, executor: str = "process",
              scheduler: str | None = None) -> str:  # fmt: skip
-    """The job's table of ranks and its findings (a hang, else the straggler and the
-    communication's cost), as terminal text, its ranks' records read by
-    ``jobs.summarise_job`` (map) and judged together."""
-    rows, problems = summarise_job(job, executor=executor, scheduler=scheduler)
+    """The job's table of ranks and its findings as terminal text (``jobs.judge_job``,
+    ``render.job.render_job``); a rank that could not be read is said on stderr."""
+    rows, findings, problems = judge_job(job, executor=executor, scheduler=scheduler)
     for line in problems:
         error_line(line)
-    findings = hang_findings(rows) or [*job_findings(rows), *comm_findings(rows)]
-    verdict = render_findings(findings, width=width, heading=JOB_HEADING)
-    # with nothing found the findings' own heading is left out: the job's still says whose
-    # verdict follows (after the ranks' table, not rank 0's report)
-    return rank_table(rows) + (verdict if findings else f"{JOB_HEADING}\n{verdict}")
-
-
-def is_job_dir(path: Path) -> bool:
-    """Whether ``path`` is a distributed job's folder: no record of its own, ranks' folders."""
-    return path.is_dir() and not (path / "run.jsonl").exists() and bool(rank_dirs(path))
-
-
-def rank_record(job: Path) -> RunRecord | None:
-    """The record of the job's lowest rank that can be read (its report is shown in full)."""
-    for folder in rank_dirs(job):
-        found = _load(folder)
-        if found is not None:
-            return found
-    return None
-
-
-def _load(folder: Path) -> RunRecord | None:
-    try:
-        return load_run(folder)
-    except (RecordError, OSError):
-        return None
-
-
-def rank_table(rows: list[RankRow]) -> str:
-    """One line per rank: steps, mean step, throughput, data wait, all-reduce time (DDP's
-    own) and the host."""
-    lines = [
-        "",
-        "Ranks",
-        "rank  steps  mean step  samples/s  data wait  all-reduce  host",
-    ]
-    for row in rows:
-        step = f"{row.mean_step_ms:.1f} ms" if row.mean_step_ms is not None else "-"
-        rate = f"{row.samples_per_sec:.0f}" if row.samples_per_sec is not None else "-"
-        wait = "-" if row.data_wait_share is None else f"{row.data_wait_share:.0%}"
-        comm = "-" if row.comm_ms is None else f"{row.comm_ms:.1f} ms"
-        lines.append(
-            f"{row.rank:>4}  {row.steps:>5}  {step:>9}  {rate:>9}  {wait:>9}  {comm:>10}  "
-            f"{row.host}"
-        )
-    return "\n".join(lines) + "\n\n"
+    return render_job(rows, findings, width=width)

@@ -8,8 +8,9 @@ import sys
 from pathlib import Path
 
 from stepdoctor.cli._common import write_output
-from stepdoctor.cli.launch import is_job_dir, job_text
+from stepdoctor.cli.launch import job_text
 from stepdoctor.errors import UsageError
+from stepdoctor.jobs.verdict import is_job_dir
 from stepdoctor.model import Report, RunRecord, TraceSummary
 from stepdoctor.record import load_run
 from stepdoctor.render.formats import RENDERERS, RenderInput

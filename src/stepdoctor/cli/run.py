@@ -12,7 +12,6 @@ from pathlib import Path
 
 from stepdoctor.cli._common import error_line
 from stepdoctor.cli.launch import launch
-from stepdoctor.cli.stall import STALL_AFTER_S
 from stepdoctor.collect import Session, default_run_dir
 from stepdoctor.collect.hooks.profiling import TraceCapture
 from stepdoctor.collect.hooks.trigger import ExperimentTrigger, ObjectKeeper
@@ -31,6 +30,7 @@ from stepdoctor.experiments.overrides import Overrides, apply_overrides
 from stepdoctor.experiments.verify import DEFAULT_SHARE, verify
 from stepdoctor.integrations import AutoIntegrations
 from stepdoctor.model import FixTrial, Report, TraceSummary
+from stepdoctor.probes.flight import STALL_AFTER_S
 from stepdoctor.probes.ranks import job_dir, rank_dir, rank_from_env
 from stepdoctor.render.formats import RENDERERS, RenderInput
 from stepdoctor.render.trace import render_trace

@@ -1,6 +1,7 @@
 """One diagnosis for a distributed job from its ranks' records: a row per rank (``rows``,
 the map), then the job judged from them (the reduce): the rank the others wait for
-(``stragglers``), the communication's cost (``comm``), a hang or a desync (``hangs``).
+(``stragglers``), the communication's cost (``comm``), a hang or a desync (``hangs``), all of
+it from the job's folder (``verdict``); a stall told while the job waits (``stall``).
 """
 
 from stepdoctor.jobs.comm import comm_findings
@@ -13,6 +14,7 @@ from stepdoctor.jobs.rows import (
     summarise_job,
     summarise_rank,
 )
+from stepdoctor.jobs.stall import StallWatch, stall_findings
 from stepdoctor.jobs.stragglers import (
     CAUSE_SHARE,
     COMPUTE_PHASES,
@@ -23,6 +25,7 @@ from stepdoctor.jobs.stragglers import (
     WAIT_SHARE,
     job_findings,
 )
+from stepdoctor.jobs.verdict import is_job_dir, judge_job, rank_record
 
 __all__ = [
     "CAUSE_SHARE",
@@ -35,11 +38,16 @@ __all__ = [
     "WAITING_PHASES",
     "WAIT_SHARE",
     "RankRow",
+    "StallWatch",
     "comm_findings",
     "hang_findings",
+    "is_job_dir",
     "job_findings",
+    "judge_job",
+    "rank_record",
     "rank_row",
     "rank_rows",
+    "stall_findings",
     "summarise_job",
     "summarise_rank",
 ]

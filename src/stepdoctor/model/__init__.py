@@ -30,6 +30,7 @@ if TYPE_CHECKING:
         SpeedupKind,
         Summary,
     )
+    from stepdoctor.model.jobs import RankRow
     from stepdoctor.model.measured import (
         OUTLIER_SIGMAS,
         OutlierCut,
@@ -127,6 +128,7 @@ __all__ = [
     "Phase",
     "ProcessUsage",
     "ProfiledSpan",
+    "RankRow",
     "RankTrace",
     "Report",
     "RunEnd",
@@ -188,6 +190,7 @@ _HOMES = {
     "Phase": "phases",
     "ProcessUsage": "run",
     "ProfiledSpan": "run",
+    "RankRow": "jobs",
     "RankTrace": "traces",
     "Report": "findings",
     "RunEnd": "run",

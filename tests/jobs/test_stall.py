@@ -6,8 +6,9 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from stepdoctor.cli.stall import StallWatch, stall_text
+from stepdoctor.jobs.stall import StallWatch, stall_findings
 from stepdoctor.record import RecordWriter
+from stepdoctor.render.job import render_stall
 from tests.builders import meta, record, stacked
 from tests.builders import steps as _steps
 
@@ -84,7 +85,8 @@ def test_the_stall_names_the_rank_the_others_wait_for(tmp_path: Path) -> None:
     watch.poll()
     now[0] = 6.0
     assert watch.poll()
-    text = stall_text(tmp_path, watch, width=200)
+    rows, findings = stall_findings(tmp_path)
+    text = render_stall(watch.steps, watch.idle_s, rows, findings, width=200)
     assert "no rank has completed a step for 6 s (steps so far: rank 0: 20, rank 1: 20)" in text
     assert "Rank 1 stopped stepping; rank(s) 0 wait for it" in text
     assert "it is still there" in text and "wait_for_reply" in text

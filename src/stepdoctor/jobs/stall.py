@@ -6,7 +6,8 @@ by default, with nothing said meanwhile. The launcher (``stepdoctor run --nproc-
 reads the steps its ranks' records gain (each rank's monitor flushes every second; only the
 bytes appended since the last look are read), and when no rank has completed a step for
 ``--stall-after`` seconds it reads the records as they are and says which rank the others
-wait for, its last phase and where in its code it is (``jobs.hang_findings``), once per stall.
+wait for, its last phase and where in its code it is (``stall_findings``), once per stall;
+``render.job.render_stall`` says it.
 """
 
 from __future__ import annotations
@@ -17,12 +18,13 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from stepdoctor.jobs import hang_findings, summarise_job
+from stepdoctor.jobs.hangs import hang_findings
+from stepdoctor.jobs.rows import summarise_job
+from stepdoctor.model import Finding, RankRow
 from stepdoctor.probes.flight import STALL_AFTER_S
 from stepdoctor.probes.ranks import rank_dirs, rank_of_dir
-from stepdoctor.render import render_findings
 
-__all__ = ["STALL_AFTER_S", "StallWatch", "stall_text"]
+__all__ = ["STALL_AFTER_S", "StallWatch", "stall_findings"]
 
 #: Bytes of a record line read to tell a steps line (``{"type":"steps",...``) from others.
 _HEAD = 32
@@ -113,17 +115,9 @@ class StallWatch:
         return gained > 0
 
 
-def stall_text(job: Path, watch: StallWatch, *, width: int = 100) -> str:
-    """What the ranks' records say of a stall: the rank the others wait for when one stands
-    out, else each rank's steps."""
-    counts = ", ".join(f"rank {r}: {n}" for r, n in sorted(watch.steps.items()))
-    head = (
-        f"\n[stepdoctor] no rank has completed a step for {watch.idle_s:.0f} s "
-        f"(steps so far: {counts}); the job is still running.\n"
-    )
+def stall_findings(job: Path) -> tuple[list[RankRow], list[Finding]]:
+    """The ranks of a job that waits, read from their records as they are (serially: the
+    launcher's own process), and what they say of the stall: the rank the others wait for,
+    where one stands out (``hang_findings``)."""
     rows, _ = summarise_job(job, executor="serial")
-    findings = hang_findings(rows, ended=False)
-    if not findings:
-        phases = ", ".join(f"rank {r.rank} in '{r.last_phase or 'unknown'}'" for r in rows)
-        return head + f"[stepdoctor] their last samples: {phases}.\n"
-    return head + render_findings(findings, width=width, heading="The job, while it waits:")
+    return rows, hang_findings(rows, ended=False)

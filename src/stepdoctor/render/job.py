@@ -1,0 +1,63 @@
+"""A distributed job as terminal text: the table of its ranks and its verdict, and what its
+records say of a stall while it waits."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from stepdoctor.model import Finding, RankRow
+from stepdoctor.render.text import render_findings
+
+__all__ = ["JOB_HEADING", "rank_table", "render_job", "render_stall"]
+
+#: The heading of the job's own verdict (its findings, or that there are none).
+JOB_HEADING = "The job, all ranks together:"
+
+
+def render_job(rows: Sequence[RankRow], findings: Sequence[Finding], *, width: int = 100) -> str:
+    """The table of the ranks, then the job's findings under ``JOB_HEADING``."""
+    verdict = render_findings(list(findings), width=width, heading=JOB_HEADING)
+    # with nothing found the findings' own heading is left out: the job's still says whose
+    # verdict follows (after the ranks' table, not rank 0's report)
+    return rank_table(rows) + (verdict if findings else f"{JOB_HEADING}\n{verdict}")
+
+
+def rank_table(rows: Sequence[RankRow]) -> str:
+    """One line per rank: steps, mean step, throughput, data wait, all-reduce time (DDP's
+    own) and the host."""
+    lines = [
+        "",
+        "Ranks",
+        "rank  steps  mean step  samples/s  data wait  all-reduce  host",
+    ]
+    for row in rows:
+        step = f"{row.mean_step_ms:.1f} ms" if row.mean_step_ms is not None else "-"
+        rate = f"{row.samples_per_sec:.0f}" if row.samples_per_sec is not None else "-"
+        wait = "-" if row.data_wait_share is None else f"{row.data_wait_share:.0%}"
+        comm = "-" if row.comm_ms is None else f"{row.comm_ms:.1f} ms"
+        lines.append(
+            f"{row.rank:>4}  {row.steps:>5}  {step:>9}  {rate:>9}  {wait:>9}  {comm:>10}  "
+            f"{row.host}"
+        )
+    return "\n".join(lines) + "\n\n"
+
+
+def render_stall(
+    steps: Mapping[int, int],
+    idle_s: float,
+    rows: Sequence[RankRow],
+    findings: Sequence[Finding],
+    *,
+    width: int = 100,
+) -> str:
+    """A stall, told while the job waits: the steps each rank made, then the rank the others
+    wait for where one stands out (``findings``), else each rank's last phase."""
+    counts = ", ".join(f"rank {r}: {n}" for r, n in sorted(steps.items()))
+    head = (
+        f"\n[stepdoctor] no rank has completed a step for {idle_s:.0f} s "
+        f"(steps so far: {counts}); the job is still running.\n"
+    )
+    if not findings:
+        phases = ", ".join(f"rank {r.rank} in '{r.last_phase or 'unknown'}'" for r in rows)
+        return head + f"[stepdoctor] their last samples: {phases}.\n"
+    return head + render_findings(list(findings), width=width, heading="The job, while it waits:")
