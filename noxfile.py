@@ -61,7 +61,7 @@ def tests(session: nox.Session) -> None:
 def package(session: nox.Session) -> None:
     """The sdist and the wheel, each installed in a fresh venv that watches a job
     (``tests/test_package.py``: the wheel with its C parts, the sdist without a compiler)."""
-    _install(session, "build", *TEST_TOOLS)
+    _install(session, ".", "build", *TEST_TOOLS)  # the package too: the tests import it
     session.run(
         "python", "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", "package",
         "tests/test_package.py", *session.posargs,
