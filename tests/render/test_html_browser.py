@@ -15,6 +15,7 @@ from stepdoctor.model import ProfiledSpan
 from stepdoctor.record import load_run
 from stepdoctor.render.html import render_html
 from stepdoctor.report import build_report
+from tests.marks import needs_module, needs_torch
 from tests.render.test_html import HOSTILE, _hostile_record
 from tests.shared_data import LOGS
 from tests.test_compare import _real_run
@@ -29,9 +30,13 @@ ARTIFACTS = Path(
     os.environ.get("STEPDOCTOR_ARTIFACTS", Path(__file__).parents[2] / "test-artifacts")
 )
 
-pytestmark = pytest.mark.skipif(
-    CHROMIUM is None, reason="chromium is not installed (make browser installs Debian's package)"
-)
+pytestmark = [
+    pytest.mark.skipif(
+        CHROMIUM is None,
+        reason="chromium is not installed (make browser installs Debian's package)",
+    ),
+    needs_module("playwright", "it drives Chromium"),
+]
 
 #: Share of a canvas's pixels that must be drawn for a plot to count as rendered.
 INK = 0.01
@@ -84,6 +89,7 @@ def _open(
     return problems, ink, dialogs, note
 
 
+@needs_torch
 def test_report_of_a_real_run_renders_in_chromium(tmp_path: Path) -> None:
     # A DataLoader loop of 128 steps, ~3 s: disk and network are read once a second, and the
     # I/O plot needs two readings.
