@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from tests.marks import needs_module
-from tests.test_watched_job import JOB, STEPS, TWINNED
+from tests.test_watched_job import JOB, STEPS, TWINNED, printed_by_job
 
 ROOT = Path(__file__).resolve().parents[1]
 pytestmark = [pytest.mark.package, needs_module("build", "python -m build")]
@@ -59,8 +59,8 @@ def _watch_a_job(python: Path, tmp_path: Path) -> tuple[set[str], dict[str, obje
         env={k: v for k, v in os.environ.items() if k != "STEPDOCTOR_PURE_PYTHON"},
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
-    printed = dict(line.split(": ", 1) for line in proc.stdout.splitlines() if ": " in line)
-    return set(filter(None, printed["c parts"].split(","))), json.loads(out.read_text())
+    parts, _ = printed_by_job(proc.stdout)
+    return parts, json.loads(out.read_text())
 
 
 def _install(python: Path, what: Path, env: dict[str, str] | None = None) -> None:

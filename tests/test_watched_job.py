@@ -57,6 +57,12 @@ STEPS = 60
 REQUIRED = os.environ.get("STEPDOCTOR_REQUIRE_C_PARTS", "") == "1"
 
 
+def printed_by_job(stdout: str) -> tuple[set[str], int]:
+    """The C parts the job said its process loaded, and the steps it said it made."""
+    printed = dict(line.split(": ", 1) for line in stdout.splitlines() if ": " in line)
+    return set(filter(None, printed["c parts"].split(","))), int(printed["steps"])
+
+
 @pytest.mark.parametrize("pure", [False, True], ids=["c-parts", "pure-python"])
 def test_a_job_without_torch_is_watched_and_diagnosed(tmp_path: Path, pure: bool) -> None:
     script = tmp_path / "job.py"
@@ -72,8 +78,7 @@ def test_a_job_without_torch_is_watched_and_diagnosed(tmp_path: Path, pure: bool
         env=env,
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
-    printed = dict(line.split(": ", 1) for line in proc.stdout.splitlines() if ": " in line)
-    parts = set(filter(None, printed["c parts"].split(",")))
+    parts, steps_said = printed_by_job(proc.stdout)
     if pure:
         assert parts <= {"frames"}  # the frame walk is a safety fix, not a twin: kept
     elif REQUIRED:
@@ -83,7 +88,7 @@ def test_a_job_without_torch_is_watched_and_diagnosed(tmp_path: Path, pure: bool
 
     report = json.loads(out.read_text())
     summary = report["summary"]
-    assert summary["steps"] == int(printed["steps"]) == STEPS
+    assert summary["steps"] == steps_said == STEPS
     assert summary["samples_per_sec"] > 0
     assert summary["phase_share"]["data_wait"] > 0 and summary["phase_share"]["forward"] > 0
     steps = load_run(run_dir).steps
