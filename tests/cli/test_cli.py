@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 import stepdoctor
-from stepdoctor.cli import main
+from stepdoctor.cli import build_parser, main
 from tests.marks import needs_torch
 
 TRAIN = """
@@ -135,3 +138,17 @@ def test_run_writes_the_html_report(tmp_path: Path) -> None:
     text = page.read_text()
     assert text.startswith("<!DOCTYPE html>") and "window.Chart=" in text  # library inlined
     assert "http://" not in text.split("<script>", 1)[0]  # nothing fetched by the head
+
+
+def test_every_commands_help_renders(capsys: pytest.CaptureFixture[str]) -> None:
+    """argparse formats each help text with %: a stray % in one (a share printed as "20%")
+    made `stepdoctor run --help` end in a traceback."""
+    parser = build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    commands = list(sub.choices)
+    assert "run" in commands
+    for name in [None, *commands]:
+        with pytest.raises(SystemExit) as ended:
+            parser.parse_args(["--help"] if name is None else [name, "--help"])
+        assert ended.value.code == 0, name
+        assert "usage: stepdoctor" in capsys.readouterr().out, name

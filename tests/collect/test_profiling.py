@@ -4,6 +4,9 @@ slowed noted in the record and left out of the figures, its own time not charged
 
 from __future__ import annotations
 
+import gc
+import time
+import tracemalloc
 from pathlib import Path
 
 import pytest
@@ -17,6 +20,9 @@ from torch.utils.data import DataLoader, TensorDataset
 from stepdoctor.cli import main
 from stepdoctor.collect import Session
 from stepdoctor.collect.hooks.profiling import TraceCapture
+from stepdoctor.collect.hooks.trigger import EXPERIMENT_AFTER_STEPS
+from stepdoctor.collect.sampling import allocations
+from stepdoctor.collect.sampling.sampler import native_sampler
 from stepdoctor.record import load_run
 from stepdoctor.render.trace import render_trace
 from stepdoctor.rules import RuleContext
@@ -127,3 +133,50 @@ def test_the_capture_starts_after_the_jobs_warm_up(
     assert RuleContext(doc.record).profiled_steps == frozenset(profiled)
     (path,) = capture.files()  # and it was written
     assert any(s.startswith("ProfilerStep#") for s, _ in load_events(path).steps)
+
+
+@pytest.mark.skipif(native_sampler() is None, reason="the C census is not built")
+def test_steps_the_allocation_window_slowed_are_left_out_even_when_it_found_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """tracemalloc slows an allocation-heavy step many times over (20x on a healthy job's
+    span-building callback, on a busy machine): a window that saw fewer than two steps end
+    keeps no sites, but the steps it ran over are still not the job's."""
+    monkeypatch.setattr(allocations, "WAIT_NS", 0)
+    monkeypatch.setattr(allocations, "MIN_WINDOW_NS", 300_000_000)
+    monkeypatch.setattr(allocations, "WINDOW_STEPS", 1)
+    model = nn.Linear(4, 2)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    traced: list[int] = []
+
+    def step(index: int, pause_s: float = 0.0) -> None:
+        opt.zero_grad()
+        model(torch.randn(8, 4)).sum().backward()
+        if tracemalloc.is_tracing():
+            traced.append(index)
+        time.sleep(pause_s)
+        opt.step()
+
+    with Session(tmp_path / "run", readers=[], instrument_torch=True, flush_every_s=0.02) as doc:
+        index = 0
+        for index in range(EXPERIMENT_AFTER_STEPS + 5):  # the warm-up the window waits for
+            step(index, 0.002)
+        deadline = time.monotonic() + 60  # liveness only
+        while not tracemalloc.is_tracing() and time.monotonic() < deadline:
+            gc.collect()  # full collections after warm-up: the window is due
+            index += 1
+            step(index, 0.01)
+        index += 1
+        long_step = index
+        step(long_step, 1.0)  # the window (0.3 s) ends inside this one step
+        for after in range(long_step + 1, long_step + 4):
+            step(after)
+    assert long_step in traced
+    for run in (doc.record, load_run(tmp_path / "run")):  # in memory and as saved
+        assert run is not None
+        assert [p.what for p in run.profiled] == ["tracemalloc"]
+        assert not run.allocations  # too few steps in it to name a site
+        assert any("saw no steps" in n.message for n in run.notices)
+        left_out = RuleContext(run).profiled_steps
+        assert set(traced) <= left_out and long_step in left_out
+        assert long_step + 2 not in left_out  # after the window: the job's again

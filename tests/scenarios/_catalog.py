@@ -14,7 +14,6 @@ __all__ = [
     "HEALTHY",
     "KNOWN_MISSES",
     "MAGNITUDES",
-    "OVERHEAD_ALARMS",
     "PLANTED_CODE",
 ]
 
@@ -98,18 +97,6 @@ FIXED_TWIN_ALARMS = {
     "input_augment_cnn.py": (
         "the augmentation moved to one DataLoader worker: taking each batch from it (~1.3 ms "
         "of a ~23 ms step) and the refill at each epoch read as input-bound at 5-8%"
-    ),
-}
-
-#: Fixed twins whose loud finding is a false alarm that stepdoctor's own overhead causes, a
-#: known bug to fix (not the rule's): script -> what happens. Expected to fail (not strictly:
-#: the bug does not show in every run).
-OVERHEAD_ALARMS = {
-    "cyclic_objects.py": (
-        "the in-process stack sampler makes the twin's pure-Python work between steps (5,000 "
-        "span objects a step) up to 3x slower in about half the runs on the 2-core AMD EPYC "
-        "machine, quiet or busy: slow-callbacks at 37-45% (Span.__init__), where --stacks off "
-        "gives 15-17% in every run (8 of 8); each sample takes the GIL from the job's thread"
     ),
 }
 

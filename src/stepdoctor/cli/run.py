@@ -98,7 +98,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "--verify-budget",
         type=float,
         metavar="S",
-        help=f"longest time for --verify in seconds (default: {DEFAULT_SHARE:.0%} of the "
+        help=f"longest time for --verify in seconds (default: {DEFAULT_SHARE:.0%}% of the "
         "job's own time)",
     )
     p.add_argument(
