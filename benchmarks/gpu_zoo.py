@@ -1,0 +1,211 @@
+"""The GPU zoo on a machine with a CUDA GPU: each fault's true gain, measured, and what
+stepdoctor says of the job and of its fixed twin (``tests/scenarios_gpu/``).
+
+Two parts, each written to ``--out`` as it goes (a run cut short keeps what it did):
+
+- ``--gains``: in this one process, each fault script's ``run(False)`` and ``run(True)``,
+  interleaved, ``--rounds`` times; the true gain is the median of the rounds' fixed/faulty
+  samples/s ratios (``gains.json``).
+- ``--runs``: each fault script and its fixed twin (``ZOO_FIXED=1``), and each healthy
+  control, under ``stepdoctor run`` (a subprocess each, one at a time): the run folder, the
+  JSON report, the script's own samples/s and the findings (``runs.json``).
+
+It prints a Markdown table of both. ``--build`` first compiles the C parts in place with
+setuptools (on a machine where ``pip install -e .`` cannot run: no network for hatchling).
+
+    python benchmarks/gpu_zoo.py --out /tmp/gpu-zoo --build --gains --runs
+    python benchmarks/gpu_zoo.py --out /tmp/gpu-zoo --runs --only g01,h01
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+ZOO = ROOT / "tests" / "scenarios_gpu"
+sys.path.insert(0, str(ZOO))
+
+from _catalog import FAULTS, HEALTHY  # noqa: E402
+
+#: The C parts, as hatch_build.py lists them (it imports hatchling, which may be missing).
+C_PARTS = (
+    ("stepdoctor.collect.hooks._hotpath", "src/stepdoctor/collect/hooks/_hotpath.c"),
+    ("stepdoctor.collect.reduce._reduce", "src/stepdoctor/collect/reduce/_reduce.c"),
+    ("stepdoctor.collect.sampling._sample", "src/stepdoctor/collect/sampling/_sample.c"),
+    ("stepdoctor.collect.sampling._frames", "src/stepdoctor/collect/sampling/_frames.c"),
+    ("stepdoctor.traces._scan", "src/stepdoctor/traces/_scan.c"),
+    ("stepdoctor.logs._gcscan", "src/stepdoctor/logs/_gcscan.c"),
+)
+
+
+def build_c_parts() -> list[str]:
+    """Compile each C part next to its source; the modules that built."""
+    from setuptools import Distribution, Extension
+    from setuptools.command.build_ext import build_ext
+
+    built = []
+    os.chdir(ROOT)
+    for module, source in C_PARTS:
+        dist = Distribution(
+            {"ext_modules": [Extension(module, [source])], "package_dir": {"": "src"}}
+        )
+        cmd = build_ext(dist)
+        cmd.inplace = True
+        cmd.ensure_finalized()
+        try:
+            cmd.run()
+            built.append(module)
+        except Exception as exc:  # a part that does not build runs as its Python twin
+            print(f"not built: {module}: {exc}", file=sys.stderr)
+    return built
+
+
+def _write(path: Path, data: object) -> None:
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(data, indent=1))
+    tmp.replace(path)
+
+
+def gains(scripts: list[str], rounds: int, out: Path) -> dict[str, Any]:
+    """Each fault's fixed/faulty samples/s, interleaved in this process."""
+    result: dict[str, Any] = {}
+    for script in scripts:
+        module = importlib.import_module(script.removesuffix(".py"))
+        faulty, fixed = [], []
+        try:
+            for _ in range(rounds):
+                faulty.append(module.run(False))
+                fixed.append(module.run(True))
+        except Exception as exc:  # one job's failure must not cost the others
+            result[script] = {"error": repr(exc)}
+            _write(out / "gains.json", result)
+            continue
+        ratios = [b / a for a, b in zip(faulty, fixed, strict=True)]
+        result[script] = {
+            "faulty_samples_per_s": faulty,
+            "fixed_samples_per_s": fixed,
+            "gain": statistics.median(ratios),
+            "gain_spread": [min(ratios), max(ratios)],
+        }
+        print(f"gain {script}: {result[script]['gain']:.2f}x {ratios}", flush=True)
+        _write(out / "gains.json", result)
+    return result
+
+
+def runs(scripts: list[str], out: Path) -> dict[str, Any]:
+    """Each script (faults: and its fixed twin) under ``stepdoctor run``."""
+    result: dict[str, Any] = {}
+    for script in scripts:
+        for fixed in (0, 1) if script in FAULTS else (0,):
+            name = f"{script.removesuffix('.py')}.{fixed}"
+            report = out / f"{name}.json"
+            started = time.perf_counter()
+            proc = subprocess.run(
+                [
+                    sys.executable,
+                    "-m",
+                    "stepdoctor",
+                    "run",
+                    "--no-report",
+                    "--json",
+                    str(report),
+                    "--out",
+                    str(out / name),
+                    str(ZOO / script),
+                ],
+                check=False,
+                capture_output=True,
+                text=True,
+                timeout=300,
+                env={**os.environ, "ZOO_FIXED": str(fixed)},
+                cwd=ZOO,
+            )
+            entry: dict[str, Any] = {
+                "returncode": proc.returncode,
+                "wall_s": time.perf_counter() - started,
+                "printed": [line for line in proc.stdout.splitlines() if "samples_per_s" in line],
+            }
+            if proc.returncode != 0:
+                entry["stderr"] = proc.stderr[-3000:]
+            if report.exists():
+                data = json.loads(report.read_text())
+                entry["summary"] = data.get("summary")
+                entry["findings"] = [
+                    {
+                        k: f.get(k)
+                        for k in ("rule", "severity", "title", "estimated_speedup", "speedup_basis")
+                    }
+                    for f in data.get("findings", [])
+                ]
+            result[name] = entry
+            _write(out / "runs.json", result)
+            top = [
+                f"{f['rule']}:{f['severity']}"
+                for f in entry.get("findings", [])
+                if f["severity"] != "info"
+            ]
+            print(f"run {name}: rc {proc.returncode} {entry['wall_s']:.1f}s {top}", flush=True)
+    return result
+
+
+def table(gain: dict[str, Any], ran: dict[str, Any]) -> str:
+    lines = [
+        "| job | planted | true gain | faulty: loud findings | fixed: loud findings |",
+        "|---|---|---|---|---|",
+    ]
+
+    def loud(name: str) -> str:
+        entry = ran.get(name)
+        if entry is None:
+            return "not run"
+        if entry["returncode"] != 0:
+            return f"exit {entry['returncode']}"
+        found = [f for f in entry.get("findings", []) if f["severity"] in ("warning", "critical")]
+        return (
+            ", ".join(
+                f"{f['rule']} {f['severity']} x{f['estimated_speedup'] or 0:.2f}" for f in found
+            )
+            or "none"
+        )
+
+    for script in [*FAULTS, *HEALTHY]:
+        stem = script.removesuffix(".py")
+        g = gain.get(script, {})
+        figure = f"{g['gain']:.2f}x" if "gain" in g else g.get("error", "—")
+        planted = FAULTS[script][0] if script in FAULTS else "healthy"
+        fixed = loud(f"{stem}.1") if script in FAULTS else "—"
+        lines.append(f"| {stem} | {planted} | {figure} | {loud(f'{stem}.0')} | {fixed} |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--build", action="store_true")
+    parser.add_argument("--gains", action="store_true")
+    parser.add_argument("--runs", action="store_true")
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--only", default="", help="comma-separated script name prefixes")
+    args = parser.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+    if args.build:
+        print("built:", build_c_parts(), flush=True)
+    wanted = [
+        s for s in [*FAULTS, *HEALTHY] if not args.only or s.startswith(tuple(args.only.split(",")))
+    ]
+    gain = gains([s for s in wanted if s in FAULTS], args.rounds, args.out) if args.gains else {}
+    ran = runs(wanted, args.out) if args.runs else {}
+    print(table(gain, ran))
+
+
+if __name__ == "__main__":
+    main()
