@@ -16,7 +16,8 @@ import pytest
 from stepdoctor.record import load_run
 
 #: The job: a loader whose batches take ~4 ms to make (a sleep: the wait is the loader's),
-#: a ~2 ms compute phase, ``doc.step()``; it prints which C parts its process has loaded.
+#: a ~2 ms compute phase, ``doc.step()``; it prints which C parts its process has loaded, and
+#: whether torch was imported.
 JOB = """
 import sys, time
 import stepdoctor
@@ -50,6 +51,7 @@ parts = {
 }
 print("c parts:", ",".join(sorted(name for name, part in parts.items() if part is not None)))
 print("steps:", STEPS)
+print("torch imported:", "torch" in sys.modules)
 """
 #: The C parts used wherever they are built (``frames`` exists for CPython 3.11-3.13 only).
 TWINNED = {"gc log scanner", "hooks", "reducer", "sampler", "trace scanner"}
@@ -85,6 +87,9 @@ def test_a_job_without_torch_is_watched_and_diagnosed(tmp_path: Path, pure: bool
         assert parts >= TWINNED, f"C parts not built for {sys.version}: {TWINNED - parts}"
     if not pure and REQUIRED and sys.version_info >= (3, 11):
         assert "frames" in parts
+
+    # torch (installed or not) is patched when a job imports it: this one never pays its import
+    assert "torch imported: False" in proc.stdout
 
     report = json.loads(out.read_text())
     summary = report["summary"]

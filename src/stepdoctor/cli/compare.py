@@ -7,6 +7,7 @@ import json
 import sys
 from pathlib import Path
 
+from stepdoctor.cli import summary
 from stepdoctor.cli._common import write_output
 from stepdoctor.compare import compare_runs
 from stepdoctor.record import load_run
@@ -22,7 +23,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     """Register the command."""
     p = sub.add_parser(
         "compare",
-        help="compare two saved runs (exit 1 on a regression)",
+        help=summary("compare"),
         description=(
             "Throughput, phase shares and findings of two runs side by side; whether AFTER is "
             "faster beyond the noise of the step times (Mann-Whitney U over the steps after "

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 from stepdoctor.checkup import EXIT_CODES, checkup
+from stepdoctor.cli import summary
 from stepdoctor.cli._common import write_output
 from stepdoctor.render import render_checkup_json, render_checkup_text
 
@@ -17,7 +18,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     """Register the command."""
     p = sub.add_parser(
         "doctor",
-        help="check this machine and Python environment for what slows training",
+        help=summary("doctor"),
         description=(
             "Check the machine and Python environment (backend, cuDNN, CPU features, "
             "threads, memory, other processes). Exit code: 0 fine (or info), 1 warning, "

@@ -7,6 +7,7 @@ import json
 import sys
 from pathlib import Path
 
+from stepdoctor.cli import summary
 from stepdoctor.cli._common import write_output
 from stepdoctor.logs import read_logs
 from stepdoctor.render.html import render_html
@@ -20,7 +21,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     """Register the command."""
     p = sub.add_parser(
         "logs",
-        help="diagnose a JVM job from its DL4J training log and JVM GC logs",
+        help=summary("logs"),
         description=(
             "Read DL4J training logs (PerformanceListener, ScoreIterationListener, ND4J's "
             "start-up lines) and JVM GC logs (JDK 8 -XX:+PrintGCDetails, JDK 9+ -Xlog:gc*), "

@@ -7,6 +7,7 @@ import dataclasses
 import sys
 from pathlib import Path
 
+from stepdoctor.cli import summary
 from stepdoctor.cli._common import write_output
 from stepdoctor.cli.launch import job_text
 from stepdoctor.errors import UsageError
@@ -23,7 +24,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     """Register the command."""
     p = sub.add_parser(
         "report",
-        help="show the diagnosis of a saved run",
+        help=summary("report"),
         description="Load a run record (its folder or run.jsonl) and diagnose it.",
     )
     p.add_argument("run_path", type=Path, metavar="RUN", help="run folder or run.jsonl")

@@ -9,9 +9,10 @@ import dataclasses
 import os
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+from stepdoctor.cli import summary
 from stepdoctor.cli._common import error_line
-from stepdoctor.cli.launch import launch
 from stepdoctor.collect import Session, default_run_dir
 from stepdoctor.collect.hooks.profiling import TraceCapture
 from stepdoctor.collect.hooks.trigger import ExperimentTrigger, ObjectKeeper
@@ -25,18 +26,20 @@ from stepdoctor.collect.runner import (
 )
 from stepdoctor.collect.sampling.stacks import SAMPLE_INTERVAL_S
 from stepdoctor.errors import UsageError
-from stepdoctor.experiments import DEFAULT_BUDGET_S, make_run_experiment
+from stepdoctor.experiments import DEFAULT_BUDGET_S
 from stepdoctor.experiments.overrides import Overrides, apply_overrides
-from stepdoctor.experiments.verify import DEFAULT_SHARE, verify
+from stepdoctor.experiments.verify import DEFAULT_SHARE
 from stepdoctor.integrations import AutoIntegrations
-from stepdoctor.model import FixTrial, Report, TraceSummary
 from stepdoctor.probes.flight import STALL_AFTER_S
 from stepdoctor.probes.ranks import job_dir, rank_dir, rank_from_env
-from stepdoctor.render.formats import RENDERERS, RenderInput
-from stepdoctor.render.trace import render_trace
-from stepdoctor.report import attach_verify, build_report, fold_trace, write_verify
-from stepdoctor.traces import analyse_paths
 from stepdoctor.watching import stderr_line
+
+if TYPE_CHECKING:
+    from stepdoctor.model import Report, TraceSummary
+
+# What runs only after the job (the report, the renderers, --verify's trials, the trace's
+# analysis) or only for some options (the launcher, the experiments) is imported there:
+# each module loaded before the job's first line delays it.
 
 __all__ = ["add_parser", "run"]
 
@@ -45,7 +48,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     """Register the command."""
     p = sub.add_parser(
         "run",
-        help="run a Python training script under stepdoctor",
+        help=summary("run"),
         description="Run SCRIPT as __main__ with ARGS, watch it, diagnose it.",
     )
     p.add_argument(
@@ -158,14 +161,17 @@ def run(args: argparse.Namespace) -> int:
         check_script(args.script)
         target = [str(args.script), *job_args]
     if args.nproc_per_node is not None:
+        from stepdoctor.cli.launch import launch
+
         return launch(args, args.out or default_run_dir(), target)
     if args.verify and args.experiments:
         raise UsageError(
             "--verify measures after the job ends (data and compute included); drop "
             "--experiments, which pauses the job to measure during it"
         )
-    import_torch_if_available()
     overrides = Overrides.from_env(os.environ)
+    if overrides is not None or args.trace:  # they set torch up before the job starts
+        import_torch_if_available()
     remove_overrides = apply_overrides(overrides) if overrides is not None else None
     rank = rank_from_env()
     out_dir = args.out or default_run_dir()
@@ -177,6 +183,8 @@ def run(args: argparse.Namespace) -> int:
     keeper = ObjectKeeper() if args.verify else None
     trigger: ExperimentTrigger | None = keeper
     if args.experiments:
+        from stepdoctor.experiments import make_run_experiment
+
         trigger = ExperimentTrigger(
             make_run_experiment(args.experiment_budget, progress=_experiment_line)
         )
@@ -186,7 +194,7 @@ def run(args: argparse.Namespace) -> int:
         interval_s=args.interval,
         log_every_steps=args.log_every,
         progress_sink=stderr_line,
-        instrument_torch=True,
+        instrument_torch="on-import",
         experiment=trigger,
         max_steps=None if overrides is None else overrides.max_steps,
         trace=capture,
@@ -215,6 +223,9 @@ def run(args: argparse.Namespace) -> int:
         if remove_overrides is not None:
             remove_overrides()
     try:
+        from stepdoctor.render.formats import RENDERERS, RenderInput
+        from stepdoctor.report import build_report
+
         report = build_report(record)
         if keeper is not None:
             report = _verified(report, keeper, result, out_dir, args.verify_budget)
@@ -244,6 +255,10 @@ def _verified(
 ) -> Report:
     """``--verify``: the fixes of the report's findings tried with the job's objects, measured,
     kept in the run folder and attached to the report."""
+    from stepdoctor.experiments.verify import verify
+    from stepdoctor.model import FixTrial
+    from stepdoctor.report import attach_verify, write_verify
+
     objects = keeper.objects()
     trials: list[FixTrial] = []
     ended_well = result is not None and (
@@ -275,6 +290,10 @@ def _with_trace(
     report: Report, capture: TraceCapture, *, show: bool, width: int
 ) -> tuple[Report, TraceSummary | None]:
     """Fold the captured trace's analysis into the report (its findings join, ranked)."""
+    from stepdoctor.render.trace import render_trace
+    from stepdoctor.report import fold_trace
+    from stepdoctor.traces import analyse_paths
+
     files = capture.files()
     if not files:
         note = capture.error or (

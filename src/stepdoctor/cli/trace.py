@@ -8,6 +8,7 @@ import sys
 import time
 from pathlib import Path
 
+from stepdoctor.cli import summary
 from stepdoctor.cli._common import write_output
 from stepdoctor.model import Finding, TraceSummary
 from stepdoctor.probes.run_meta import new_run_meta
@@ -23,7 +24,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     """Register the command."""
     p = sub.add_parser(
         "trace",
-        help="analyse PyTorch profiler traces (one file per rank), like HTA but faster",
+        help=summary("trace"),
         description=(
             "Analyse Kineto/Chrome-trace JSON files (.json or .json.gz, or a folder with one "
             "file per rank): temporal breakdown, idle time by stream, top kernels, memcpy "

@@ -7,6 +7,7 @@ import json
 import sys
 from pathlib import Path
 
+from stepdoctor.cli import summary
 from stepdoctor.cli._common import write_output
 from stepdoctor.collect import default_run_dir
 from stepdoctor.collect.runner import check_script
@@ -26,7 +27,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     """Register the command."""
     p = sub.add_parser(
         "tune",
-        help="run the script with one change at a time and report the fastest, measured",
+        help=summary("tune"),
         description=(
             "Run SCRIPT several times for --steps optimizer steps, each run with one change "
             "applied without editing it (DataLoader workers and settings, torch threads, "

@@ -93,7 +93,8 @@ class Session(BaseSession):
         progress_sink: where progress lines go (``None``: no progress lines).
         readers: what to sample (default: psutil, plus NVML when a GPU is present).
         instrument_torch: ``True`` patches torch (importing it), ``"auto"`` only if the job
-            already imported it, ``False`` never.
+            already imported it, ``"on-import"`` now or when the job imports it, ``False``
+            never (``hooks.session.BaseSession``).
         clock / environ: injectable seams for tests.
         experiment: runs an experiment once in the job's thread after its warm-up
             (``stepdoctor run --experiments``).

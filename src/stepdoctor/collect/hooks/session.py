@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import importlib.util
 import os
 import sys
 import sysconfig
@@ -23,6 +24,8 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator
 from types import TracebackType
 from typing import Any, TypeVar
+
+import wrapt
 
 from stepdoctor.collect.hooks.autoinstrument import TorchPatches
 from stepdoctor.collect.hooks.batches import batch_size_of, loader_info, note_workers
@@ -75,7 +78,9 @@ class BaseSession(ABC):
 
     Args:
         instrument_torch: ``True`` patches torch (importing it), ``"auto"`` only if the job
-            already imported it, ``False`` never.
+            already imported it, ``"on-import"`` now if the job imported it or else as soon
+            as it does (a job that never imports torch does not pay its import: 1-3 s),
+            ``False`` never.
         clock: the event clock (an injectable seam for tests).
         experiment: runs an experiment once in the job's thread after its warm-up
             (``stepdoctor run --experiments``).
@@ -241,8 +246,20 @@ class BaseSession(ABC):
 
     def _install_torch(self) -> None:
         wanted = self._instrument_torch
+        if wanted == "on-import" and importlib.util.find_spec("torch") is not None:
+            # called at once if torch is imported already, else in the thread that imports
+            # it, once its import is over; the hook stays registered, inert after the stop
+            wrapt.register_post_import_hook(self._torch_imported, "torch")
+            return
         if wanted is False or (wanted == "auto" and "torch" not in sys.modules):
             return
+        self._patch_torch(wanted)
+
+    def _torch_imported(self, module: object) -> None:
+        if _ACTIVE is self and self.record is None and not self._patches.installed:
+            self._patch_torch(True)
+
+    def _patch_torch(self, wanted: bool | str) -> None:
         try:
             self._patches.install()
         except ImportError:
