@@ -1,7 +1,7 @@
-"""The allocation window: it opens when a full collection or memory growth shows after
-warm-up, names the lines whose objects outlive it, tells growth from things made once, finds
-the tensors kept past the step that made them and what holds them, and leaves tracemalloc as
-it found it."""
+"""The allocation window (``allocations``) and what outlived it (``survivors``): it opens
+when a full collection or memory growth shows after warm-up, names the lines whose objects
+outlive it, tells growth from things made once, finds the tensors kept past the step that
+made them and what holds them, and leaves tracemalloc as it found it."""
 
 from __future__ import annotations
 
@@ -15,15 +15,14 @@ import pytest
 
 from stepdoctor.collect.hooks.session import library_roots
 from stepdoctor.collect.sampling import allocations
-from stepdoctor.collect.sampling.allocations import (
+from stepdoctor.collect.sampling.allocations import WAIT_NS, AllocationWindow
+from stepdoctor.collect.sampling.sampler import native_sampler
+from stepdoctor.collect.sampling.survivors import (
     GROWTH_MIN_BYTES,
-    WAIT_NS,
-    AllocationWindow,
     held_by_traceback,
     kept_tensors,
     surviving_sites,
 )
-from stepdoctor.collect.sampling.sampler import native_sampler
 from stepdoctor.model import AllocationSite
 
 pytestmark = pytest.mark.skipif(native_sampler() is None, reason="the C census is not built")
@@ -81,14 +80,14 @@ def test_growth_is_what_both_halves_added() -> None:
 
 def test_kept_tensors_are_grouped_with_what_holds_them() -> None:
     torch = pytest.importorskip("torch")
-    from stepdoctor.collect.sampling.allocations import _new_tensor_refs, _tensors_alive
+    from stepdoctor.collect.sampling.survivors import new_tensor_refs, tensors_alive
 
-    before = _tensors_alive()
+    before = tensors_alive()
     w = torch.ones(64, 32, requires_grad=True)
     transient = [w * 2 for _ in range(3)]
     for _ in range(4):
         KEPT.append((w * 3).sum())  # a loss kept with its graph
-    refs = _new_tensor_refs(before)
+    refs = new_tensor_refs(before)
     transient.clear()  # freed before the window ends: not kept
     sites = kept_tensors(refs, modules=[sys.modules[__name__]])
     kept = next(s for s in sites if s.function == "float32[] with SumBackward0")
@@ -103,16 +102,16 @@ def test_a_tensor_made_at_a_freed_tensors_id_counts_as_new() -> None:
     torch = pytest.importorskip("torch")
     import weakref
 
-    from stepdoctor.collect.sampling.allocations import _new_tensor_refs, _tensors_alive
+    from stepdoctor.collect.sampling.survivors import new_tensor_refs, tensors_alive
 
     old = torch.zeros(1)
     KEPT.append(torch.ones(3))
     made = KEPT[-1]
     reused = {id(made): weakref.ref(old)}  # its id was another tensor's at the start
-    assert any(r() is made for r in _new_tensor_refs(reused))
+    assert any(r() is made for r in new_tensor_refs(reused))
     del old  # and that tensor is gone
-    assert any(r() is made for r in _new_tensor_refs(reused))
-    assert not any(r() is made for r in _new_tensor_refs(_tensors_alive()))
+    assert any(r() is made for r in new_tensor_refs(reused))
+    assert not any(r() is made for r in new_tensor_refs(tensors_alive()))
 
 
 def test_the_window_holds_steps_enough_at_the_jobs_pace() -> None:
@@ -240,7 +239,7 @@ class Span:
 
 
 def test_the_types_the_collector_holds_more_of_are_counted() -> None:
-    from stepdoctor.collect.sampling.allocations import grown_types, objects_by_type
+    from stepdoctor.collect.sampling.survivors import grown_types, objects_by_type
 
     before = objects_by_type()
     KEPT.extend([Span() for _ in range(2000)])

@@ -168,7 +168,8 @@ def test_steps_the_allocation_window_slowed_are_left_out_even_when_it_found_noth
             step(index, 0.01)
         index += 1
         long_step = index
-        step(long_step, 1.0)  # the window (0.3 s) ends inside this one step
+        # the window (0.3 s; at most 2 s, a tenth of the time watched) ends inside this step
+        step(long_step, 2.5)
         for after in range(long_step + 1, long_step + 4):
             step(after)
     assert long_step in traced
