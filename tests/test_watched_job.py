@@ -22,7 +22,7 @@ JOB = """
 import sys, time
 import stepdoctor
 from stepdoctor.collect.hooks.events import native_hooks
-from stepdoctor.collect.reduce.reducer import native_reducer
+from stepdoctor.collect.reduce.reducers import native_reducer
 from stepdoctor.collect.sampling.sampler import native_sampler
 from stepdoctor.collect.sampling.stacks import frame_walker
 from stepdoctor.logs.feed import fast_path

@@ -32,10 +32,9 @@ from stepdoctor.collect.hooks.events import (
     fwd_arg,
 )
 from stepdoctor.collect.reduce.progress import marks_of
-from stepdoctor.collect.reduce.reducer import (
-    MODEL_MODE_AFTER_CALLS,
+from stepdoctor.collect.reduce.reducer import MODEL_MODE_AFTER_CALLS, StepReducer
+from stepdoctor.collect.reduce.reducers import (
     Reducer,
-    StepReducer,
     concurrency_stats,
     native_reducer,
     new_reducer,

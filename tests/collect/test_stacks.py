@@ -19,7 +19,7 @@ import pytest
 
 from stepdoctor.collect.hooks.events import ENTER, EXIT, FWD_ENTER, FWD_EXIT, SAMPLE, fwd_arg
 from stepdoctor.collect.hooks.session import library_roots
-from stepdoctor.collect.reduce.reducer import native_reducer, new_reducer
+from stepdoctor.collect.reduce.reducers import native_reducer, new_reducer
 from stepdoctor.collect.reduce.samples import SamplePairer
 from stepdoctor.collect.sampling.sampler import native_sampler
 from stepdoctor.collect.sampling.stacks import (

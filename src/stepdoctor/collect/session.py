@@ -24,7 +24,7 @@ from stepdoctor.collect.hooks.session import BaseSession, end_status, library_ro
 from stepdoctor.collect.hooks.trigger import ExperimentTrigger
 from stepdoctor.collect.reduce.monitor import MONITOR_NICE, Collected, Monitor
 from stepdoctor.collect.reduce.progress import Progress
-from stepdoctor.collect.reduce.reducer import new_reducer
+from stepdoctor.collect.reduce.reducers import new_reducer
 from stepdoctor.collect.reduce.samples import SamplePairer
 from stepdoctor.collect.sampling.allocations import AllocationWindow
 from stepdoctor.collect.sampling.nvml import NvmlReader

@@ -23,7 +23,7 @@ from stepdoctor.collect.hooks.trigger import (
     EXPERIMENT_AFTER_STEPS,
 )
 from stepdoctor.collect.reduce.progress import MARK_SIZE, Progress, end_times
-from stepdoctor.collect.reduce.reducer import Reducer, concurrency_stats
+from stepdoctor.collect.reduce.reducers import Reducer, concurrency_stats
 from stepdoctor.collect.reduce.samples import SamplePairer
 from stepdoctor.collect.sampling.allocations import AllocationWindow
 from stepdoctor.collect.sampling.readers import Reader, samples_itself
