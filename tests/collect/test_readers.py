@@ -12,8 +12,9 @@ from pathlib import Path
 import psutil
 import pytest
 
+from stepdoctor.collect.sampling.heap import HeapReader
 from stepdoctor.collect.sampling.procfs import PAGE_SIZE, ProcFs, ProcStat
-from stepdoctor.collect.sampling.readers import HeapReader, PsutilReader
+from stepdoctor.collect.sampling.readers import PsutilReader
 from stepdoctor.model import GpuSample, SystemSample
 
 SECOND = 1_000_000_000

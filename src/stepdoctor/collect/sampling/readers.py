@@ -7,7 +7,6 @@ and users pass their own (the ``readers=`` seam of ``Session``). GPU readers liv
 
 from __future__ import annotations
 
-import ctypes
 import dataclasses
 import os
 import threading
@@ -17,6 +16,7 @@ from typing import Protocol, TypeGuard
 
 import psutil
 
+from stepdoctor.collect.sampling.heap import HEAP_EVERY_NS, HeapReader
 from stepdoctor.collect.sampling.procfs import (
     Children,
     ProcessCounters,
@@ -32,7 +32,7 @@ from stepdoctor.collect.sampling.procfs import (
 from stepdoctor.collect.sampling.sampler import Sampler, new_sampler
 from stepdoctor.model import GpuSample, ProcessUsage, SystemSample
 
-__all__ = ["HeapReader", "PsutilReader", "Reader", "ThreadedReader", "samples_itself"]
+__all__ = ["PsutilReader", "Reader", "ThreadedReader", "samples_itself"]
 
 #: How often the costlier parts are read: disk/net through psutil (0.1 ms warm here, 0.4-0.6
 #: ms in situ at each flush, 0.6-0.9 µs a step at 1 Hz; its disk_io_counters looks up which
@@ -48,15 +48,6 @@ SCAN_EVERY_NS = 2_000_000_000
 #: comes from /proc/stat regardless. The walk took 1.0-1.5 µs a step in situ at 2 s (0.4 ms
 #: warm, 1.6 ms after a sleep, for 65 processes); the children files 13 µs warm.
 WALK_EVERY_NS = 10_000_000_000
-#: The heap in use is read at every flush (0.5 s): mallinfo2 walks every malloc arena under
-#: its lock, 45-300 us here (a few ms during imports), so at most 0.06% of the job's time. A
-#: leak shows as a steady rise of the heap; a short job (a few seconds) then still gives the
-#: memory rule enough readings to tell it from a swing of RSS.
-HEAP_EVERY_NS = 500_000_000
-#: Allocators that replace glibc's malloc (LD_PRELOAD): with one of them mapped, glibc's
-#: numbers say nothing about the job's memory and the heap is not read.
-#: (Sanitizers replace malloc too: under ASan, mallinfo2 reads 0.)
-OTHER_MALLOCS = ("jemalloc", "tcmalloc", "mimalloc", "hoard", "snmalloc", "libasan", "libtsan")
 #: ``set_files`` generations remembered: the tree changes at most once a walk (2 s), and the
 #: monitor takes the snapshots every half second, so the last few are all it can meet.
 GENERATIONS_KEPT = 8
@@ -97,59 +88,6 @@ class ThreadedReader(Reader, Protocol):
 def samples_itself(reader: Reader) -> TypeGuard[ThreadedReader]:
     """Whether ``reader`` samples on a thread of its own."""
     return bool(getattr(reader, "self_timed", False))
-
-
-class _MallInfo2(ctypes.Structure):
-    """glibc's ``struct mallinfo2`` (glibc >= 2.33), all ``size_t``."""
-
-    _fields_ = [
-        (name, ctypes.c_size_t)
-        for name in (
-            "arena", "ordblks", "smblks", "hblks", "hblkhd",
-            "usmblks", "fsmblks", "uordblks", "fordblks", "keepcost",
-        )
-    ]  # fmt: skip
-
-
-class HeapReader:
-    """Bytes this process holds allocated from glibc's malloc: ``uordblks + hblkhd`` of
-    ``mallinfo2()`` (chunks in use in the arenas plus mmapped chunks).
-
-    RSS also counts what the allocator keeps after ``free`` (fragmented arenas, a raised mmap
-    threshold), which swings by 100 MiB in a healthy job; the heap in use rises only when the
-    job keeps more objects: what a leak is. ``read()`` is None where it cannot be known: not
-    glibc, glibc < 2.33, or another malloc mapped into the process (``maps`` seam).
-    """
-
-    def __init__(self, maps: str | None = None) -> None:
-        self._call = None
-        if maps is None:
-            try:
-                with open("/proc/self/maps", encoding="utf-8", errors="replace") as f:
-                    maps = f.read()
-            except OSError:
-                maps = ""
-        if any(name in maps for name in OTHER_MALLOCS):
-            return
-        try:
-            call = ctypes.CDLL(None).mallinfo2
-        except (OSError, AttributeError):
-            return
-        call.restype = _MallInfo2
-        call.argtypes = []
-        self._call = call
-
-    @property
-    def available(self) -> bool:
-        """Whether the heap can be read in this process."""
-        return self._call is not None
-
-    def read(self) -> int | None:
-        """Return the bytes in use now (None: unknown)."""
-        if self._call is None:
-            return None
-        info = self._call()
-        return int(info.uordblks + info.hblkhd)
 
 
 def _monotonic_s() -> float:
