@@ -14,7 +14,7 @@ C_PARTS := collect/hooks/_hotpath collect/reduce/_reduce collect/sampling/_sampl
 	collect/sampling/_frames traces/_scan logs/_gcscan
 
 $(VENV)/.installed: pyproject.toml hatch_build.py constraints.txt \
-		$(C_PARTS:%=src/stepdoctor/%.c)
+		$(C_PARTS:%=src/stepdoctor/%.c) $(wildcard src/stepdoctor/*/*.h src/stepdoctor/*/*/*.h)
 	python3 -m venv $(VENV)
 	$(PIP) install torch==2.13.0
 	$(PIP) install -c constraints.txt -e '.[dev,gpu]'
