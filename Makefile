@@ -43,7 +43,7 @@ browser:
 # __pycache__) each one does not compile stepdoctor's modules again (~0.3 s a job here).
 test: lint browser
 	env -u PYTHONDONTWRITEBYTECODE STEPDOCTOR_REQUIRE_C_PARTS=1 \
-	  $(PY) -m pytest --cov --cov-report=term -q -m "not package"
+	  $(PY) -m pytest --cov --cov-report=term -q -m "not package" --durations=25
 
 # Every supported CPython, each in a venv of its own (noxfile.py): lint and types on the lowest;
 # on each, the wheel with its C parts and the tests that are not scenario runs, without torch;
