@@ -1,0 +1,67 @@
+"""The GPU zoo (tests/scenarios_gpu/) and its runner (benchmarks/gpu_zoo.py), on this CPU:
+every job and its fixed twin train at their smoke sizes (the GPU's sizes need a GPU), the
+catalog lists every script, and the runner's table says what each run found."""
+
+from __future__ import annotations
+
+import math
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+from tests.benchmarks._load import benchmark
+from tests.marks import needs_torch
+
+ZOO = Path(__file__).parents[1] / "scenarios_gpu"
+
+
+@pytest.fixture(scope="module")
+def gpu_zoo() -> ModuleType:
+    """benchmarks/gpu_zoo.py (it puts the zoo's folder on sys.path)."""
+    return benchmark("gpu_zoo")
+
+
+def test_the_catalog_lists_every_job(gpu_zoo: ModuleType) -> None:
+    scripts = {p.name for p in ZOO.glob("[gh][0-9]*.py")}
+    assert scripts == set(gpu_zoo.FAULTS) | set(gpu_zoo.HEALTHY)
+    assert all(name.startswith("g") for name in gpu_zoo.FAULTS)
+    assert all(name.startswith("h") for name in gpu_zoo.HEALTHY)
+
+
+@needs_torch
+@pytest.mark.parametrize("script", sorted(p.name for p in ZOO.glob("[gh][0-9]*.py")))
+def test_each_job_and_its_twin_train(gpu_zoo: ModuleType, script: str) -> None:
+    import importlib
+
+    module = importlib.import_module(script.removesuffix(".py"))
+    assert sys.modules["_gpu"].SMOKE  # no GPU here: the smoke sizes
+    for fixed in (False, True):
+        rate = module.run(fixed)
+        assert math.isfinite(rate) and rate > 0, (script, fixed, rate)
+
+
+def test_the_table_gives_each_jobs_gain_and_loud_findings(gpu_zoo: ModuleType) -> None:
+    gains = {"g07_small_batch.py": {"gain": 41.5}, "g03_pageable_copies.py": {"error": "OOM"}}
+    runs = {
+        "g07_small_batch.0": {
+            "returncode": 0,
+            "findings": [
+                {"rule": "gpu-idle", "severity": "critical", "estimated_speedup": 8.0},
+                {"rule": "cpu-features", "severity": "info", "estimated_speedup": 1.0},
+            ],
+        },
+        "g07_small_batch.1": {"returncode": 0, "findings": []},
+        "h01_cnn_resident.0": {"returncode": 3, "findings": []},
+    }
+    rows = {
+        line.split(" | ")[0].strip("| "): line for line in gpu_zoo.table(gains, runs).splitlines()
+    }
+    assert (
+        "41.50x" in rows["g07_small_batch"] and "gpu-idle critical x8.00" in rows["g07_small_batch"]
+    )
+    assert "cpu-features" not in rows["g07_small_batch"]  # info is not loud
+    assert rows["g07_small_batch"].endswith("| none |")  # the twin: clean
+    assert "OOM" in rows["g03_pageable_copies"] and "not run" in rows["g03_pageable_copies"]
+    assert "exit 3" in rows["h01_cnn_resident"]
