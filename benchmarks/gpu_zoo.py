@@ -20,6 +20,7 @@ setuptools (on a machine where ``pip install -e .`` cannot run: no network for h
 from __future__ import annotations
 
 import argparse
+import ast
 import importlib
 import json
 import os
@@ -36,15 +37,17 @@ sys.path.insert(0, str(ZOO))
 
 from _catalog import FAULTS, HEALTHY  # noqa: E402
 
-#: The C parts, as hatch_build.py lists them (it imports hatchling, which may be missing).
-C_PARTS = (
-    ("stepdoctor.collect.hooks._hotpath", "src/stepdoctor/collect/hooks/_hotpath.c"),
-    ("stepdoctor.collect.reduce._reduce", "src/stepdoctor/collect/reduce/_reduce.c"),
-    ("stepdoctor.collect.sampling._sample", "src/stepdoctor/collect/sampling/_sample.c"),
-    ("stepdoctor.collect.sampling._frames", "src/stepdoctor/collect/sampling/_frames.c"),
-    ("stepdoctor.traces._scan", "src/stepdoctor/traces/_scan.c"),
-    ("stepdoctor.logs._gcscan", "src/stepdoctor/logs/_gcscan.c"),
-)
+
+def c_parts() -> list[tuple[str, str]]:
+    """(module, source) of each C part: hatch_build.py's ``EXTENSIONS``, read from its text
+    (importing it needs hatchling, which a machine without network may lack)."""
+    tree = ast.parse((ROOT / "hatch_build.py").read_text())
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(
+            isinstance(t, ast.Name) and t.id == "EXTENSIONS" for t in node.targets
+        ):
+            return list(ast.literal_eval(node.value))
+    raise LookupError("hatch_build.py has no EXTENSIONS")
 
 
 def build_c_parts() -> list[str]:
@@ -54,7 +57,7 @@ def build_c_parts() -> list[str]:
 
     built = []
     os.chdir(ROOT)
-    for module, source in C_PARTS:
+    for module, source in c_parts():
         dist = Distribution(
             {"ext_modules": [Extension(module, [source])], "package_dir": {"": "src"}}
         )

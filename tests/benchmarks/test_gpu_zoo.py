@@ -65,3 +65,11 @@ def test_the_table_gives_each_jobs_gain_and_loud_findings(gpu_zoo: ModuleType) -
     assert rows["g07_small_batch"].endswith("| none |")  # the twin: clean
     assert "OOM" in rows["g03_pageable_copies"] and "not run" in rows["g03_pageable_copies"]
     assert "exit 3" in rows["h01_cnn_resident"]
+
+
+def test_the_c_parts_it_builds_are_hatch_builds(gpu_zoo: ModuleType) -> None:
+    parts = gpu_zoo.c_parts()
+    assert ("stepdoctor.logs._gcscan", "src/stepdoctor/logs/_gcscan.c") in parts
+    assert len(parts) == len({m for m, _ in parts}) >= 6
+    root = Path(__file__).parents[2]
+    assert all((root / source).is_file() for _, source in parts)
