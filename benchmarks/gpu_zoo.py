@@ -35,7 +35,7 @@ ROOT = Path(__file__).resolve().parent.parent
 ZOO = ROOT / "tests" / "scenarios_gpu"
 sys.path.insert(0, str(ZOO))
 
-from _catalog import FAULTS, HEALTHY  # noqa: E402
+from _catalog import FAULTS, HEALTHY, RUN_SCALE  # noqa: E402
 
 
 def c_parts() -> list[tuple[str, str]]:
@@ -79,19 +79,33 @@ def _write(path: Path, data: object) -> None:
 
 
 def gains(scripts: list[str], rounds: int, out: Path) -> dict[str, Any]:
-    """Each fault's fixed/faulty samples/s, interleaved in this process."""
+    """Each fault's fixed/faulty samples/s, interleaved in a process of its own (this one
+    never holds the GPU: a process with a CUDA context left over would be on the GPU beside
+    every job that ``--runs`` watches)."""
     result: dict[str, Any] = {}
     for script in scripts:
-        module = importlib.import_module(script.removesuffix(".py"))
-        faulty, fixed = [], []
-        try:
-            for _ in range(rounds):
-                faulty.append(module.run(False))
-                fixed.append(module.run(True))
-        except Exception as exc:  # one job's failure must not cost the others
-            result[script] = {"error": repr(exc)}
+        proc = subprocess.run(
+            [
+                sys.executable,
+                __file__,
+                "--out",
+                str(out),
+                "--gain-of",
+                script,
+                "--rounds",
+                str(rounds),
+            ],
+            check=False,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+        lines = proc.stdout.strip().splitlines()
+        if proc.returncode != 0 or not lines:
+            result[script] = {"error": (proc.stderr or proc.stdout).strip()[-2000:]}
             _write(out / "gains.json", result)
             continue
+        faulty, fixed = json.loads(lines[-1])
         ratios = [b / a for a, b in zip(faulty, fixed, strict=True)]
         result[script] = {
             "faulty_samples_per_s": faulty,
@@ -104,11 +118,22 @@ def gains(scripts: list[str], rounds: int, out: Path) -> dict[str, Any]:
     return result
 
 
+def gain_of(script: str, rounds: int) -> None:
+    """In this process: ``run(False)`` and ``run(True)`` of one script, interleaved,
+    ``rounds`` times; prints ``[faulty samples/s...], [fixed samples/s...]`` as JSON."""
+    module = importlib.import_module(script.removesuffix(".py"))
+    faulty, fixed = [], []
+    for _ in range(rounds):
+        faulty.append(module.run(False))
+        fixed.append(module.run(True))
+    print(json.dumps([faulty, fixed]))
+
+
 def runs(scripts: list[str], out: Path) -> dict[str, Any]:
     """Each script (faults: and its fixed twin) under ``stepdoctor run``."""
     result: dict[str, Any] = {}
     for script in scripts:
-        for fixed in (0, 1) if script in FAULTS else (0,):
+        for fixed, scale in enumerate(RUN_SCALE[script]):
             name = f"{script.removesuffix('.py')}.{fixed}"
             report = out / f"{name}.json"
             started = time.perf_counter()
@@ -129,12 +154,13 @@ def runs(scripts: list[str], out: Path) -> dict[str, Any]:
                 capture_output=True,
                 text=True,
                 timeout=300,
-                env={**os.environ, "ZOO_FIXED": str(fixed)},
+                env={**os.environ, "ZOO_FIXED": str(fixed), "ZOO_STEP_SCALE": str(scale)},
                 cwd=ZOO,
             )
             entry: dict[str, Any] = {
                 "returncode": proc.returncode,
                 "wall_s": time.perf_counter() - started,
+                "step_scale": scale,
                 "printed": [line for line in proc.stdout.splitlines() if "samples_per_s" in line],
             }
             if proc.returncode != 0:
@@ -198,7 +224,11 @@ def main() -> None:
     parser.add_argument("--runs", action="store_true")
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--only", default="", help="comma-separated script name prefixes")
+    parser.add_argument("--gain-of", default="", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.gain_of:
+        gain_of(args.gain_of, args.rounds)
+        return
     args.out.mkdir(parents=True, exist_ok=True)
     if args.build:
         print("built:", build_c_parts(), flush=True)

@@ -1,6 +1,7 @@
 """Real data the tests read from ``shared/``, beside the checkout: GPU profiler traces with
 Holistic Trace Analysis' figures (``traces/``), JVM GC and DL4J logs with their oracles
-(``logs/``) and schemas of formats stepdoctor writes (``schemas/``). They come from other
+(``logs/``), schemas of formats stepdoctor writes (``schemas/``) and stepdoctor's own records
+of jobs on a GPU (``gpu-runs/``). They come from other
 public repositories, so they are kept there for every developer and CI and never in this
 repository (``shared/logs/README.md`` and ``shared/traces/README.md`` give each file's
 origin). Where the folder is absent, a test that needs it skips and says so in one line.
@@ -14,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-__all__ = ["LOGS", "SCHEMAS", "SHARED", "TRACES", "needs"]
+__all__ = ["GPU_RUNS", "LOGS", "SCHEMAS", "SHARED", "TRACES", "needs"]
 
 
 def _shared_root(environ: Mapping[str, str] = os.environ) -> Path:
@@ -27,6 +28,7 @@ SHARED = _shared_root()
 TRACES = SHARED / "traces"
 LOGS = SHARED / "logs"
 SCHEMAS = SHARED / "schemas"
+GPU_RUNS = SHARED / "gpu-runs"
 
 
 def needs(path: Path) -> pytest.MarkDecorator:

@@ -73,3 +73,22 @@ def test_the_c_parts_it_builds_are_hatch_builds(gpu_zoo: ModuleType) -> None:
     assert len(parts) == len({m for m, _ in parts}) >= 6
     root = Path(__file__).parents[2]
     assert all((root / source).is_file() for _, source in parts)
+
+
+def test_each_run_has_its_step_scale(gpu_zoo: ModuleType) -> None:
+    assert set(gpu_zoo.RUN_SCALE) == set(gpu_zoo.FAULTS) | set(gpu_zoo.HEALTHY)
+    for script, scales in gpu_zoo.RUN_SCALE.items():
+        assert len(scales) == (2 if script in gpu_zoo.FAULTS else 1), script
+        assert all(isinstance(k, int) and k >= 1 for k in scales), script
+
+
+@needs_torch
+def test_gains_are_measured_in_a_process_of_their_own(gpu_zoo: ModuleType, tmp_path: Path) -> None:
+    # The runner itself never holds the GPU: a CUDA context left in it would be "another
+    # process on the GPU" beside every job it then watches.
+    result = gpu_zoo.gains(["g07_small_batch.py", "g99_missing.py"], 1, tmp_path)
+    g07 = result["g07_small_batch.py"]
+    assert len(g07["faulty_samples_per_s"]) == len(g07["fixed_samples_per_s"]) == 1
+    assert g07["gain"] > 0
+    assert "g99_missing" in result["g99_missing.py"]["error"]  # its failure, in words
+    assert (tmp_path / "gains.json").exists()

@@ -141,6 +141,25 @@ def test_children_files_find_the_tree_and_the_walk_only_names_the_others() -> No
     assert [(u.name, u.cpu_pct) for u in named.top_others] == [("spinner", 75.0)]
 
 
+def test_look_again_finds_new_children_at_the_next_reading_not_the_next_scan() -> None:
+    # DataLoader workers of a short epoch can end before the next scan: the monitor asks the
+    # reader to look again when they start, and their CPU is the job's from then on.
+    me = os.getpid()
+    found: list[int] = []
+
+    def children(pid: int) -> list[int]:
+        return list(found) if pid == me else []
+
+    reader = PsutilReader(
+        scan_every_ns=2 * SECOND, walk_every_ns=10 * SECOND, walk=dict, children=children
+    )
+    assert _tree_size(reader, 0) == 1
+    found.append(os.getppid())  # a child appears (any live process will do)
+    assert _tree_size(reader, SECOND // 10) == 1  # not looked for: the scan is not due
+    reader.look_again()
+    assert _tree_size(reader, SECOND // 5) == 2  # looked for at once
+
+
 def test_without_children_files_the_walk_finds_the_tree_at_each_scan() -> None:
     me = os.getpid()
     walks = iter([{me: (1, "python", 1.0)}, {me: (1, "python", 1.0), os.getppid(): (me, "w", 0.0)}])

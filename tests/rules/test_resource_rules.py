@@ -6,12 +6,21 @@ from dataclasses import replace
 
 import pytest
 
-from stepdoctor.model import GpuProcess, GpuSample, LoaderInfo, ProcessUsage, Severity
+from stepdoctor.model import (
+    GpuProcess,
+    GpuSample,
+    LayerInfo,
+    LoaderInfo,
+    ModelInfo,
+    ProcessUsage,
+    Severity,
+    StepTiming,
+)
 from stepdoctor.rules import RuleContext
 from stepdoctor.rules.competing_processes import competing_processes
 from stepdoctor.rules.small_batch import small_batch
 from stepdoctor.rules.thread_oversubscription import thread_oversubscription
-from tests.builders import env, record, samples, steps
+from tests.builders import MS, env, record, samples, steps
 
 
 def test_competing_processes_names_the_top_ones() -> None:
@@ -34,15 +43,38 @@ def test_competing_processes_silent_on_a_quiet_machine() -> None:
     assert competing_processes(RuleContext(record(s, system=samples(s, other_cpu=20.0)))) == []
 
 
-def test_competing_processes_on_the_gpu() -> None:
-    s = steps(50, phases_ms={"forward": 100})
-    procs = (
-        GpuProcess(pid=1, name="python", mem_bytes=2**30, is_job=True),
-        GpuProcess(pid=2, name="other", mem_bytes=2**31, is_job=False),
+def _gpu(*rows: tuple[float, tuple[GpuProcess, ...]]) -> tuple[GpuSample, ...]:
+    """NVML readings of GPU 0 (80 GiB), 100 ms apart: (utilisation %, processes) each."""
+    return tuple(
+        GpuSample(t_ns=i * 100 * MS, index=0, util_pct=u, mem_total_bytes=80 * 2**30, processes=p)
+        for i, (u, p) in enumerate(rows)
     )
-    gpu = (GpuSample(t_ns=0, index=0, processes=procs),)
+
+
+_JOB = GpuProcess(pid=1, name="python", mem_bytes=2**30, is_job=True)
+_IDLE = GpuProcess(pid=2, name="other", mem_bytes=2**31, is_job=False)
+
+
+def test_competing_processes_on_the_gpu_an_idle_one_is_noted() -> None:
+    s = steps(50, phases_ms={"forward": 100})
+    # Alone on the GPU it left it idle, and it holds 2 of 80 GiB: worth a note, no more.
+    gpu = _gpu((0.0, (_IDLE,)), (90.0, (_JOB, _IDLE)), (90.0, (_JOB, _IDLE)))
     (f,) = competing_processes(RuleContext(record(s, system=samples(s), gpu=gpu)))
     assert "other (pid 2 on GPU 0, 2048 MiB)" in f.explanation
+    assert f.severity is Severity.INFO and "idle while only they" in f.explanation
+
+
+def test_competing_processes_on_the_gpu_one_that_computes_or_holds_its_memory() -> None:
+    s = steps(50, phases_ms={"forward": 100})
+    busy = _gpu((60.0, (_IDLE,)), (90.0, (_JOB, _IDLE)))
+    (f,) = competing_processes(RuleContext(record(s, system=samples(s), gpu=busy)))
+    assert f.severity is Severity.WARNING and "60% busy" in f.explanation
+    big = GpuProcess(pid=3, name="server", mem_bytes=30 * 2**30, is_job=False)
+    (g,) = competing_processes(
+        RuleContext(record(s, system=samples(s), gpu=_gpu((90.0, (_JOB, big)))))
+    )
+    assert g.severity is Severity.WARNING
+    assert {e.metric: e.value for e in g.evidence}["GPU memory they hold"] == 0.375
 
 
 def test_thread_oversubscription_fires_at_twice_the_cores() -> None:
@@ -81,8 +113,61 @@ def test_small_batch_silent_for_big_batches_or_compute_bound_steps() -> None:
     assert small_batch(RuleContext(record(compute, system=samples(compute)))) == []
 
 
-def test_small_batch_on_an_idle_gpu() -> None:
-    s = steps(100, phases_ms={"forward": 10}, batch=2)
-    gpu = tuple(GpuSample(t_ns=i, index=0, util_pct=25.0) for i in range(10))
-    (f,) = small_batch(RuleContext(record(s, system=samples(s), gpu=gpu)))
-    assert f.speedup.factor == 4.0
+def _dense_on_gpu(batch: int) -> ModelInfo:
+    """A 256-512-512-10 MLP on a CUDA device, first called with ``batch`` samples."""
+    sizes = [(256, 512), (512, 512), (512, 10)]
+    return ModelInfo(
+        model_id=1,
+        class_name="Sequential",
+        param_count=0,
+        param_bytes=0,
+        devices=("cuda",),
+        input_shape=(batch, 256),
+        layers=tuple(
+            LayerInfo(name=str(i), kind="linear", params=0, in_features=a, out_features=b)
+            for i, (a, b) in enumerate(sizes)
+        ),
+    )
+
+
+def _busy(
+    s: tuple[StepTiming, ...], util: float, name: str = "NVIDIA H200"
+) -> tuple[GpuSample, ...]:
+    start, end = s[0].start_ns, s[-1].end_ns
+    return tuple(
+        GpuSample(t_ns=t, index=0, name=name, util_pct=util, processes=(_JOB,))
+        for t in range(start, end, 100 * MS)
+    )
+
+
+def test_small_batch_on_an_idle_gpu_models_batch_512_from_the_steps_and_the_layers() -> None:
+    # Batches of 4 (from the model's input: no DataLoader), 1 ms steps, the GPU 6% busy: the
+    # host's launches set the pace; at batch 512 the dense layers' 2.4 MFLOP a sample take
+    # 1.2 GFLOP, 0.04 ms at half an H200's 67 TFLOP/s: the step stays 1 ms, 128x the samples.
+    s = steps(1000, phases_ms={"forward": 0.3, "backward": 0.5, "optimizer": 0.2}, batch=None)
+    ctx = RuleContext(record(s, system=samples(s), gpu=_busy(s, 6.0), models=(_dense_on_gpu(4),)))
+    (f,) = small_batch(ctx)
+    assert f.severity is Severity.CRITICAL and f.title == "Batches of 4 leave the GPU 94% idle"
+    assert f.speedup.factor == pytest.approx(128.0)
+    # Unsized layers (no GPU in the peaks table): the GPU's busy time grows with the batch,
+    # and the gain is capped where the GPU becomes the bottleneck, 1 / 6%.
+    other = RuleContext(
+        record(s, system=samples(s), gpu=_busy(s, 6.0, "Mystery GPU"), models=(_dense_on_gpu(4),))
+    )
+    (g,) = small_batch(other)
+    assert g.speedup.factor == pytest.approx(1 / 0.06)
+
+
+def test_small_batch_on_a_gpu_silent_when_busy_fed_slowly_or_unread() -> None:
+    s = steps(1000, phases_ms={"forward": 0.3, "backward": 0.5, "optimizer": 0.2}, batch=None)
+    model = (_dense_on_gpu(4),)
+    busy = RuleContext(record(s, system=samples(s), gpu=_busy(s, 85.0), models=model))
+    assert small_batch(busy) == []  # the GPU is busy: a larger batch is not free
+    unread = RuleContext(record(s, system=samples(s), gpu=_busy(s, 6.0)[:2], models=model))
+    # Two NVML readings say little: the host's per-step costs alone are judged, as on a CPU.
+    (f,) = small_batch(unread)
+    assert f.title == "Batches of 4 sample(s): per-step costs dominate"
+    assert f.speedup.factor == pytest.approx(1 / (0.2 * 4 / 32 + 0.8))
+    fed = steps(1000, phases_ms={"data_wait": 1.0, "forward": 0.3, "backward": 0.5}, batch=4)
+    slow = RuleContext(record(fed, system=samples(fed), gpu=_busy(fed, 6.0), models=model))
+    assert small_batch(slow) == []  # it waits for data: input-bound's finding, not this one

@@ -32,6 +32,17 @@ def size(gpu: int, smoke: int) -> int:
     return smoke if SMOKE else gpu
 
 
+#: ``stepdoctor run`` of a script trains this many times its steps (``gpu_zoo.py --runs``
+#: sets it per job so that each run's steps last long enough for NVML's 100 ms readings); the
+#: true gains are measured at 1.
+STEP_SCALE = int(os.environ.get("ZOO_STEP_SCALE", "1"))
+
+
+def steps(gpu: int, smoke: int) -> int:
+    """A number of steps: ``gpu`` times ``STEP_SCALE`` on a GPU, ``smoke`` in a smoke run."""
+    return smoke if SMOKE else gpu * STEP_SCALE
+
+
 def fixed_from_env() -> bool:
     return os.environ.get("ZOO_FIXED", "0") == "1"
 

@@ -4,12 +4,12 @@ process (``num_workers=0``): the GPU waits for the CPU each step.
 Fixed: 12 DataLoader workers, pinned memory, non-blocking copies.
 """
 
-from _gpu import DEV, cnn, main, measure, size, train_step
+from _gpu import DEV, cnn, main, measure, size, steps, train_step
 from _images import DecodedImages
 from torch.optim import SGD
 from torch.utils.data import DataLoader
 
-BATCH, STEPS, WARMUP = size(128, 8), size(24, 4), 4
+BATCH, STEPS, WARMUP = size(128, 8), steps(24, 4), 4
 
 
 def run(fixed: bool) -> float:

@@ -4,12 +4,12 @@ CPU: the workers cannot keep the GPU fed.
 Fixed: 14 workers (the cores less the training process and one spare).
 """
 
-from _gpu import DEV, cnn, main, measure, size, train_step
+from _gpu import DEV, cnn, main, measure, size, steps, train_step
 from _images import DecodedImages
 from torch.optim import SGD
 from torch.utils.data import DataLoader
 
-BATCH, STEPS, WARMUP = size(64, 8), size(40, 4), 6
+BATCH, STEPS, WARMUP = size(64, 8), steps(40, 4), 6
 
 
 def run(fixed: bool) -> float:

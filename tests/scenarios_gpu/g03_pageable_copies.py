@@ -5,10 +5,10 @@ Fixed: the host tensor pinned once (``pin_memory()``) and copied with ``non_bloc
 """
 
 import torch
-from _gpu import DEV, main, measure, mlp, size, train_step
+from _gpu import DEV, main, measure, mlp, size, steps, train_step
 from torch.optim import SGD
 
-BATCH, FEATURES, STEPS, WARMUP = size(4096, 64), size(4096, 64), size(60, 6), 5
+BATCH, FEATURES, STEPS, WARMUP = size(4096, 64), size(4096, 64), steps(60, 6), 5
 CHUNKS = 8
 
 

@@ -7,10 +7,10 @@ Fixed: the metrics accumulate on the GPU and are read every 50 steps.
 
 import numpy as np
 import torch
-from _gpu import DEV, main, measure, mlp, size
+from _gpu import DEV, main, measure, mlp, size, steps
 from torch.optim import SGD
 
-BATCH, WIDTH, STEPS, WARMUP = size(512, 16), size(4096, 64), size(300, 10), 10
+BATCH, WIDTH, STEPS, WARMUP = size(512, 16), size(4096, 64), steps(300, 10), 10
 
 
 def run(fixed: bool) -> float:

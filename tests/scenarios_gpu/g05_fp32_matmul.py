@@ -6,10 +6,10 @@ Fixed: bf16 autocast around the forward and the loss.
 """
 
 import torch
-from _gpu import DEV, main, measure, mlp, size, train_step
+from _gpu import DEV, main, measure, mlp, size, steps, train_step
 from torch.optim import SGD
 
-BATCH, WIDTH, STEPS, WARMUP = size(2048, 16), size(8192, 64), size(40, 4), 4
+BATCH, WIDTH, STEPS, WARMUP = size(2048, 16), size(8192, 64), steps(40, 4), 4
 
 
 def run(fixed: bool) -> float:

@@ -6,7 +6,7 @@ float32.
 """
 
 import torch
-from _gpu import DEV, main, measure, size
+from _gpu import DEV, main, measure, size, steps
 from torch.optim import AdamW
 
 BATCH, SEQ, DIM, LAYERS, STEPS, WARMUP = (
@@ -14,7 +14,7 @@ BATCH, SEQ, DIM, LAYERS, STEPS, WARMUP = (
     size(256, 16),
     size(1024, 64),
     size(6, 1),
-    size(20, 4),
+    steps(20, 4),
     4,
 )
 

@@ -5,7 +5,7 @@ Fixed: batches of 512 (same data, same model).
 """
 
 import torch
-from _gpu import DEV, main, measure, mlp, size, train_step
+from _gpu import DEV, main, measure, mlp, size, steps, train_step
 from torch.optim import SGD
 
 N = size(262_144, 2048)
@@ -13,7 +13,7 @@ N = size(262_144, 2048)
 
 def run(fixed: bool) -> float:
     batch = 512 if fixed else 4
-    steps = size(400 if fixed else 2000, 20)
+    n = steps(400 if fixed else 2000, 20)
     g = torch.Generator().manual_seed(0)
     x = torch.randn(N, 256, generator=g).to(DEV)
     y = torch.randint(0, 10, (N,), generator=g).to(DEV)
@@ -21,7 +21,7 @@ def run(fixed: bool) -> float:
     step = train_step(model, SGD(model.parameters(), lr=0.01))
     batches = (
         (x[(i * batch) % N : (i * batch) % N + batch], y[(i * batch) % N : (i * batch) % N + batch])
-        for i in range(steps + 20)
+        for i in range(n + 20)
     )
     return measure(step, batches, warmup=20)
 

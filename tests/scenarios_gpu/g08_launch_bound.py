@@ -5,10 +5,10 @@ Fixed: the experts' weights in one tensor and one batched matmul (``torch.bmm``)
 """
 
 import torch
-from _gpu import DEV, main, measure, size
+from _gpu import DEV, main, measure, size, steps
 from torch.optim import SGD
 
-EXPERTS, DIM, TOKENS, STEPS, WARMUP = 64, size(128, 16), size(64, 8), size(150, 5), 10
+EXPERTS, DIM, TOKENS, STEPS, WARMUP = 64, size(128, 16), size(64, 8), steps(150, 5), 10
 
 
 class Experts(torch.nn.Module):

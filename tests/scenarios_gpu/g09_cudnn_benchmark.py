@@ -6,10 +6,10 @@ Fixed: ``torch.backends.cudnn.benchmark = True`` before training.
 """
 
 import torch
-from _gpu import DEV, cnn, main, measure, size, train_step
+from _gpu import DEV, cnn, main, measure, size, steps, train_step
 from torch.optim import SGD
 
-BATCH, SIDE, STEPS, WARMUP = size(128, 4), size(96, 16), size(40, 4), 6
+BATCH, SIDE, STEPS, WARMUP = size(128, 4), size(96, 16), steps(40, 4), 6
 
 
 def run(fixed: bool) -> float:

@@ -6,10 +6,10 @@ Fixed: no ``empty_cache()`` in the loop.
 """
 
 import torch
-from _gpu import DEV, main, measure, mlp, size, train_step
+from _gpu import DEV, main, measure, mlp, size, steps, train_step
 from torch.optim import Adam
 
-BATCH, WIDTH, STEPS, WARMUP = size(1024, 16), size(4096, 64), size(150, 6), 6
+BATCH, WIDTH, STEPS, WARMUP = size(1024, 16), size(4096, 64), steps(150, 6), 6
 
 
 def run(fixed: bool) -> float:

@@ -2,10 +2,10 @@
 on. Nothing to fix (``ZOO_FIXED`` changes nothing)."""
 
 import torch
-from _gpu import DEV, cnn, main, measure, size, train_step
+from _gpu import DEV, cnn, main, measure, size, steps, train_step
 from torch.optim import SGD
 
-BATCH, STEPS, WARMUP = size(256, 8), size(60, 4), 6
+BATCH, STEPS, WARMUP = size(256, 8), steps(60, 4), 6
 
 
 def run(fixed: bool) -> float:

@@ -2,7 +2,7 @@
 resident on the GPU, metrics read every 100 steps."""
 
 import torch
-from _gpu import DEV, main, measure, size
+from _gpu import DEV, main, measure, size, steps
 from torch.optim import AdamW
 
 BATCH, SEQ, DIM, LAYERS, STEPS, WARMUP = (
@@ -10,7 +10,7 @@ BATCH, SEQ, DIM, LAYERS, STEPS, WARMUP = (
     size(256, 16),
     size(1024, 64),
     size(6, 1),
-    size(40, 4),
+    steps(40, 4),
     5,
 )
 

@@ -2,11 +2,11 @@
 8 workers, pinned memory and non-blocking copies: the data keeps up with the GPU."""
 
 import torch
-from _gpu import DEV, main, measure, mlp, size, train_step
+from _gpu import DEV, main, measure, mlp, size, steps, train_step
 from torch.optim import SGD
 from torch.utils.data import DataLoader, TensorDataset
 
-BATCH, WIDTH, STEPS, WARMUP = size(1024, 16), size(8192, 64), size(40, 4), 6
+BATCH, WIDTH, STEPS, WARMUP = size(1024, 16), size(8192, 64), steps(40, 4), 6
 
 
 def run(fixed: bool) -> float:

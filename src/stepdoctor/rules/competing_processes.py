@@ -16,6 +16,8 @@ from stepdoctor.rules.registry import rule
 
 __all__ = [
     "CRITICAL_SHARE",
+    "OTHERS_GPU_BUSY",
+    "OTHERS_GPU_MEMORY",
     "WARNING_SHARE",
     "busiest_others",
     "competing_processes",
@@ -28,6 +30,11 @@ __all__ = [
 #: clear competitor; half the machine is critical.
 WARNING_SHARE = 0.25
 CRITICAL_SHARE = 0.50
+#: Other processes on the job's GPU are worth acting on when they compute (NVML saw the GPU a
+#: tenth busy with only them on it: more than an idle context's housekeeping) or hold a
+#: quarter of its memory (the job's batch and cache must fit in the rest); else they are noted.
+OTHERS_GPU_BUSY = 0.10
+OTHERS_GPU_MEMORY = 0.25
 
 
 @rule(
@@ -148,25 +155,66 @@ def _cpu(ctx: RuleContext) -> Finding | None:
 
 
 def _gpu(ctx: RuleContext) -> Finding | None:
+    """Processes outside the job on its GPUs: a warning where NVML saw them compute (the GPU
+    busy at a reading that listed them but none of the job's processes) or hold a quarter of
+    its memory; else info (holding some memory while idle costs the job nothing)."""
     foreign: dict[tuple[int, int], tuple[str, int | None]] = {}
+    mine = {s.index for s in ctx.record.gpu if any(p.is_job for p in s.processes)}
+    alone: list[float] = []
+    held: dict[int, float] = {}
     for sample in ctx.record.gpu:
-        if not any(p.is_job for p in sample.processes):
+        if sample.index not in mine:
             continue
-        for proc in sample.processes:
-            if not proc.is_job:
-                foreign[(sample.index, proc.pid)] = (proc.name, proc.mem_bytes)
+        others = [p for p in sample.processes if not p.is_job]
+        if not any(p.is_job for p in sample.processes):
+            if others and sample.util_pct is not None:
+                alone.append(sample.util_pct / 100)
+            continue
+        for proc in others:
+            foreign[(sample.index, proc.pid)] = (proc.name, proc.mem_bytes)
+        if others and sample.mem_total_bytes:
+            share = sum(p.mem_bytes or 0 for p in others) / sample.mem_total_bytes
+            held[sample.index] = max(held.get(sample.index, 0.0), share)
     if not foreign:
         return None
     names = ", ".join(
         f"{name} (pid {pid} on GPU {index}" + (f", {mem / 2**20:.0f} MiB)" if mem else ")")
         for (index, pid), (name, mem) in sorted(foreign.items())
     )
+    busy = max(alone, default=0.0)
+    memory = max(held.values(), default=0.0)
+    loud = busy >= OTHERS_GPU_BUSY or memory >= OTHERS_GPU_MEMORY
+    if busy >= OTHERS_GPU_BUSY:
+        seen = f"NVML saw the GPU {busy:.0%} busy while only they were on it."
+    elif alone:
+        seen = "NVML saw the GPU idle while only they were on it."
+    else:
+        seen = "NVML never read the GPU with them alone on it, so whether they compute is unknown."
     return Finding(
         rule="competing-processes",
-        severity=Severity.WARNING,
+        severity=Severity.WARNING if loud else Severity.INFO,
         title="Other processes share the job's GPU",
-        explanation=f"Processes outside the job run on the job's GPU: {names}.",
-        evidence=(Evidence(metric="other GPU processes", value=names, source="NVML"),),
+        explanation=(
+            f"Processes outside the job are on the job's GPU: {names}; they hold up to "
+            f"{memory:.0%} of its memory. {seen}"
+        ),
+        evidence=(
+            Evidence(metric="other GPU processes", value=names, source="NVML"),
+            Evidence(
+                metric="GPU memory they hold",
+                value=round(memory, 4),
+                unit="share",
+                threshold=OTHERS_GPU_MEMORY,
+                source="NVML process list",
+            ),
+            Evidence(
+                metric="GPU busy with only them on it",
+                value=round(busy, 4) if alone else None,
+                unit="share",
+                threshold=OTHERS_GPU_BUSY,
+                source="NVML utilisation",
+            ),
+        ),
         speedup=Speedup.none("not estimated: NVML gives no per-process utilisation here"),
         fix=Fix(
             summary="Give the job a GPU of its own (CUDA_VISIBLE_DEVICES) or stop the "

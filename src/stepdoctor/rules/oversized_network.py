@@ -9,6 +9,9 @@ Evidence: each limit exceeded with the layer's qualified name, the parameter cou
 forward FLOPs per sample when counted.
 Fix: the smaller structure that does the same job (downsample, fewer/narrower layers,
 sampled softmax, truncated BPTT).
+
+The limits are for models on the CPU only: on a GPU a wide layer is what keeps it busy, and
+what bounds a model there is its memory (memory-limits).
 """
 
 from __future__ import annotations
@@ -41,6 +44,7 @@ __all__ = [
     "MAX_RECURRENT_LAYERS",
     "MAX_RECURRENT_UNITS",
     "MAX_SEQUENCE",
+    "on_cpu",
     "oversized_network",
 ]
 
@@ -80,12 +84,18 @@ class _Excess:
     scope="model",
 )
 def oversized_network(ctx: RuleContext) -> list[Finding]:
-    """Flag each model past one of the guide's size limits."""
+    """Flag each model on the CPU past one of the guide's size limits."""
     return [
         _finding(m, ex, copies, _speedup(ctx, m, ex))
         for m, copies in distinct_models(ctx.record.models)
-        if (ex := excesses(m))
+        if on_cpu(m) and (ex := excesses(m))
     ]
+
+
+def on_cpu(model: ModelInfo) -> bool:
+    """Whether the model's parameters are on the CPU only (a model with none: its devices are
+    unknown, and the CPU's limits apply)."""
+    return all(device == "cpu" for device in model.devices)
 
 
 #: The excesses whose fix ``_speedup`` can size: dense layers brought to the guide's limits.

@@ -19,6 +19,7 @@ from stepdoctor.model import (
 __all__ = [
     "WARMUP_MAX_SHARE",
     "WARMUP_SAMPLES",  # (re-exported: the rules' warm-up is the model's)
+    "batch_from_model",
     "measured_steps",  # (re-exported: the model's, so that the plots judge the same steps)
     "profiled_steps",  # (re-exported, as measured_steps)
     "split_warmup",
@@ -69,7 +70,7 @@ def summarize(record: RunRecord, profiled: frozenset[int] | None = None) -> Summ
             name: ns / total_ns
             for name, ns in sorted(shares.items(), key=lambda kv: _phase_order(kv[0]))
         }
-    fallback, batch_note = _batch_from_model(record) if measured else (None, "")
+    fallback, batch_note = batch_from_model(record) if measured else (None, "")
     sizes = [fallback if s.batch_size is None else s.batch_size for s in measured]
     samples = None if not measured or any(b is None for b in sizes) else sum(b or 0 for b in sizes)
     if fallback is None or all(s.batch_size is not None for s in measured):
@@ -166,7 +167,7 @@ def step_basis(steps: Sequence[StepTiming], *, framework: str = "") -> str:
 _SEQUENCE_FIRST_KINDS = frozenset({"lstm", "gru", "rnn"})
 
 
-def _batch_from_model(record: RunRecord) -> tuple[int | None, str]:
+def batch_from_model(record: RunRecord) -> tuple[int | None, str]:
     """The batch size the job's first model was called with, for steps whose batches came
     from no DataLoader (sliced tensors, a generator): the first dimension of its first
     input, or the second where its recurrent layers are sequence-first."""

@@ -313,6 +313,10 @@ class Monitor:
         if workers:
             self.collected.loader_workers.extend(workers)
             self._queue("loader_worker", workers)
+            for reader in self._readers:  # their CPU is the job's: into its tree at once
+                look_again = getattr(reader, "look_again", None)
+                if callable(look_again):
+                    look_again()
         for model_id, model in list(self._sink.models.items()):
             if model is None or model_id in self._model_ids:
                 continue

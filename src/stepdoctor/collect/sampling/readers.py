@@ -264,6 +264,14 @@ class PsutilReader:
         while len(self._generations) > GENERATIONS_KEPT:
             del self._generations[min(self._generations)]
 
+    def look_again(self) -> None:
+        """Look for the job's new children at the next reading rather than at the next scan
+        (the monitor calls it when DataLoader workers start: their CPU is the job's, and a
+        short epoch's workers can end before a scan every ``SCAN_EVERY_NS`` finds them)."""
+        self._last_scan = None
+        if self._children is None:
+            self._last_walk = None
+
     def _scan_if_due(self, t_ns: int) -> tuple[tuple[ProcessUsage, ...], tuple[ProcessUsage, ...]]:
         """Look for new children and walk every process, each when due; return the busiest
         other processes when the walk ran, and the job's children's CPU when the scan ran."""
