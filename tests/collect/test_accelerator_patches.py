@@ -36,6 +36,7 @@ class Sink:
         self.loader_workers: list[tuple[int, int]] = []
         self.batch_dtypes: list[str] = []
         self.model_inputs: dict[int, tuple[tuple[int, ...], str | None]] = {}
+        self.model_precision: dict[int, tuple[str | None, str | None]] = {}
         self.fallback_ops: list[str] = []
         self.h2d_in_forward: list[int] = [0]
         self.sync_calls: list[int] = [0]
@@ -125,3 +126,23 @@ def test_host_to_device_copies_are_timed_and_counted_inside_forward() -> None:
     h2d = [e for e in sink.events if e[1] == ENTER and e[2] == "h2d"]
     assert len(h2d) == 3
     assert sink.h2d_in_forward == [2]
+
+
+def test_each_models_first_call_notes_its_autocast_and_matmul_precision() -> None:
+    # What the tensor-core rule needs to know of a GPU job, read where the job runs its first
+    # forward: autocast is a context, and the matmul precision may be set after start-up.
+    sink = Sink()
+    patches = TorchPatches(sink)
+    plain, mixed = torch.nn.Linear(4, 4), torch.nn.Linear(4, 4)
+    before = torch.get_float32_matmul_precision()
+    patches.install(accelerator=False)
+    try:
+        torch.set_float32_matmul_precision("high")
+        plain(torch.ones(2, 4))
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            mixed(torch.ones(2, 4))
+    finally:
+        patches.uninstall()
+        torch.set_float32_matmul_precision(before)
+    assert sink.model_precision[id(plain)] == ("off", "high")
+    assert sink.model_precision[id(mixed)] == ("torch.bfloat16", "high")

@@ -51,3 +51,36 @@ def test_no_cpu_size_limits_for_models_on_the_gpu(name: str) -> None:
 def test_the_input_bound_job_keeps_its_cause_on_top() -> None:
     (top, *_) = [f for f in _findings("g01_input_bound.0") if f.severity is not Severity.INFO]
     assert top.rule == "input-bound" and top.severity is Severity.CRITICAL
+
+
+# The GPU zoo (tests/scenarios_gpu/) run on an H200 on 2026-11-28 (benchmarks/gpu_zoo.py
+# --runs; true gains from --gains in gains.json), kept in shared/gpu-runs/h200-zoo.
+ZOO = GPU_RUNS / "h200-zoo"
+
+
+def _zoo(name: str) -> list[Finding]:
+    return run_rules(RuleContext(load_run(ZOO / name)))[0]
+
+
+@needs(ZOO)
+def test_float32_on_tensor_cores_is_named_with_the_gain_of_autocast() -> None:
+    # True gain of bf16 autocast on the 8,192-wide float32 MLP: 9.58x.
+    (top, *_) = _zoo("g05_fp32_matmul.0")
+    assert top.rule == "tensor-core-precision" and top.severity is Severity.CRITICAL
+    assert 9.58 / 1.3 <= top.speedup.factor <= 9.58 * 1.3
+    assert all(f.rule != "tensor-core-precision" for f in _zoo("g05_fp32_matmul.1"))
+
+
+@needs(ZOO)
+def test_tf32_off_is_named_and_the_fixed_job_is_not_told_to_turn_it_on() -> None:
+    found = [f for f in _zoo("g06_tf32_off.0") if f.rule == "tensor-core-precision"]
+    assert {f.title for f in found} >= {"float32 matmuls with TF32 off"}
+    assert all(f.severity is not Severity.INFO for f in found)
+    fixed = [f.title for f in _zoo("g06_tf32_off.1") if f.rule == "tensor-core-precision"]
+    assert "float32 matmuls with TF32 off" not in fixed
+
+
+@needs(ZOO)
+@pytest.mark.parametrize("name", ["h01_cnn_resident.0", "h02_transformer_bf16.0"])
+def test_models_under_autocast_are_not_told_to_use_it(name: str) -> None:
+    assert all(f.rule != "tensor-core-precision" for f in _zoo(name))

@@ -19,6 +19,7 @@ from stepdoctor.model import (
 from stepdoctor.rules import RuleContext
 from stepdoctor.rules.competing_processes import competing_processes
 from stepdoctor.rules.small_batch import small_batch
+from stepdoctor.rules.tensor_core_precision import tensor_core_precision
 from stepdoctor.rules.thread_oversubscription import thread_oversubscription
 from tests.builders import MS, env, record, samples, steps
 
@@ -171,3 +172,52 @@ def test_small_batch_on_a_gpu_silent_when_busy_fed_slowly_or_unread() -> None:
     fed = steps(1000, phases_ms={"data_wait": 1.0, "forward": 0.3, "backward": 0.5}, batch=4)
     slow = RuleContext(record(fed, system=samples(fed), gpu=_busy(fed, 6.0), models=model))
     assert small_batch(slow) == []  # it waits for data: input-bound's finding, not this one
+
+
+def _fp32_on_gpu(autocast: str | None, matmul: str = "highest") -> ModelInfo:
+    return ModelInfo(
+        model_id=7,
+        class_name="Encoder",
+        param_count=0,
+        param_bytes=0,
+        param_dtypes=("torch.float32",),
+        devices=("cuda",),
+        kinds={"linear": 12, "norm": 4},
+        autocast=autocast,
+        float32_matmul=matmul,
+    )
+
+
+def test_tensor_core_precision_models_autocast_and_tf32_from_the_busy_gpu() -> None:
+    s = steps(100, phases_ms={"forward": 10, "backward": 20})
+    facts = env(gpu__capability=9.0)
+
+    def ctx(model: ModelInfo, util: float = 95.0, gpu: bool = True) -> RuleContext:
+        readings = _busy(s, util) if gpu else ()
+        return RuleContext(record(s, facts=facts, gpu=readings, models=(model,)))
+
+    found = {f.title: f for f in tensor_core_precision(ctx(_fp32_on_gpu("off")))}
+    amp = found["float32 training without mixed precision on tensor cores"]
+    tf32 = found["float32 matmuls with TF32 off"]
+    # Unsized layers: 60% of the busy GPU's time in matmuls, 989/67 and 494/67 times faster.
+    assert amp.speedup.factor == pytest.approx(1 / (0.05 + 0.95 * (0.6 / (989 / 67) + 0.4)))
+    assert tf32.speedup.factor == pytest.approx(1 / (0.05 + 0.95 * (0.6 / (494 / 67) + 0.4)))
+    assert amp.severity is Severity.WARNING and "bfloat16" in amp.fix.summary
+    # TF32 already on: autocast's gain over TF32, and no TF32 finding.
+    (high,) = tensor_core_precision(ctx(_fp32_on_gpu("off", "high")))
+    assert high.speedup.factor == pytest.approx(1 / (0.05 + 0.95 * (0.6 / (989 / 494) + 0.4)))
+    # Autocast on, or not known (an older record): silent here (cudnn-disabled's note).
+    assert tensor_core_precision(ctx(_fp32_on_gpu("torch.bfloat16"))) == []
+    assert tensor_core_precision(ctx(_fp32_on_gpu(None))) == []
+    # NVML never read the GPU: named, without a figure.
+    unread = tensor_core_precision(ctx(_fp32_on_gpu("off"), gpu=False))
+    assert unread and all(f.severity is Severity.INFO for f in unread)
+    assert all(f.speedup.kind.value == "none" for f in unread)
+
+
+def test_tensor_core_precision_silent_before_tensor_cores() -> None:
+    s = steps(100, phases_ms={"forward": 10, "backward": 20})
+    old = record(
+        s, facts=env(gpu__capability=6.1), gpu=_busy(s, 95.0), models=(_fp32_on_gpu("off"),)
+    )
+    assert tensor_core_precision(RuleContext(old)) == []

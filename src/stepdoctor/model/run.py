@@ -270,6 +270,12 @@ class ModelInfo:
     input_shape: tuple[int, ...] = ()
     """Shape of the first tensor passed to the model (batch first), when seen."""
     input_dtype: str | None = None
+    autocast: str | None = None
+    """At its first call: the autocast dtype in force on its device (``torch.bfloat16``...),
+    ``off`` when none was, None when not known."""
+    float32_matmul: str | None = None
+    """At its first call: ``torch.get_float32_matmul_precision()`` (``highest``: float32
+    matmuls in full float32; ``high``/``medium``: TF32 or bf16 on tensor cores)."""
     flops_per_sample: float | None = None
     """Forward FLOPs per sample (torch.utils.flop_counter), when an example input was given."""
 

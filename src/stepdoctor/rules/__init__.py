@@ -34,6 +34,7 @@ from stepdoctor.rules import (  # noqa: F401  (importing registers the rules)
     stragglers,
     sync_bound,
     tensor_core_alignment,
+    tensor_core_precision,
     thread_oversubscription,
     wrong_backend,
 )

@@ -18,6 +18,9 @@ __all__ = [
     "peak_of",
 ]
 
+#: Module kinds whose work a dense model's multiply-adds account for.
+_DENSE_KINDS = frozenset({"linear", "activation"})
+
 #: NVML's utilisation is a share of its sample period (1/6 s to 1 s by GPU) in which a kernel
 #: ran; fewer readings than this during the steps say little about them.
 MIN_BUSY_READINGS = 3
@@ -77,7 +80,7 @@ def gpu_busy(ctx: RuleContext) -> tuple[float, int, str] | None:
 
 def dense_flops_per_sample(model: ModelInfo) -> float | None:
     """Multiply-adds x 2 of one training sample's forward and backward through a model of
-    dense layers only (backward twice the forward: gradients of inputs and of weights); None
+    dense layers and activations only, fed one row a sample (backward twice the forward: gradients of inputs and of weights); None
     where the model has other layers whose cost the record cannot size (a convolution's
     depends on its input's height and width)."""
     if model.flops_per_sample:
@@ -85,4 +88,6 @@ def dense_flops_per_sample(model: ModelInfo) -> float | None:
     layers = model.layers
     if not layers or any(x.kind != "linear" for x in layers):
         return None
+    if set(model.kinds) - _DENSE_KINDS or len(model.input_shape) != 2:
+        return None  # other modules' work, or a sequence of rows a sample (tokens): unsized
     return 6.0 * sum((x.in_features or 0) * (x.out_features or 0) for x in layers)

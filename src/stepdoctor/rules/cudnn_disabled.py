@@ -4,7 +4,8 @@ Detects, on a job whose model runs on CUDA (or any CUDA machine, for the doctor)
 cuDNN unavailable or ``torch.backends.cudnn.enabled = False`` with conv/recurrent layers
 (warning); ``cudnn.benchmark`` off with conv layers and fixed input shapes (info); TF32 matmul
 off on Ampere or newer with float32 weights (info); float32 weights on a tensor-core GPU
-without mixed precision (info).
+without mixed precision (info); the last two only where the record did not note autocast at
+the model's first forward (tensor-core-precision judges them then).
 Evidence: the switches, the GPU's compute capability, the layer kinds.
 Fix: the switch to turn on, or torch.autocast.
 """
@@ -15,13 +16,10 @@ from stepdoctor.model import Evidence, Finding, Fix, RunRecord, Severity, Speedu
 from stepdoctor.rules._facts import fact_bool, fact_float, models_on
 from stepdoctor.rules.context import RuleContext
 from stepdoctor.rules.registry import rule
+from stepdoctor.rules.tensor_core_precision import AMPERE, TENSOR_CORES, precision_known
 
 __all__ = ["AMPERE", "TENSOR_CORES", "cudnn_disabled"]
 
-#: Compute capability of the first GPUs with tensor cores (Volta, 7.0) and of Ampere (8.0),
-#: the first with TF32 (NVIDIA's CUDA programming guide, compute capabilities table).
-TENSOR_CORES = 7.0
-AMPERE = 8.0
 
 _CONV_RNN = ("conv", "lstm", "gru", "rnn")
 
@@ -48,7 +46,9 @@ def cudnn_disabled(ctx: RuleContext) -> list[Finding]:
         findings.append(_benchmark(kinds))
     capability = fact_float(record, "gpu.capability")
     fp32 = all(m.param_dtypes == ("torch.float32",) for m in cuda_models) and bool(cuda_models)
-    if capability is not None and fp32:
+    # Where the record noted autocast at the first forward, tensor-core-precision judges
+    # TF32 and mixed precision with the run's figures.
+    if capability is not None and fp32 and not precision_known(cuda_models):
         if capability >= AMPERE and fact_bool(record, "torch.tf32_matmul") is False:
             findings.append(_tf32(capability))
         if capability >= TENSOR_CORES and not _low_precision_batches(record):

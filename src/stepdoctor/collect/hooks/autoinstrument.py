@@ -111,6 +111,9 @@ class TorchSink(Protocol):
     """A scheduled torch.profiler capture stepped by the optimizer (``run --trace``)."""
     model_inputs: dict[int, tuple[tuple[int, ...], str | None]]
     """``id(model) -> (shape, dtype)`` of the first tensor of its first call."""
+    model_precision: dict[int, tuple[str | None, str | None]]
+    """``id(model) -> (autocast, float32 matmul precision)`` at its first call
+    (``precision_now``)."""
     framework_facts: list[EnvFact]
     """A training framework's name, version and settings, noted by its integration."""
     hook_calls: collections.deque[tuple[str, str, int]]
@@ -146,6 +149,25 @@ def _input_of(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[tuple[int,
             return (), None
         return dims, str(getattr(value, "dtype", "")) or None
     return (), None
+
+
+def precision_now(torch: Any, module: Any) -> tuple[str | None, str | None]:
+    """The autocast dtype in force for ``module``'s device (``off``: none; None: unknown) and
+    torch's float32 matmul precision, as the job runs its first call."""
+    autocast: str | None = None
+    try:
+        param = next(module.parameters(), None)
+        device = param.device.type if param is not None else "cpu"
+        if device in ("cuda", "cpu", "xpu", "mps"):
+            on = torch.is_autocast_enabled(device)
+            autocast = str(torch.get_autocast_dtype(device)) if on else "off"
+    except Exception:  # an older torch, or a module without parameters() of its own
+        autocast = None
+    try:
+        matmul: str | None = str(torch.get_float32_matmul_precision())
+    except Exception:
+        matmul = None
+    return autocast, matmul
 
 
 def _dtypes_of(batch: object) -> list[str]:
@@ -430,6 +452,7 @@ class TorchPatches:
         busy = self._in_forward
         get_ident = threading.get_ident
         inputs = sink.model_inputs
+        precision = sink.model_precision
         trigger = sink.experiment_trigger
         classes = self._outer_classes
         outermost = [0]
@@ -442,6 +465,7 @@ class TorchPatches:
             models[key] = module
             try:
                 inputs[key] = _input_of(args, kwargs)
+                precision[key] = precision_now(torch, module)
                 _sample_ddp_often(module)
                 if trigger is not None:
                     trigger.saw_model(module, args, kwargs)

@@ -111,6 +111,7 @@ class BaseSession(ABC):
         self.loader_workers: list[tuple[int, int]] = []
         self.batch_dtypes: list[str] = []
         self.model_inputs: dict[int, tuple[tuple[int, ...], str | None]] = {}
+        self.model_precision: dict[int, tuple[str | None, str | None]] = {}
         self.fallback_ops: list[str] = []
         self.h2d_in_forward: list[int] = [0]
         self.sync_calls: list[int] = [0]

@@ -328,6 +328,10 @@ class Monitor:
                 self._sink.ddp_models.append(model)  # but a DDP model's timings: at the end
             shape, dtype = self._sink.model_inputs.get(model_id, ((), None))
             model_info = describe_model(model, model_id, input_shape=shape, input_dtype=dtype)
+            autocast, matmul = getattr(self._sink, "model_precision", {}).get(
+                model_id, (None, None)
+            )
+            model_info = dataclasses.replace(model_info, autocast=autocast, float32_matmul=matmul)
             self._reducer.model_names[model_id] = model_info.class_name
             self.collected.models.append(model_info)
             self._queue("model", [model_info])
