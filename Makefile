@@ -3,7 +3,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip --disable-pip-version-check -q
 
-.PHONY: venv browser demo test test-pythons lint bench asan clean
+.PHONY: venv browser demo test test-pythons test-gpu lint bench asan clean
 
 venv: $(VENV)/.installed
 
@@ -53,6 +53,13 @@ test: lint browser
 PYENV_PYTHONS = $(shell pyenv versions --bare 2>/dev/null | grep -E '^3\.1[0-3]\.[0-9]+$$' | paste -sd: -)
 test-pythons: venv
 	PYENV_VERSION="$(PYENV_PYTHONS)" $(VENV)/bin/nox
+
+# On a machine with a CUDA GPU (CI has none), with its own CUDA build of torch (not the
+# venv's CPU one): the GPU zoo, its true gains and what stepdoctor says of each job and fixed
+# twin, into docs/accuracy-gpu.md.
+test-gpu:
+	PYTHONPATH=src python3 benchmarks/gpu_zoo.py --out stepdoctor-runs/gpu-zoo --build --gains \
+	  --runs --doc docs/accuracy-gpu.md
 
 # The C parts built with AddressSanitizer and UBSan, then the tests that drive them (the
 # normal build is put back afterwards).

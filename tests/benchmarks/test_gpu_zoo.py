@@ -92,3 +92,20 @@ def test_gains_are_measured_in_a_process_of_their_own(gpu_zoo: ModuleType, tmp_p
     assert g07["gain"] > 0
     assert "g99_missing" in result["g99_missing.py"]["error"]  # its failure, in words
     assert (tmp_path / "gains.json").exists()
+
+
+def test_the_scores_count_causes_on_top_clean_twins_and_close_claims(gpu_zoo: ModuleType) -> None:
+    gains = {"g07_small_batch.py": {"gain": 100.0}, "g05_fp32_matmul.py": {"gain": 9.0}}
+    loud = {"severity": "critical", "estimated_speedup": 120.0}
+    runs = {
+        "g07_small_batch.0": {"findings": [{"rule": "small-batch", **loud}]},
+        "g07_small_batch.1": {"findings": [{"rule": "small-batch", "severity": "info"}]},
+        "g05_fp32_matmul.0": {"findings": [{"rule": "input-bound", **loud}]},
+        "g05_fp32_matmul.1": {"findings": [{"rule": "tensor-core-precision", **loud}]},
+        "h01_cnn_resident.0": {"summary": {}, "findings": []},
+    }
+    lines = gpu_zoo.scores(gains, runs)
+    assert lines[0].startswith("- planted cause on top: 1 of ") and "g07_small_batch" in lines[0]
+    assert lines[1] == "- fixed twins with no warning or critical finding: 1 of 2"
+    assert lines[2] == "- healthy controls with no warning or critical finding: 1 of 1"
+    assert lines[3].startswith("- claims within 1.3x of the true gain: 1 of 1")  # 120 vs 100

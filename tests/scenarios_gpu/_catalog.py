@@ -10,12 +10,12 @@ FAULTS: dict[str, tuple[str, str]] = {
     "g02_few_workers.py": ("too few DataLoader workers", "input-bound"),
     "g03_pageable_copies.py": ("pageable host-to-device copies", ""),
     "g04_sync_metrics.py": ("a host sync and CPU metrics every step", "slow-callbacks"),
-    "g05_fp32_matmul.py": ("float32 matmuls on tensor cores (mixed precision off)", ""),
-    "g06_tf32_off.py": ("TF32 off for float32 matmuls", ""),
-    "g07_small_batch.py": ("batches too small for the GPU", ""),
+    "g05_fp32_matmul.py": ("float32 matmuls on tensor cores (mixed precision off)", "tensor-core-precision"),
+    "g06_tf32_off.py": ("TF32 off for float32 matmuls", "tensor-core-precision"),
+    "g07_small_batch.py": ("batches too small for the GPU", "small-batch"),
     "g08_launch_bound.py": ("many tiny kernels a step (launch-bound)", ""),
     "g09_cudnn_benchmark.py": ("cudnn.benchmark off with fixed shapes", ""),
-    "g10_empty_cache.py": ("torch.cuda.empty_cache() every step", ""),
+    "g10_empty_cache.py": ("torch.cuda.empty_cache() every step", "slow-callbacks"),
 }
 
 HEALTHY = ("h01_cnn_resident.py", "h02_transformer_bf16.py", "h03_loader_workers.py")
