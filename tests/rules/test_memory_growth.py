@@ -53,6 +53,24 @@ def test_gpu_memory_growth_uses_five_points_of_gpu_memory() -> None:
     assert f.severity is Severity.CRITICAL
 
 
+def test_gpu_memory_filled_before_the_steps_is_not_growth() -> None:
+    # A healthy GPU job (the H200 zoo's h01): its memory rose by steps over the 10 s it took
+    # to start (CUDA, cuDNN, the model, the data), then stayed flat through its 2 s of steps;
+    # read over the whole run, the start was "8 GiB/min of growth".
+    s = steps(40, phases_ms={"forward": 50}, start_ms=10_000)
+    gpu = tuple(
+        GpuSample(
+            t_ns=i * 100_000_000,
+            index=0,
+            mem_used_bytes=(600 + 18 * min(i, 100)) * MIB,
+            mem_total_bytes=80 * 2**30,
+        )
+        for i in range(120)
+    )
+    findings = memory_growth(RuleContext(record(s, system=samples(s), gpu=gpu)))
+    assert [f for f in findings if "GPU" in f.title] == []
+
+
 def test_rss_rising_as_workers_join_the_tree_is_not_a_leak() -> None:
     import dataclasses
 

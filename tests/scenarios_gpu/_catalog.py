@@ -10,7 +10,10 @@ FAULTS: dict[str, tuple[str, str]] = {
     "g02_few_workers.py": ("too few DataLoader workers", "input-bound"),
     "g03_pageable_copies.py": ("pageable host-to-device copies", ""),
     "g04_sync_metrics.py": ("a host sync and CPU metrics every step", "slow-callbacks"),
-    "g05_fp32_matmul.py": ("float32 matmuls on tensor cores (mixed precision off)", "tensor-core-precision"),
+    "g05_fp32_matmul.py": (
+        "float32 matmuls on tensor cores (mixed precision off)",
+        "tensor-core-precision",
+    ),
     "g06_tf32_off.py": ("TF32 off for float32 matmuls", "tensor-core-precision"),
     "g07_small_batch.py": ("batches too small for the GPU", "small-batch"),
     "g08_launch_bound.py": ("many tiny kernels a step (launch-bound)", ""),

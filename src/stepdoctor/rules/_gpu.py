@@ -80,9 +80,9 @@ def gpu_busy(ctx: RuleContext) -> tuple[float, int, str] | None:
 
 def dense_flops_per_sample(model: ModelInfo) -> float | None:
     """Multiply-adds x 2 of one training sample's forward and backward through a model of
-    dense layers and activations only, fed one row a sample (backward twice the forward: gradients of inputs and of weights); None
-    where the model has other layers whose cost the record cannot size (a convolution's
-    depends on its input's height and width)."""
+    dense layers and activations only, fed one row a sample (backward twice the forward:
+    gradients of inputs and of weights); None where the model has other modules whose cost
+    the record cannot size (a convolution's depends on its input's height and width)."""
     if model.flops_per_sample:
         return 3.0 * model.flops_per_sample
     layers = model.layers

@@ -135,8 +135,11 @@ def memory_growth(ctx: RuleContext) -> list[Finding]:
         findings.append(dataclasses.replace(rss_finding, allocated_at=growth))
     by_gpu: dict[int, list[tuple[int, int]]] = {}
     gpu_total: dict[int, int] = {}
+    # During the measured steps only, as the system samples: before them the job loads its
+    # model and data onto the GPU (a 2 s healthy run's load read as 8 GiB/min of growth).
+    start, end = (ctx.steps[0].start_ns, ctx.steps[-1].end_ns) if ctx.steps else (0, 0)
     for g in ctx.record.gpu:
-        if g.mem_used_bytes is not None:
+        if g.mem_used_bytes is not None and start <= g.t_ns <= end:
             by_gpu.setdefault(g.index, []).append((g.t_ns, g.mem_used_bytes))
             gpu_total[g.index] = g.mem_total_bytes or 0
     for index, points in sorted(by_gpu.items()):
