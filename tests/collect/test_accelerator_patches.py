@@ -39,6 +39,7 @@ class Sink:
         self.model_precision: dict[int, tuple[str | None, str | None]] = {}
         self.fallback_ops: list[str] = []
         self.h2d_in_forward: list[int] = [0]
+        self.h2d_copies: list[int] = [0, 0]
         self.sync_calls: list[int] = [0]
         self.experiment_trigger = None
         self.step_limit = None
@@ -126,6 +127,7 @@ def test_host_to_device_copies_are_timed_and_counted_inside_forward() -> None:
     h2d = [e for e in sink.events if e[1] == ENTER and e[2] == "h2d"]
     assert len(h2d) == 3
     assert sink.h2d_in_forward == [2]
+    assert sink.h2d_copies == [3, 0]  # from pageable memory (pinning needs a GPU)
 
 
 def test_each_models_first_call_notes_its_autocast_and_matmul_precision() -> None:

@@ -84,3 +84,12 @@ def test_tf32_off_is_named_and_the_fixed_job_is_not_told_to_turn_it_on() -> None
 @pytest.mark.parametrize("name", ["h01_cnn_resident.0", "h02_transformer_bf16.0"])
 def test_models_under_autocast_are_not_told_to_use_it(name: str) -> None:
     assert all(f.rule != "tensor-core-precision" for f in _zoo(name))
+
+
+@needs(ZOO)
+def test_pageable_copies_are_named_with_a_gain_near_keeping_the_data_on_the_gpu() -> None:
+    # True gain of data resident on the GPU: 7.00x; h2d is 87% of the faulty job's step.
+    (top, *_) = _zoo("g03_pageable_copies.0")
+    assert top.rule == "h2d-copies" and top.severity is Severity.CRITICAL
+    assert 7.0 / 1.3 <= top.speedup.factor <= 7.0 * 1.3
+    assert all(f.rule != "h2d-copies" for f in _zoo("g03_pageable_copies.1"))

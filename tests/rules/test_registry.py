@@ -48,6 +48,7 @@ EXPECTED = {
     "dl4j-setup",
     # issue 36: live GPU verdicts
     "tensor-core-precision",
+    "h2d-copies",
 }
 
 

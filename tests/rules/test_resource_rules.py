@@ -18,6 +18,7 @@ from stepdoctor.model import (
 )
 from stepdoctor.rules import RuleContext
 from stepdoctor.rules.competing_processes import competing_processes
+from stepdoctor.rules.h2d_copies import h2d_copies
 from stepdoctor.rules.small_batch import small_batch
 from stepdoctor.rules.tensor_core_precision import tensor_core_precision
 from stepdoctor.rules.thread_oversubscription import thread_oversubscription
@@ -221,3 +222,24 @@ def test_tensor_core_precision_silent_before_tensor_cores() -> None:
         s, facts=env(gpu__capability=6.1), gpu=_busy(s, 95.0), models=(_fp32_on_gpu("off"),)
     )
     assert tensor_core_precision(RuleContext(old)) == []
+
+
+def test_h2d_copies_on_a_gpu_job_bounded_by_the_gpus_own_work() -> None:
+    s = steps(1000, phases_ms={"h2d": 6.0, "forward": 1.0, "backward": 2.0, "optimizer": 1.0})
+    copies = env(torch__h2d_pageable=1000, torch__h2d_pinned=0)
+    model = (_dense_on_gpu(256),)
+    (f,) = h2d_copies(RuleContext(record(s, facts=copies, models=model)))
+    assert f.severity is Severity.CRITICAL and f.title == "Copies to the GPU take 60% of each step"
+    assert f.speedup.factor == pytest.approx(1 / 0.4)  # NVML unread: the copies removed
+    assert "pageable memory" in f.explanation
+    # NVML saw the GPU 50% busy: its own work bounds the step at half the time.
+    busy = RuleContext(record(s, facts=copies, gpu=_busy(s, 50.0), models=model))
+    (g,) = h2d_copies(busy)
+    assert g.speedup.factor == pytest.approx(2.0)
+
+
+def test_h2d_copies_silent_for_cpu_jobs_and_small_copies() -> None:
+    s = steps(100, phases_ms={"h2d": 6.0, "forward": 4.0})
+    assert h2d_copies(RuleContext(record(s))) == []  # no model on a GPU
+    small = steps(100, phases_ms={"h2d": 1.0, "forward": 9.0})
+    assert h2d_copies(RuleContext(record(small, models=(_dense_on_gpu(256),)))) == []

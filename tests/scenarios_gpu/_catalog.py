@@ -8,7 +8,7 @@ from __future__ import annotations
 FAULTS: dict[str, tuple[str, str]] = {
     "g01_input_bound.py": ("input pipeline in the training process", "input-bound"),
     "g02_few_workers.py": ("too few DataLoader workers", "input-bound"),
-    "g03_pageable_copies.py": ("pageable host-to-device copies", ""),
+    "g03_pageable_copies.py": ("pageable host-to-device copies", "h2d-copies"),
     "g04_sync_metrics.py": ("a host sync and CPU metrics every step", "slow-callbacks"),
     "g05_fp32_matmul.py": (
         "float32 matmuls on tensor cores (mixed precision off)",

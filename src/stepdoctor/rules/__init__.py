@@ -16,6 +16,7 @@ from stepdoctor.rules import (  # noqa: F401  (importing registers the rules)
     gc_pauses,
     gpu_idle,
     h2d_bound,
+    h2d_copies,
     helper_processes,
     hot_kernel,
     input_bound,

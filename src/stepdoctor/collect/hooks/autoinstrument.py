@@ -101,6 +101,9 @@ class TorchSink(Protocol):
     """Ops the MPS backend ran on the CPU (from its fallback warnings)."""
     h2d_in_forward: list[int]
     """``[n]``: host-to-device copies made inside the model's forward."""
+    h2d_copies: list[int]
+    """``[pageable, pinned]``: host-to-device copies of tensors in pageable and in pinned
+    host memory (a pageable copy is staged through a pinned buffer and blocks the host)."""
     sync_calls: list[int]
     """``[n]``: device-to-host reads (``.item()``, ``.tolist()``, ``.cpu()``) of device tensors."""
     experiment_trigger: ExperimentTrigger | None
@@ -297,7 +300,7 @@ class TorchPatches:
     ) -> Any:
         """Time host-to-device copies as ``h2d`` (``timed``: ``original`` wrapped as that phase
         by the phase hook); count those made inside the model's forward (tensors created on the
-        CPU and moved at every call)."""
+        CPU and moved at every call), and those from pageable and from pinned memory."""
         sink = self._sink
         in_forward = self._in_forward
         get_ident = threading.get_ident
@@ -314,11 +317,14 @@ class TorchPatches:
             device = getattr(target, "device", None)  # .to(other_tensor)
             return device is not None and bool(device.type != "cpu")
 
+        copies = sink.h2d_copies
+
         def wrapper(tensor: Any, *args: Any, **kwargs: Any) -> Any:
             if tensor.device.type != "cpu" or not moves(args, kwargs):
                 return original(tensor, *args, **kwargs)
             if get_ident() in in_forward:
                 sink.h2d_in_forward[0] += 1
+            copies[1 if tensor.is_pinned() else 0] += 1
             return timed(tensor, *args, **kwargs)
 
         return _dressed(wrapper, original)

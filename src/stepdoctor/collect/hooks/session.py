@@ -114,6 +114,7 @@ class BaseSession(ABC):
         self.model_precision: dict[int, tuple[str | None, str | None]] = {}
         self.fallback_ops: list[str] = []
         self.h2d_in_forward: list[int] = [0]
+        self.h2d_copies: list[int] = [0, 0]
         self.sync_calls: list[int] = [0]
         self.framework_facts: list[EnvFact] = []
         """A training framework's name, version and settings (``stepdoctor.integrations``)."""

@@ -371,6 +371,20 @@ class Monitor:
                         source="host-to-device copies inside the model's forward",
                     )
                 )
+            pageable, pinned = getattr(self._sink, "h2d_copies", (0, 0))
+            if pageable or pinned:
+                slow += [
+                    EnvFact(
+                        key="torch.h2d_pageable",
+                        value=pageable,
+                        source="host-to-device copies from pageable memory",
+                    ),
+                    EnvFact(
+                        key="torch.h2d_pinned",
+                        value=pinned,
+                        source="host-to-device copies from pinned memory",
+                    ),
+                ]
             if self._sink.fallback_ops:
                 slow.append(
                     EnvFact(
