@@ -243,3 +243,71 @@ def test_h2d_copies_silent_for_cpu_jobs_and_small_copies() -> None:
     assert h2d_copies(RuleContext(record(s))) == []  # no model on a GPU
     small = steps(100, phases_ms={"h2d": 1.0, "forward": 9.0})
     assert h2d_copies(RuleContext(record(small, models=(_dense_on_gpu(256),)))) == []
+
+
+def test_memory_limits_gpu_nearly_full_during_the_steps() -> None:
+    from stepdoctor.rules.memory_limits import memory_limits
+
+    s = steps(100, phases_ms={"forward": 10})
+    model = (_dense_on_gpu(256),)
+
+    def readings(used_gib: float) -> tuple[GpuSample, ...]:
+        return tuple(
+            GpuSample(
+                t_ns=t,
+                index=0,
+                mem_used_bytes=int(used_gib * 2**30),
+                mem_total_bytes=80 * 2**30,
+                processes=(_JOB,),
+            )
+            for t in range(s[0].start_ns, s[-1].end_ns, 100 * MS)
+        )
+
+    facts = env(mem__total_bytes=64 * 2**30)
+    (full,) = memory_limits(RuleContext(record(s, facts=facts, gpu=readings(76), models=model)))
+    assert full.severity is Severity.CRITICAL and full.title == "GPU 0's memory 95% full"
+    assert memory_limits(RuleContext(record(s, facts=facts, gpu=readings(40), models=model))) == []
+
+
+def test_memory_limits_fragmented_gpu_memory_from_the_allocators_retries() -> None:
+    from stepdoctor.rules.memory_limits import memory_limits
+
+    s = steps(100, phases_ms={"forward": 10})
+    model = (_dense_on_gpu(256),)
+    facts = env(
+        mem__total_bytes=64 * 2**30,
+        cuda__alloc_retries=7,
+        cuda__peak_reserved_bytes=70 * 2**30,
+        cuda__peak_allocated_bytes=50 * 2**30,
+        env__PYTORCH_CUDA_ALLOC_CONF=None,
+    )
+    (f,) = memory_limits(RuleContext(record(s, facts=facts, models=model)))
+    assert f.title == "The GPU's memory is fragmented: 7 allocation retries"
+    assert "expandable_segments:True" in f.fix.summary
+    on = env(
+        mem__total_bytes=64 * 2**30,
+        cuda__alloc_retries=7,
+        env__PYTORCH_CUDA_ALLOC_CONF="expandable_segments:True",
+    )
+    (g,) = memory_limits(RuleContext(record(s, facts=on, models=model)))
+    assert "already" in g.fix.summary
+
+
+def test_the_probe_reads_the_caching_allocators_figures() -> None:
+    from stepdoctor.probes.environment import _allocator
+
+    class Cuda:
+        @staticmethod
+        def memory_stats() -> dict[str, int]:
+            return {"num_alloc_retries": 3, "num_ooms": 0, "reserved_bytes.all.peak": 5}
+
+    class Torch:
+        cuda = Cuda
+
+    facts = {f.key: f.value for f in _allocator(Torch)}
+    assert facts == {
+        "cuda.alloc_retries": 3,
+        "cuda.ooms": 0,
+        "cuda.peak_reserved_bytes": 5,
+        "cuda.peak_allocated_bytes": 0,
+    }

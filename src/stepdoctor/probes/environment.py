@@ -405,7 +405,22 @@ def _torch(inputs: ProbeInputs) -> list[EnvFact]:
     if cuda_available:
         caps = [torch.cuda.get_device_capability(i) for i in range(torch.cuda.device_count())]
         facts.append(_fact("gpu.capability", min(float(f"{a}.{b}") for a, b in caps), "torch.cuda"))
+        if torch.cuda.is_initialized():  # the job used the GPU: its caching allocator's figures
+            facts += _allocator(torch)
     return facts
+
+
+def _allocator(torch: Any) -> list[EnvFact]:
+    """torch's caching allocator on the current GPU: retries after freeing its cache
+    (fragmentation), out-of-memory errors, peak reserved and allocated bytes."""
+    stats = torch.cuda.memory_stats()
+    src = "torch.cuda.memory_stats()"
+    return [
+        _fact("cuda.alloc_retries", int(stats.get("num_alloc_retries", 0)), src),
+        _fact("cuda.ooms", int(stats.get("num_ooms", 0)), src),
+        _fact("cuda.peak_reserved_bytes", int(stats.get("reserved_bytes.all.peak", 0)), src),
+        _fact("cuda.peak_allocated_bytes", int(stats.get("allocated_bytes.all.peak", 0)), src),
+    ]
 
 
 def _available(owner: Any, name: str) -> bool:

@@ -1,17 +1,21 @@
-"""memory-limits: the job is close to its memory limit, the machine swaps, or /dev/shm is
-too small for DataLoader workers.
+"""memory-limits: the job is close to its memory limit, the machine swaps, /dev/shm is
+too small for DataLoader workers, or its GPU's memory is nearly full or fragmented.
 
 Detects: the job's peak RSS (process tree) against the memory it may use (the cgroup limit,
 else RAM); at start (the doctor) little memory available; swap in use; /dev/shm smaller than
-DataLoader workers need (Docker's 64 MiB default).
-Evidence: RSS, limit, available memory, swap, /dev/shm size, workers.
-Fix: smaller batches or a larger limit; stop swapping; ``--shm-size``/``--ipc=host``.
+DataLoader workers need (Docker's 64 MiB default); a PyTorch job's GPU memory in use (NVML,
+during its steps) near the GPU's total; torch's caching allocator freeing its cache to retry
+an allocation (``num_alloc_retries``: fragmentation).
+Evidence: RSS, limit, available memory, swap, /dev/shm size, workers; GPU memory used and
+total; the allocator's retries, peak reserved and allocated bytes, PYTORCH_CUDA_ALLOC_CONF.
+Fix: smaller batches or a larger limit; stop swapping; ``--shm-size``/``--ipc=host``; on the
+GPU smaller batches, bf16, activation checkpointing, ``expandable_segments:True``.
 """
 
 from __future__ import annotations
 
 from stepdoctor.model import Evidence, Finding, Fix, RunRecord, Severity, Speedup
-from stepdoctor.rules._facts import fact_int
+from stepdoctor.rules._facts import fact_int, gpu_job
 from stepdoctor.rules._severity import grade
 from stepdoctor.rules.context import RuleContext
 from stepdoctor.rules.registry import rule
@@ -69,7 +73,112 @@ def memory_limits(ctx: RuleContext) -> list[Finding]:
     workers = max((lo.num_workers for lo in record.loaders), default=0)
     if shm is not None and shm < SHM_MIN_BYTES and (workers > 0 or not record.loaders):
         findings.append(_small_shm(shm, workers, known=bool(record.loaders)))
+    if gpu_job(record):
+        full = _gpu_full(ctx)
+        if full is not None:
+            findings.append(full)
+        retries = fact_int(record, "cuda.alloc_retries")
+        if retries:
+            findings.append(_fragmented(record, retries))
     return findings
+
+
+def _gpu_full(ctx: RuleContext) -> Finding | None:
+    """The most of a GPU's memory in use at a reading during the steps, where the job's
+    processes are on it, against its total (NVML counts torch's cached blocks as in use:
+    what the job holds and keeps)."""
+    start, end = (ctx.steps[0].start_ns, ctx.steps[-1].end_ns) if ctx.steps else (0, 2**63)
+    worst: tuple[float, int, int, int] | None = None
+    for s in ctx.record.gpu:
+        if not (start <= s.t_ns <= end) or not any(p.is_job for p in s.processes):
+            continue
+        if s.mem_used_bytes is None or not s.mem_total_bytes:
+            continue
+        share = s.mem_used_bytes / s.mem_total_bytes
+        if worst is None or share > worst[0]:
+            worst = (share, s.index, s.mem_used_bytes, s.mem_total_bytes)
+    if worst is None:
+        return None
+    share, index, used, total = worst
+    rung = grade(share, warning=RSS_WARNING, critical=RSS_CRITICAL)
+    if rung is None:
+        return None
+    return Finding(
+        rule="memory-limits",
+        severity=rung.severity,
+        title=f"GPU {index}'s memory {share:.0%} full",
+        explanation=(
+            f"During the steps GPU {index} had {used / 2**30:.1f} of its {total / 2**30:.1f} GiB "
+            "in use (torch's cache included): a longer batch, a checkpoint's buffers or "
+            "fragmentation can run it out of memory."
+        ),
+        evidence=(
+            Evidence(
+                metric="GPU memory in use, peak",
+                value=round(share, 4),
+                unit="share",
+                threshold=rung.threshold,
+                source="NVML",
+            ),
+            Evidence(metric="GPU memory total", value=round(total / 2**30, 1), unit="GiB"),
+        ),
+        speedup=_NO_SPEEDUP,
+        fix=Fix(
+            summary="Smaller batches (with gradient accumulation to keep the effective "
+            "batch), bf16 autocast, activation checkpointing; "
+            "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True against fragmentation.",
+            snippet="PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True stepdoctor run train.py",
+        ),
+    )
+
+
+def _fragmented(record: RunRecord, retries: int) -> Finding:
+    """torch's caching allocator found no cached block for a request, freed its cache and
+    retried: each retry synchronises the GPU (PyTorch's CUDA semantics notes, memory
+    management)."""
+    conf = record.env_value("env.PYTORCH_CUDA_ALLOC_CONF")
+    reserved = fact_int(record, "cuda.peak_reserved_bytes")
+    allocated = fact_int(record, "cuda.peak_allocated_bytes")
+    evidence = [
+        Evidence(
+            metric="allocation retries (cache freed)",
+            value=retries,
+            source="torch.cuda.memory_stats()",
+        ),
+        Evidence(metric="PYTORCH_CUDA_ALLOC_CONF", value=conf, source="environment"),
+    ]
+    if reserved and allocated:
+        evidence.append(
+            Evidence(
+                metric="peak reserved / peak allocated",
+                value=f"{reserved / 2**30:.1f} / {allocated / 2**30:.1f}",
+                unit="GiB",
+                source="torch.cuda.memory_stats()",
+            )
+        )
+    expandable = isinstance(conf, str) and "expandable_segments:True" in conf
+    return Finding(
+        rule="memory-limits",
+        severity=Severity.WARNING,
+        title=f"The GPU's memory is fragmented: {retries} allocation retries",
+        explanation=(
+            f"torch's caching allocator found no free block of the right size {retries} "
+            "time(s), freed its whole cache and asked the driver again; each retry "
+            "synchronises the GPU, and the next may end in an out-of-memory error."
+        ),
+        evidence=tuple(evidence),
+        speedup=Speedup.none("not estimated: each retry's cost was not timed"),
+        fix=Fix(
+            summary=(
+                "Set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (segments grow instead "
+                "of fragmenting), or lower the batch size."
+                if not expandable
+                else "Expandable segments are on already: lower the batch size, or keep "
+                "tensor sizes the same from step to step."
+            ),
+            snippet="PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True stepdoctor run train.py",
+        ),
+    )
 
 
 def _limit(record: RunRecord) -> tuple[int | None, str]:
