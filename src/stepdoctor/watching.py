@@ -21,8 +21,6 @@ from types import TracebackType
 from typing import Any, TypeVar
 
 from stepdoctor.collect import Session, current_session, end_status, raised_at
-from stepdoctor.render import render_json, render_text
-from stepdoctor.report import build_report
 
 __all__ = ["Watch", "stderr_line", "watch"]
 
@@ -76,6 +74,11 @@ class Watch:
             return
         status, code, error = end_status(exc)
         record = session.stop(status, code, error, error_at=raised_at(exc))
+        # The report's modules (the rules, rich) load only here, after the job: a watched
+        # job's start does not wait for them.
+        from stepdoctor.render import render_json, render_text
+        from stepdoctor.report import build_report
+
         try:
             report = build_report(record)
             if self._report:
