@@ -93,3 +93,14 @@ def test_batch_size_from_the_models_input_when_no_loader_gave_one(
     assert f"batch size {batch} from Net's input {shape}" in summary.batch_note
     with_loader = summarize(record(steps(20, phases_ms={"forward": 5}, batch=8)))
     assert not with_loader.batch_note  # a loader's batches are the batch size
+
+
+def test_a_gpu_jobs_summary_says_its_step_times_are_the_hosts() -> None:
+    s = steps(100, phases_ms={"forward": 10, "backward": 20})  # 3 s of steps
+    on_gpu = replace(_model((32, 8)), devices=("cuda",))
+    short = summarize(record(s, models=(on_gpu,)))
+    assert short.timing_note.startswith("step times are the host's")
+    assert "may read high" in short.timing_note  # under GPU_RUNAHEAD_S of steps
+    long = summarize(record(steps(400, phases_ms={"forward": 30}), models=(on_gpu,)))
+    assert long.timing_note and "may read high" not in long.timing_note  # 12 s
+    assert summarize(record(s, models=(_model((32, 8)),))).timing_note == ""  # on the CPU

@@ -162,6 +162,8 @@ class Summary:
     batch_note: str = ""
     """Where the batch size behind ``samples`` came from when no DataLoader batch was seen
     (the model's input), else empty."""
+    timing_note: str = ""
+    """On a GPU job: that its step times are the host's (the GPU runs behind it), else empty."""
     step_basis: str = ""
     """How the steps were found, in words (``model.measured.step_basis``)."""
     micro_batches_per_step: float | None = None

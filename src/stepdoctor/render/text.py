@@ -71,6 +71,8 @@ def _summary(report: Report) -> Panel:
     ]
     if s.batch_note:
         lines.append(s.batch_note)
+    if s.timing_note:
+        lines.append(s.timing_note)
     if s.step_basis:
         lines.append(f"how steps were counted: {s.step_basis}")
     if s.evaluation_calls or s.evaluation_s:
