@@ -185,7 +185,7 @@ def _finding(
         title="float32 training without mixed precision on tensor cores",
         explanation=(
             f"{', '.join(sorted({m.class_name for m in models}))} runs its matmuls and "
-            f"convolutions in float32 on a GPU of compute capability {capability:g}, whose "
+            f"convolutions in float32 on a GPU of compute capability {capability:.1f}, whose "
             f"tensor cores run {half} many times faster; autocast was off at its first "
             "forward."
         ),
@@ -227,7 +227,7 @@ def _tf32(
         title="float32 matmuls with TF32 off",
         explanation=(
             "torch's float32 matmul precision was 'highest' (its default) at the model's "
-            f"first forward: on compute capability {capability:g} TF32 runs float32 matmuls "
+            f"first forward: on compute capability {capability:.1f} TF32 runs float32 matmuls "
             "on tensor cores, keeping float32's range with a 10-bit mantissa; one line, no "
             "change to the model."
         ),
