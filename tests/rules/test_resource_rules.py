@@ -236,6 +236,10 @@ def test_h2d_copies_on_a_gpu_job_bounded_by_the_gpus_own_work() -> None:
     busy = RuleContext(record(s, facts=copies, gpu=_busy(s, 50.0), models=model))
     (g,) = h2d_copies(busy)
     assert g.speedup.factor == pytest.approx(2.0)
+    # The GPU 90% busy: the copies wait behind its work; noted, not flagged.
+    behind = RuleContext(record(s, facts=copies, gpu=_busy(s, 90.0), models=model))
+    (h,) = h2d_copies(behind)
+    assert h.severity is Severity.INFO and h.speedup.factor == pytest.approx(1 / 0.9)
 
 
 def test_h2d_copies_silent_for_cpu_jobs_and_small_copies() -> None:

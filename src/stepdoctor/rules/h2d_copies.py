@@ -12,7 +12,7 @@ Fix: keep data that fits on the GPU there (move it once); else ``pin_memory=True
 
 from __future__ import annotations
 
-from stepdoctor.model import Evidence, Finding, Fix, Phase, Speedup
+from stepdoctor.model import Evidence, Finding, Fix, Phase, Severity, Speedup
 from stepdoctor.rules._facts import fact_int, gpu_job
 from stepdoctor.rules._gpu import gpu_busy
 from stepdoctor.rules._severity import grade
@@ -20,7 +20,11 @@ from stepdoctor.rules.context import RuleContext, speedup_if_removed
 from stepdoctor.rules.h2d_bound import CRITICAL_SHARE, WARNING_SHARE
 from stepdoctor.rules.registry import rule
 
-__all__ = ["h2d_copies"]
+__all__ = ["GPU_BOUND_GAIN", "h2d_copies"]
+
+#: Under this modelled gain (the GPU's own work bounds it) the copies are noted, not flagged:
+#: tensor-core-precision's warning gain.
+GPU_BOUND_GAIN = 1.25
 
 
 @rule(id="h2d-copies", title="Copies to the GPU hold up each step", where=("h2d",))
@@ -72,10 +76,13 @@ def h2d_copies(ctx: RuleContext) -> list[Finding]:
             Evidence(metric="DataLoaders without pin_memory", value=len(unpinned_loaders))
         )
     from_pageable = bool(pageable) and not pinned
+    # A blocking copy also waits for the GPU's earlier work on its stream: with the GPU busy,
+    # the h2d phase holds the GPU's time, not the copies', and the fix gains little.
+    gpu_bound = busy is not None and factor < GPU_BOUND_GAIN
     return [
         Finding(
             rule="h2d-copies",
-            severity=rung.severity,
+            severity=Severity.INFO if gpu_bound else rung.severity,
             title=f"Copies to the GPU take {share:.0%} of each step",
             explanation=(
                 f"The host spends {share:.0%} of each step copying tensors to the GPU"
@@ -86,6 +93,12 @@ def h2d_copies(ctx: RuleContext) -> list[Finding]:
                     else ", waiting for each copy to finish"
                 )
                 + "; meanwhile it launches no work for the GPU."
+                + (
+                    " The GPU was busy most of that time: the copies wait behind its work, and "
+                    "taking them off the host's path gains little."
+                    if gpu_bound
+                    else ""
+                )
             ),
             evidence=tuple(evidence),
             speedup=Speedup(factor=factor, basis=basis),
