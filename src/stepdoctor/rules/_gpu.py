@@ -6,7 +6,7 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass
 
-from stepdoctor.model import ModelInfo
+from stepdoctor.model import ModelInfo, RunRecord
 from stepdoctor.rules.context import RuleContext
 
 __all__ = [
@@ -15,6 +15,7 @@ __all__ = [
     "GpuPeak",
     "dense_flops_per_sample",
     "gpu_busy",
+    "job_gpus",
     "peak_of",
 ]
 
@@ -59,6 +60,11 @@ def peak_of(name: str) -> GpuPeak | None:
     return PEAKS[max(found, key=len)] if found else None
 
 
+def job_gpus(record: RunRecord) -> set[int]:
+    """The GPUs on which NVML listed one of the job's processes at some reading."""
+    return {s.index for s in record.gpu if any(p.is_job for p in s.processes)}
+
+
 def gpu_busy(ctx: RuleContext) -> tuple[float, int, str] | None:
     """The job's GPUs' mean NVML utilisation (0-1) over the readings taken during its measured
     steps, how many readings, and the GPU's name (None: fewer than ``MIN_BUSY_READINGS``).
@@ -66,7 +72,7 @@ def gpu_busy(ctx: RuleContext) -> tuple[float, int, str] | None:
     if not ctx.steps:
         return None
     start, end = ctx.steps[0].start_ns, ctx.steps[-1].end_ns
-    mine = {s.index for s in ctx.record.gpu if any(p.is_job for p in s.processes)}
+    mine = job_gpus(ctx.record)
     readings = [
         s
         for s in ctx.record.gpu

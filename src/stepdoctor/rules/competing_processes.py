@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from stepdoctor.model import Evidence, Finding, Fix, ProcessUsage, Severity, Speedup
 from stepdoctor.rules._facts import fact_int
+from stepdoctor.rules._gpu import job_gpus
 from stepdoctor.rules._severity import grade
 from stepdoctor.rules.context import RuleContext
 from stepdoctor.rules.registry import rule
@@ -159,7 +160,7 @@ def _gpu(ctx: RuleContext) -> Finding | None:
     busy at a reading that listed them but none of the job's processes) or hold a quarter of
     its memory; else info (holding some memory while idle costs the job nothing)."""
     foreign: dict[tuple[int, int], tuple[str, int | None]] = {}
-    mine = {s.index for s in ctx.record.gpu if any(p.is_job for p in s.processes)}
+    mine = job_gpus(ctx.record)
     alone: list[float] = []
     held: dict[int, float] = {}
     for sample in ctx.record.gpu:

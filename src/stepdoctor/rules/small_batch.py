@@ -81,8 +81,9 @@ def small_batch(ctx: RuleContext) -> list[Finding]:
             return []
         sizes, source = [fallback], "the model's first input (no DataLoader batch was seen)"
     batch = statistics.median(sizes)
-    if gpu_job(ctx.record) and gpu_busy(ctx) is not None:
-        found = _on_gpu(ctx, batch, source)
+    busy = gpu_busy(ctx) if gpu_job(ctx.record) else None
+    if busy is not None:
+        found = _on_gpu(ctx, batch, source, busy)
         return [found] if found is not None else []
     # On the CPU, or a GPU that NVML did not read: the per-step costs the host measured
     rung = grade(batch, warning=SMALL_BATCH, critical=CRITICAL_BATCH, lower_is_worse=True)
@@ -140,7 +141,9 @@ def small_batch(ctx: RuleContext) -> list[Finding]:
     ]
 
 
-def _on_gpu(ctx: RuleContext, batch: float, source: str) -> Finding | None:
+def _on_gpu(
+    ctx: RuleContext, batch: float, source: str, busy: tuple[float, int, str]
+) -> Finding | None:
     """A batch under ``GPU_TARGET_BATCH`` on a GPU that NVML saw mostly idle during the steps.
 
     The model, batch ``b`` -> ``GPU_TARGET_BATCH`` (``k`` times larger), from the step's own
@@ -152,9 +155,8 @@ def _on_gpu(ctx: RuleContext, batch: float, source: str) -> Finding | None:
     the GPU's time grown with the batch). The step at ``k b`` takes the longer of the host's
     ``F + k D`` and the GPU's, and the gain is ``k T`` over it.
     """
-    busy = gpu_busy(ctx)
     step_ms = ctx.summary.mean_step_ms
-    if busy is None or not step_ms or batch >= GPU_TARGET_BATCH:
+    if not step_ms or batch >= GPU_TARGET_BATCH:
         return None
     util, readings, name = busy
     if util >= UNDERUSED_GPU or ctx.share(*_PER_SAMPLE_GPU) >= INPUT_SHARE:

@@ -163,22 +163,27 @@ def _basis(model: tuple[float, float, bool, int, str], ratio: float, what: str) 
     )
 
 
+def _graded(
+    modelled: tuple[float, float, tuple[float, float, bool, int, str]] | None, what: str
+) -> tuple[Severity, Speedup]:
+    """A finding's severity and speed-up from its modelled gain (info, no figure: none)."""
+    if modelled is None:
+        return Severity.INFO, Speedup.none(
+            "not estimated: NVML did not read the GPU during the steps"
+        )
+    gain, ratio, model = modelled
+    rung = grade(gain, warning=WARNING_GAIN, critical=CRITICAL_GAIN)
+    severity = rung.severity if rung is not None else Severity.INFO
+    return severity, Speedup(factor=gain, basis=_basis(model, ratio, what))
+
+
 def _finding(
     models: list[ModelInfo],
     capability: float,
     half: str,
     modelled: tuple[float, float, tuple[float, float, bool, int, str]] | None,
 ) -> Finding:
-    if modelled is None:
-        severity, speedup = (
-            Severity.INFO,
-            Speedup.none("not estimated: NVML did not read the GPU during the steps"),
-        )
-    else:
-        gain, ratio, model = modelled
-        rung = grade(gain, warning=WARNING_GAIN, critical=CRITICAL_GAIN)
-        severity = rung.severity if rung is not None else Severity.INFO
-        speedup = Speedup(factor=gain, basis=_basis(model, ratio, f"autocast to {half}"))
+    severity, speedup = _graded(modelled, f"autocast to {half}")
     return Finding(
         rule="tensor-core-precision",
         severity=severity,
@@ -211,16 +216,7 @@ def _tf32(
     capability: float,
     modelled: tuple[float, float, tuple[float, float, bool, int, str]] | None,
 ) -> Finding:
-    if modelled is None:
-        severity, speedup = (
-            Severity.INFO,
-            Speedup.none("not estimated: NVML did not read the GPU during the steps"),
-        )
-    else:
-        gain, ratio, model = modelled
-        rung = grade(gain, warning=WARNING_GAIN, critical=CRITICAL_GAIN)
-        severity = rung.severity if rung is not None else Severity.INFO
-        speedup = Speedup(factor=gain, basis=_basis(model, ratio, "TF32"))
+    severity, speedup = _graded(modelled, "TF32")
     return Finding(
         rule="tensor-core-precision",
         severity=severity,
