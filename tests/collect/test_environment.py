@@ -114,6 +114,8 @@ def _cpuinfo_facts(inputs: ProbeInputs) -> list[EnvFact]:
     return probe_environment(probes=[p for p in SLOW_PROBES if p[0] == "cpuinfo"], inputs=inputs)
 
 
+# py-cpuinfo's first answer must come within the probe's timeout: beside no other test
+@pytest.mark.serial
 def test_cpuinfos_answer_is_kept_for_the_boot_and_read_back(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -28,6 +28,9 @@ from stepdoctor.render.trace import render_trace
 from stepdoctor.rules import RuleContext
 from stepdoctor.traces import analyse_paths, load_events
 
+#: Real captures whose windows follow the job's pace: make test runs these beside no other test.
+pytestmark = pytest.mark.serial
+
 
 def _train(steps: int) -> None:
     model = nn.Linear(4, 2)

@@ -15,6 +15,9 @@ from stepdoctor.collect.sampling.pyspy import PySpyRecorder, parse_raw, pyspy_mi
 from stepdoctor.model import UNPHASED
 from stepdoctor.record import load_run
 
+#: Sampled stacks of a real run: make test runs these beside no other test (pyproject's marks).
+pytestmark = pytest.mark.serial
+
 RAW = (
     'process 41:"python train.py";<module> (/job/train.py:9);decode (/job/train.py:3) 7\n'
     'process 41:"python train.py";<module> (/job/train.py:9) 2\n'

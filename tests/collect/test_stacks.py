@@ -38,6 +38,9 @@ from stepdoctor.collect.session import Session
 from stepdoctor.model import GC_PHASE, SETUP_PHASE, WORKER_PHASE
 from stepdoctor.record import load_run
 
+#: Sampled stacks of real threads and processes: make test runs these beside no other test.
+pytestmark = pytest.mark.serial
+
 OWNER = 7
 #: Roots as a job run from this folder sees them: "ours" is a folder no code lives in, so this
 #: test file counts as the job's code and the standard library as a library.
