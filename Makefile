@@ -41,15 +41,16 @@ browser:
 # tests/traces/test_loader_paths.py).
 # The jobs the tests run are processes of their own: with Python's bytecode cache (git ignores
 # __pycache__) each one does not compile stepdoctor's modules again (~0.3 s a job here).
-# Two parts, one coverage figure: first the tests that read no timing, spread over the cores
-# (pytest-xdist); then, one at a time and beside no other test, the scenario runs and the tests
-# marked serial (their verdicts read the machine's load). The second part adds its coverage to
-# the first's and reports the total (the floor in pyproject.toml applies to it).
+# Two parts, one coverage figure: first every test but those marked serial, spread over the
+# cores (pytest-xdist; a scenario run beside another is a run on a busy machine, which every
+# verdict must survive); then, one at a time, the tests marked serial (their verdicts read the
+# machine's load, or they load every core). The second part adds its coverage to the first's
+# and reports the total (the floor in pyproject.toml applies to it).
 PYTEST = env -u PYTHONDONTWRITEBYTECODE STEPDOCTOR_REQUIRE_C_PARTS=1 $(PY) -m pytest -q --durations=25
 test: lint browser
 	$(PYTEST) --cov --cov-report= --cov-fail-under=0 -n auto --dist worksteal \
-	  -m "not package and not scenario and not serial"
-	$(PYTEST) --cov --cov-append --cov-report=term -m "not package and (scenario or serial)"
+	  -m "not package and not serial"
+	$(PYTEST) --cov --cov-append --cov-report=term -m "not package and serial"
 
 # Every supported CPython, each in a venv of its own (noxfile.py): lint and types on the lowest;
 # on each, the wheel with its C parts and the tests that are not scenario runs, without torch;

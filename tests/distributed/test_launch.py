@@ -71,6 +71,7 @@ def test_all_reduces_that_take_half_a_step_are_the_jobs_cost(tmp_path: Path) -> 
     assert ddp.comm_hook == "fp16_compress_hook"
 
 
+@pytest.mark.serial  # its planted hog must be the only load on the machine
 def test_a_rank_beside_a_cpu_hog_on_its_core_is_named(tmp_path: Path) -> None:
     """Each rank pinned to a core of its own, two busy shells pinned to rank 1's: rank 1 is
     the one the other waits for, late in its computation, with the shells named."""
@@ -149,6 +150,7 @@ def test_torchrun_with_stepdoctor_as_the_module_records_each_rank(tmp_path: Path
     assert proc.stderr.count("Findings") <= 1  # only rank 0 prints its report
 
 
+@pytest.mark.serial  # eight ranks load every core: beside no other test
 def test_eight_ranks_on_one_host_write_eight_whole_records(tmp_path: Path) -> None:
     out = tmp_path / "job"
     proc = _stepdoctor("run", "--nproc-per-node", "8", "--no-report", "--stacks", "off",

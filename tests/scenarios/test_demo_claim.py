@@ -52,6 +52,8 @@ def _epochs_s(demo: ModuleType, loader: object, model: torch.nn.Module) -> float
     return time.perf_counter() - start
 
 
+# measures the fix's gain against the claim: beside no other test
+@pytest.mark.serial
 @pytest.mark.scenario
 def test_the_demos_first_fix_applied_gains_what_the_report_claims(tmp_path: Path) -> None:
     out = tmp_path / "demo.json"

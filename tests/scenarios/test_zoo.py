@@ -77,7 +77,11 @@ def _describe(report: dict[str, object]) -> str:
     return f"{line}\n  top: {top.get('title', '')}: {evidence}"
 
 
-def _doses() -> list[tuple[str, str, str]]:
+#: Faults planted as other processes that load the machine: run beside no other test (``serial``).
+LOADS_THE_MACHINE = frozenset({"competing_processes.py"})
+
+
+def _doses() -> list[object]:
     """(script, rule, magnitude) to run: every fault once, at the dose its test needs: strong
     where the finding must name the planted code (``PLANTED_CODE``: the stacks need the
     fault's time to sample), else mild, the harder one to find; every fault at both doses with
@@ -86,7 +90,12 @@ def _doses() -> list[tuple[str, str, str]]:
     docs/accuracy.md.)"""
     every = os.environ.get("ZOO_EVERY_DOSE") == "1"
     return [
-        (script, rule_id, magnitude)
+        pytest.param(
+            script,
+            rule_id,
+            magnitude,
+            marks=[pytest.mark.serial] if script in LOADS_THE_MACHINE else [],
+        )
         for script, rule_id in sorted(FAULTS.items())
         for magnitude in MAGNITUDES
         if every or magnitude == ("strong" if script in PLANTED_CODE else "mild")
