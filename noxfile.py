@@ -6,7 +6,8 @@
 - ``tests``, on each: the package built and installed as a wheel (its C parts compiled against
   that interpreter's headers; ``STEPDOCTOR_REQUIRE_C_PARTS=1`` fails the run where one did not
   build), then the tests that are not scenario runs, without torch (those that need it skip and
-  say so: they and the zoo run under ``make test``), among them ``tests/test_watched_job.py``:
+  say so: they and the zoo run under ``make test``), in two parts as ``make test`` runs them
+  (spread over the cores, then those marked ``serial``), among them ``tests/test_watched_job.py``:
   a job watched under ``stepdoctor run`` with the C parts and with ``STEPDOCTOR_PURE_PYTHON=1``.
 - ``package``, on the lowest: the sdist and the wheel, each installed in a fresh venv that
   watches a job (``tests/test_package.py``).
@@ -23,7 +24,7 @@ import nox
 PYTHONS = ("3.10", "3.11", "3.12", "3.13")
 SOURCES = ("src", "tests", "benchmarks", "examples", "hatch_build.py", "noxfile.py")
 #: What the tests need besides the package (the ``dev`` extra less torch and the frameworks).
-TEST_TOOLS = ("pytest", "hypothesis", "jsonschema", "numpy", "scipy", "pysimdjson")
+TEST_TOOLS = ("pytest", "pytest-xdist", "hypothesis", "jsonschema", "numpy", "scipy", "pysimdjson")
 
 nox.options.default_venv_backend = "venv"
 nox.options.error_on_missing_interpreters = False
@@ -50,11 +51,14 @@ def lint(session: nox.Session) -> None:
 def tests(session: nox.Session) -> None:
     """The wheel with its C parts, then every test but the scenario runs, without torch."""
     _install(session, ".", *TEST_TOOLS)
-    session.run(
-        "python", "-m", "pytest", "-q", "-p", "no:cacheprovider",
-        "-m", "not scenario and not package", *session.posargs,
-        env={"STEPDOCTOR_REQUIRE_C_PARTS": "1"},
-    )  # fmt: skip
+    # fewer property-test examples than make test's 300 (tests/conftest.py's profiles)
+    env = {"STEPDOCTOR_REQUIRE_C_PARTS": "1", "HYPOTHESIS_PROFILE": "pythons"}
+    pytest = ("python", "-m", "pytest", "-q", "-p", "no:cacheprovider")
+    # as make test: spread over the cores, then the tests marked serial one at a time
+    parallel = ("-n", "auto", "--dist", "worksteal")
+    session.run(*pytest, *parallel, "-m", "not scenario and not package and not serial",
+                *session.posargs, env=env)  # fmt: skip
+    session.run(*pytest, "-m", "serial and not scenario and not package", *session.posargs, env=env)
 
 
 @nox.session(python=PYTHONS[0])

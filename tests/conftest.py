@@ -32,6 +32,10 @@ def _torch_state() -> tuple[object, ...]:
 _SPEED_FREE = {"deadline": None, "suppress_health_check": [HealthCheck.too_slow]}
 settings.register_profile("ci", max_examples=300, derandomize=True, **_SPEED_FREE)
 settings.register_profile("hunt", max_examples=10_000, **_SPEED_FREE)
+# make test-pythons: the same tests on every other interpreter, where what breaks is the
+# interpreter's (an import, the C parts' build, a watched job), not an example only the 300th
+# draw finds: make test's run searches that far on the main one.
+settings.register_profile("pythons", max_examples=30, derandomize=True, **_SPEED_FREE)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 

@@ -1,6 +1,6 @@
 """A small Lightning job (an MLP on random features, built from code: no downloads).
 
-``LIGHTNING_FAULT=callback``: a callback that, after every batch, walks the model's weights
+``LIGHTNING_FAULT=callback``: a callback that, after every batch, walks all the model's weights
 element by element in Python to log their statistics (the planted slow callback).
 ``LIGHTNING_STEPS``: optimizer steps (default 150). ``LIGHTNING_DEVICES``: CPU processes
 (``strategy="ddp"`` when more than one). ``LIGHTNING_ACCUMULATE``: ``accumulate_grad_batches``.
@@ -54,10 +54,10 @@ class Classifier(pl.LightningModule):
 
 
 class WeightStats(pl.Callback):
-    """Logs the mean absolute weight of the first layer, summed in Python (the slow way)."""
+    """Logs the model's mean absolute weight, summed in Python (the slow way)."""
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:  # type: ignore[no-untyped-def]
-        weights = pl_module.net[0].weight.detach().flatten().tolist()
+        weights = torch.cat([p.detach().flatten() for p in pl_module.parameters()]).tolist()
         total = 0.0
         for w in weights:
             total += abs(w)
