@@ -39,6 +39,22 @@ settings.register_profile("pythons", max_examples=30, derandomize=True, **_SPEED
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 
+#: What other processes must leave of a core for ``-n auto`` to give it a worker of its own.
+IDLE_CORE_SHARE = 0.5
+
+
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """``-n auto`` (make test): one worker per core the machine's other processes leave idle,
+    at least one. A scenario run beside another is a run on a busy machine; beside two more
+    busy processes (the loaded fresh-clone check: 4 busy processes on 2 cores, the jobs got
+    ~0.45 of a core) fixed twins drew findings from their starved steps."""
+    import psutil
+
+    cores = len(os.sched_getaffinity(0))
+    busy = psutil.cpu_percent(interval=1.0) / 100 * (psutil.cpu_count() or cores)
+    return max(1, min(cores, int(cores - busy + IDLE_CORE_SHARE)))
+
+
 def _our_callbacks() -> list[object]:
     """stepdoctor's GC callbacks (hypothesis adds one of its own for good, on first use)."""
     return [c for c in gc.callbacks if getattr(c, "__module__", "").startswith("stepdoctor")]
