@@ -45,8 +45,8 @@ browser:
 # cores (pytest-xdist; a scenario run beside another is a run on a busy machine, which every
 # verdict must survive); then, one at a time, the tests marked serial (their verdicts read the
 # machine's load, or they load every core). -n auto gives a worker to each core other
-# processes leave idle (tests/conftest.py), at least one. The second part adds its coverage to the first's
-# and reports the total (the floor in pyproject.toml applies to it).
+# processes leave idle (tests/conftest.py), at least one. The second part adds its coverage
+# to the first's and reports the total (the floor in pyproject.toml applies to it).
 PYTEST = env -u PYTHONDONTWRITEBYTECODE STEPDOCTOR_REQUIRE_C_PARTS=1 $(PY) -m pytest -q --durations=25
 test: lint browser
 	$(PYTEST) --cov --cov-report= --cov-fail-under=0 -n auto --dist worksteal \
