@@ -74,6 +74,16 @@ def own_cache_folder(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]
 
 
 @pytest.fixture(autouse=True)
+def machine_shared() -> Iterator[None]:
+    """Each test holds the machine shared: a job redone alone (``tests/_machine.py``) waits
+    for the tests running beside it and runs before the next ones start."""
+    from tests._machine import share_the_machine
+
+    with share_the_machine():
+        yield
+
+
+@pytest.fixture(autouse=True)
 def no_leaks() -> Iterator[None]:
     """Fail a test that leaves a stepdoctor thread, GC callback, session or patch behind."""
     from stepdoctor.collect import current_session

@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from stepdoctor.record import load_run
+from tests._machine import judged
 
 from ._catalog import (
     FAULTS,
@@ -60,6 +61,10 @@ def run_scenario(
     assert proc.returncode == 0, proc.stderr[-2000:]
     report: dict[str, object] = json.loads(out.read_text())
     return report, tmp_path / "run"
+
+
+def _folder(run: tuple[dict[str, object], Path]) -> Path:
+    return run[1]
 
 
 def _describe(report: dict[str, object]) -> str:
@@ -107,16 +112,20 @@ def _doses() -> list[object]:
 def test_planted_fault_comes_out_on_top(
     script: str, rule_id: str, magnitude: str, tmp_path: Path
 ) -> None:
-    report, run_dir = run_scenario(script, tmp_path, {"ZOO_MAGNITUDE": magnitude, "ZOO_FIXED": "0"})
-    job = about_the_job(report, run_dir)
-    findings = report["findings"] if rule_id in MACHINE_RULES else job
-    assert isinstance(findings, list) and findings, "no findings"
-    top = findings[0]
-    assert top["rule"] == rule_id, _describe(report)
-    assert top["severity"] in LOUD, _describe(report)
-    assert top["evidence"] and top["fix"]["summary"]
-    if magnitude == "strong" and script in PLANTED_CODE:
-        _names_the_planted_code(top, *PLANTED_CODE[script])
+    def judge(run: tuple[dict[str, object], Path]) -> None:
+        report, run_dir = run
+        job = about_the_job(report, run_dir)
+        findings = report["findings"] if rule_id in MACHINE_RULES else job
+        assert isinstance(findings, list) and findings, "no findings"
+        top = findings[0]
+        assert top["rule"] == rule_id, _describe(report)
+        assert top["severity"] in LOUD, _describe(report)
+        assert top["evidence"] and top["fix"]["summary"]
+        if magnitude == "strong" and script in PLANTED_CODE:
+            _names_the_planted_code(top, *PLANTED_CODE[script])
+
+    env = {"ZOO_MAGNITUDE": magnitude, "ZOO_FIXED": "0"}
+    judged(lambda folder: run_scenario(script, folder, env), _folder, judge, tmp_path)
 
 
 def _names_the_planted_code(
@@ -139,9 +148,12 @@ def _names_the_planted_code(
 @pytest.mark.scenario
 @pytest.mark.parametrize("script", HEALTHY)
 def test_healthy_run_raises_no_warning(script: str, tmp_path: Path) -> None:
-    report, run_dir = run_scenario(script, tmp_path)
-    loud = [f for f in about_the_job(report, run_dir) if f["severity"] in LOUD]
-    assert not loud, _describe(report)
+    def judge(run: tuple[dict[str, object], Path]) -> None:
+        report, run_dir = run
+        loud = [f for f in about_the_job(report, run_dir) if f["severity"] in LOUD]
+        assert not loud, _describe(report)
+
+    report, run_dir = judged(lambda folder: run_scenario(script, folder), _folder, judge, tmp_path)
     summary = report["summary"]
     assert isinstance(summary, dict)
     assert summary["steps"] > 20 and summary["samples_per_sec"] > 0
@@ -157,7 +169,10 @@ def _twin(script: str) -> object:
 @pytest.mark.scenario
 @pytest.mark.parametrize("script", [_twin(s) for s in sorted(FAULTS)])
 def test_fixed_twin_raises_no_warning(script: str, tmp_path: Path) -> None:
-    report, run_dir = run_scenario(script, tmp_path, {"ZOO_FIXED": "1"})
-    loud = [f for f in about_the_job(report, run_dir) if f["severity"] in LOUD]
-    assert not loud, _describe(report)
-    assert FAULTS[script] not in {f["rule"] for f in loud}
+    def judge(run: tuple[dict[str, object], Path]) -> None:
+        report, run_dir = run
+        loud = [f for f in about_the_job(report, run_dir) if f["severity"] in LOUD]
+        assert not loud, _describe(report)
+
+    env = {"ZOO_FIXED": "1"}
+    judged(lambda folder: run_scenario(script, folder, env), _folder, judge, tmp_path)

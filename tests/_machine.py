@@ -1,0 +1,148 @@
+"""The machine the tests' jobs share, and a job's run redone with the machine to itself.
+
+``make test`` spreads the tests over the cores (pytest-xdist): a scenario job then runs beside
+the other workers' tests and their jobs, as on any busy machine. The zoo's verdicts are about
+the job: a healthy job must stay silent, a planted fault must come out on top, *when the job has
+the machine*. On a 2-core machine a job beside another job gets about half a core (CI: 0.53 of
+a core, other processes 71% of the CPUs), and its starved steps read as faults of its own (data
+waits at 11%, outlier steps). stepdoctor's verdict on such a run is right, and it leads with
+``competing-processes``; it is not the verdict under test.
+
+So every test holds a shared lock on the machine while it runs (``share_the_machine``, an
+autouse fixture in ``conftest.py``), and a verdict that fails on a run whose own record shows
+other processes taking the CPUs (``_verdicts.machine_was_busy``) is judged again on a second run
+made under the exclusive lock (``judged``): no other test runs beside it. A verdict that fails
+on a run that had the machine fails at once, and the second run's verdict is final. Each redone
+run is reported in the test summary's warnings. Outside pytest-xdist (the serial part, a single
+test) there is no lock: the second run still happens, beside whatever else the machine runs.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import tempfile
+import warnings
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TypeVar
+
+from tests.scenarios._verdicts import machine_was_busy, others_share
+
+__all__ = ["RedoneAlone", "alone_on_the_machine", "judged", "share_the_machine"]
+
+T = TypeVar("T")
+
+
+class RedoneAlone(UserWarning):
+    """A verdict judged again on a run made with no other test beside it."""
+
+
+def _lock_paths() -> tuple[Path, Path] | None:
+    """The lock and its turnstile, one pair per pytest-xdist session; None outside one."""
+    run = os.environ.get("PYTEST_XDIST_TESTRUNUID")
+    if not run:
+        return None
+    base = Path(tempfile.gettempdir()) / f"stepdoctor-tests-{run}"
+    return base.with_suffix(".lock"), base.with_suffix(".gate")
+
+
+class _Machine:
+    """This worker's hold on the machine's lock (fcntl.flock: released by the kernel if the
+    worker dies). The turnstile makes a waiting exclusive hold go first: a test that starts while
+    one waits queues behind it, so a steady flow of shared holds cannot starve it."""
+
+    def __init__(self, lock: Path, gate: Path) -> None:
+        self._lock = os.open(lock, os.O_RDWR | os.O_CREAT, 0o600)
+        self._gate = os.open(gate, os.O_RDWR | os.O_CREAT, 0o600)
+
+    def share(self) -> None:
+        fcntl.flock(self._gate, fcntl.LOCK_EX)
+        try:
+            fcntl.flock(self._lock, fcntl.LOCK_SH)
+        finally:
+            fcntl.flock(self._gate, fcntl.LOCK_UN)
+
+    def release(self) -> None:
+        fcntl.flock(self._lock, fcntl.LOCK_UN)
+
+    @contextmanager
+    def alone(self) -> Iterator[None]:
+        # Drop the shared hold first: two workers waiting to be alone must not each hold what
+        # the other waits for.
+        self.release()
+        fcntl.flock(self._gate, fcntl.LOCK_EX)
+        try:
+            fcntl.flock(self._lock, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(self._lock, fcntl.LOCK_SH)  # back to sharing, still ahead of others
+        finally:
+            fcntl.flock(self._gate, fcntl.LOCK_UN)
+
+
+_machine: _Machine | None = None
+
+
+@contextmanager
+def share_the_machine() -> Iterator[None]:
+    """Hold the machine shared for the length of a test (pytest-xdist workers only)."""
+    global _machine
+    paths = _lock_paths()
+    if paths is None:
+        yield
+        return
+    if _machine is None:
+        _machine = _Machine(*paths)
+    _machine.share()
+    try:
+        yield
+    finally:
+        _machine.release()
+
+
+@contextmanager
+def alone_on_the_machine() -> Iterator[None]:
+    """No other test runs while this holds (inside ``share_the_machine``; else no-op)."""
+    if _machine is None or _lock_paths() is None:
+        yield
+        return
+    with _machine.alone():
+        yield
+
+
+def _folder(path: Path) -> Path:
+    path.mkdir(parents=True)
+    return path
+
+
+def judged(
+    run: Callable[[Path], T],
+    run_dir: Callable[[T], Path],
+    judge: Callable[[T], None],
+    tmp_path: Path,
+) -> T:
+    """``run`` a job into a folder under ``tmp_path`` and ``judge`` it (an assertion); if the
+    verdict fails on a run that shared a busy machine, run it again alone and judge that run."""
+    first = run(_folder(tmp_path / "shared"))
+    try:
+        judge(first)
+    except AssertionError as failed:
+        folder = run_dir(first)
+        if not machine_was_busy(folder):
+            raise
+        why = (str(failed) or "assert").splitlines()[0][:160]
+        warnings.warn(
+            RedoneAlone(
+                f"judged again on a run alone: other processes took {others_share(folder):.0%}"
+                f" of the CPUs and the verdict failed ({why})"
+            ),
+            stacklevel=2,
+        )
+        with alone_on_the_machine():
+            second = run(_folder(tmp_path / "alone"))
+        judge(second)
+        return second
+    return first
