@@ -9,9 +9,11 @@ describes one model (FLOPs with an example input) and runs the model rules.
 from __future__ import annotations
 
 import os
+import sys
 import threading
 import time
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from stepdoctor.collect.sampling.nvml import NvmlReader
@@ -32,6 +34,8 @@ from stepdoctor.probes.environment import (
     SLOW_PROBES,
     ProbeInputs,
     import_torch,
+    keep_torch_facts,
+    kept_torch_facts,
     probe_environment,
 )
 from stepdoctor.probes.model_lint import describe_model
@@ -60,7 +64,9 @@ def checkup(
     Args:
         environ / inputs: the probes' seams (tests pass recorded readings).
         readers: what samples CPU and GPU use (default: psutil, and NVML when present).
-        describe_torch: describe torch (imported here if the process has not yet).
+        describe_torch: describe torch: imported here if the process has not yet, unless an
+            earlier doctor of this boot kept what a fresh import decides and nothing that
+            decides it has changed (``kept_torch_facts``).
         sample_window_s: how long other processes' CPU use is measured.
     """
     started = time.monotonic()
@@ -78,9 +84,17 @@ def checkup(
         daemon=True,
     )
     background.start()
-    if describe_torch:
-        import_torch()  # in this thread: an import is not something to abandon half-way
-    facts = probe_environment(probes=FAST_PROBES, inputs=inputs)
+    kept = None
+    fresh = describe_torch and "torch" not in sys.modules
+    if fresh:
+        kept = kept_torch_facts(inputs)
+        if kept is None:
+            import_torch()  # in this thread: an import is not something to abandon half-way
+    facts = probe_environment(
+        probes=FAST_PROBES, inputs=inputs if kept is None else replace(inputs, kept=tuple(kept))
+    )
+    if fresh and kept is None and "torch" in sys.modules:
+        keep_torch_facts(inputs, facts)
     background.join()
     facts += slow
     # Who else uses the CPUs, measured after the probes (py-cpuinfo's child process would

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -77,3 +78,30 @@ def test_lint_finds_an_oversized_model_and_passes_a_small_one() -> None:
     assert any(e.metric == "forward FLOPs per sample" for e in oversized.evidence)
     small = nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 4))
     assert stepdoctor.lint(small, torch.randn(2, 16)) == []
+
+
+def test_a_later_doctor_answers_from_what_the_first_one_kept_without_importing_torch(
+    tmp_path: Path,
+) -> None:
+    code = (
+        "import sys; from stepdoctor.cli import main; rc = main(sys.argv[1:]);"
+        " print('torch imported:', 'torch' in sys.modules)"
+    )
+    env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache")}
+    answers = []
+    for n in (1, 2):
+        out = tmp_path / f"doctor{n}.json"
+        proc = subprocess.run(
+            [sys.executable, "-c", code, "doctor", "--json", str(out)],
+            capture_output=True, text=True, timeout=60, env=env,
+        )  # fmt: skip
+        assert proc.stdout.splitlines()[-1] == f"torch imported: {n == 1}", proc.stderr
+        answers.append(json.loads(out.read_text()))
+    first, later = answers
+    decided = {k: v for k, v in first["facts"].items() if k.startswith(("torch.", "pools."))}
+    assert decided["torch.version"] == torch.__version__
+    assert {k: later["facts"][k] for k in decided} == decided
+    assert later["fact_sources"]["torch.version"] == "torch (kept from earlier this boot)"
+    assert [c["status"] for c in later["checks"] if c["rule"] != "competing-processes"] == [
+        c["status"] for c in first["checks"] if c["rule"] != "competing-processes"
+    ]

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import threading
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -15,7 +16,11 @@ from stepdoctor.probes.environment import (
     CPUINFO_CACHE_FILE,
     FAST_PROBES,
     SLOW_PROBES,
+    TORCH_CACHE_FILE,
+    TORCH_DECIDED,
     ProbeInputs,
+    keep_torch_facts,
+    kept_torch_facts,
     probe_environment,
 )
 from tests.collect.test_nvml import ReplayNvml
@@ -163,3 +168,63 @@ def test_cpuinfo_without_a_writable_cache_or_a_boot_id_still_answers(
     ):
         assert _facts(_cpuinfo_facts(inputs))["cpu.avx2"] is True
     assert not (tmp_path / "c").exists()  # without a boot id nothing is kept
+
+
+def _torch_facts(rows: list[tuple[str, object]]) -> list[EnvFact]:
+    return [EnvFact(key=k, value=v, source="torch") for k, v in rows]  # type: ignore[arg-type]
+
+
+@needs_torch
+def test_what_import_torch_decides_is_kept_until_something_that_decides_it_changes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    boot = tmp_path / "boot_id"
+    boot.write_text("1\n")
+    inputs = ProbeInputs(environ={"OMP_NUM_THREADS": "2"}, cache_dir=tmp_path, boot_id=boot)
+    assert kept_torch_facts(inputs) is None  # nothing kept yet
+    facts = _torch_facts([("torch.version", "2.13.0+cpu"), ("torch.num_threads", 2),
+                    ("pools.summary", "openmp/openmp:2"), ("mem.total_bytes", 1)])  # fmt: skip
+    keep_torch_facts(inputs, facts)
+    kept = kept_torch_facts(inputs)
+    assert kept is not None
+    assert [(f.key, f.value) for f in kept] == [(f.key, f.value) for f in facts[:3]]
+    assert {f.source for f in kept} == {"torch (kept from earlier this boot)"}
+    # the pools and torch probes answer with what was kept
+    answered = probe_environment(probes=FAST_PROBES, inputs=replace(inputs, kept=tuple(kept)))
+    assert {f for f in answered if f.key.startswith(TORCH_DECIDED)} == set(kept)
+    # each thing that decides them, changed, asks torch again
+    assert kept_torch_facts(replace(inputs, environ={"OMP_NUM_THREADS": "1"})) is None
+    boot.write_text("2\n")
+    assert kept_torch_facts(inputs) is None
+    boot.write_text("1\n")
+    import torch
+
+    version_py = Path(torch.__file__).with_name("version.py")
+    stat = version_py.stat()
+    real_stat = Path.stat
+
+    def reinstalled(path: Path, **kw: object) -> os.stat_result:
+        st = real_stat(path, **kw)  # type: ignore[arg-type]
+        if path == version_py:
+            return os.stat_result((*st[:8], st.st_mtime + 1, st[9]))
+        return st
+
+    with monkeypatch.context() as patched:
+        patched.setattr(Path, "stat", reinstalled)
+        assert kept_torch_facts(inputs) is None
+    assert version_py.stat() == stat and kept_torch_facts(inputs) is not None
+    (tmp_path / TORCH_CACHE_FILE).write_text('{"facts": [["torch.version"')  # cut short
+    assert kept_torch_facts(inputs) is None
+    keep_torch_facts(inputs, _torch_facts([("pools.summary", "none loaded")]))  # no torch: not kept
+    assert kept_torch_facts(inputs) is None
+
+
+def test_without_torch_installed_nothing_is_kept(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    boot = tmp_path / "boot_id"
+    boot.write_text("1\n")
+    inputs = ProbeInputs(environ={}, cache_dir=tmp_path, boot_id=boot)
+    monkeypatch.setattr("importlib.util.find_spec", lambda name: None)
+    keep_torch_facts(inputs, _torch_facts([("torch.version", "2.13.0+cpu")]))
+    assert not (tmp_path / TORCH_CACHE_FILE).exists() and kept_torch_facts(inputs) is None

@@ -25,6 +25,7 @@ Fact keys (the rules read these):
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import logging
 import os
@@ -49,10 +50,14 @@ __all__ = [
     "PROBE_TIMEOUT_S",
     "SLOW_PROBES",
     "THREAD_ENV_VARS",
+    "TORCH_CACHE_FILE",
+    "TORCH_DECIDED",
     "Probe",
     "ProbeInputs",
     "default_probes",
     "import_torch",
+    "keep_torch_facts",
+    "kept_torch_facts",
     "probe_environment",
 ]
 
@@ -72,6 +77,12 @@ ENV_VARS = (
 )
 #: py-cpuinfo's answer, kept for the rest of the boot in the user's cache folder.
 CPUINFO_CACHE_FILE = "cpuinfo.json"
+#: The facts a process's ``import torch`` decides (torch's build, its defaults, the thread
+#: pools it loads), and where the doctor keeps them for the rest of the boot: a later doctor
+#: answers without importing torch (2.4-2.9 s here), as long as nothing that decides them has
+#: changed (``kept_torch_facts``).
+TORCH_DECIDED = ("torch.", "pools.")
+TORCH_CACHE_FILE = "torch-facts.json"
 #: A probe that has not answered by then is reported unknown. py-cpuinfo needs ~1.2 s here
 #: (it runs CPUID in a child process); the whole doctor must answer in < 3 s.
 PROBE_TIMEOUT_S = 2.5
@@ -102,6 +113,9 @@ class ProbeInputs:
     folder (``$XDG_CACHE_HOME/stepdoctor``, else ``~/.cache/stepdoctor``, from ``environ``)."""
     boot_id: Path = Path("/proc/sys/kernel/random/boot_id")
     """Names this boot (Linux): a cached answer from another boot is not used."""
+    kept: tuple[EnvFact, ...] = ()
+    """Facts a fresh ``import torch`` decides (``TORCH_DECIDED``), kept by an earlier doctor
+    (``kept_torch_facts``): the pools and torch probes answer with these."""
 
 
 Probe = Callable[[ProbeInputs], list[EnvFact]]
@@ -238,7 +252,13 @@ def _cgroup_limit(paths: Iterable[Path]) -> int | None:
     return None
 
 
+def _kept(inputs: ProbeInputs, prefix: str) -> list[EnvFact]:
+    return [f for f in inputs.kept if f.key.startswith(prefix)]
+
+
 def _pools(inputs: ProbeInputs) -> list[EnvFact]:
+    if kept := _kept(inputs, "pools."):
+        return kept
     from threadpoolctl import threadpool_info
 
     pools = threadpool_info()
@@ -285,32 +305,114 @@ def _cpu_info(inputs: ProbeInputs) -> tuple[dict[str, Any], str]:
 
     version = str(getattr(cpuinfo, "CPUINFO_VERSION_STRING", "?"))
     boot = _read_text(inputs.boot_id)
-    folder = inputs.cache_dir or _user_cache_dir(inputs.environ)
-    path = None if boot is None or folder is None else folder / CPUINFO_CACHE_FILE
+    path = _cache_path(inputs, CPUINFO_CACHE_FILE) if boot is not None else None
     key = {"boot_id": boot, "cpuinfo_version": version}
-    if path is not None:
-        try:
-            kept = json.loads(path.read_text("utf-8"))
-            if (
-                isinstance(kept, dict)
-                and all(kept.get(k) == v for k, v in key.items())
-                and isinstance(kept.get("flags"), list)
-                and all(isinstance(flag, str) for flag in kept["flags"])
-            ):
-                return kept, "py-cpuinfo (kept from earlier this boot)"
-        except (OSError, ValueError):
-            pass  # none yet, or unreadable: ask py-cpuinfo
+    kept = _read_kept(path, key)
+    if (
+        kept is not None
+        and isinstance(kept.get("flags"), list)
+        and all(isinstance(flag, str) for flag in kept["flags"])
+    ):
+        return kept, "py-cpuinfo (kept from earlier this boot)"
     info = cpuinfo.get_cpu_info()
     answer = {**key, "brand_raw": info.get("brand_raw"), "flags": list(info.get("flags") or ())}
-    if path is not None and answer["flags"]:
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            part = path.with_name(f"{path.name}.{os.getpid()}.part")
-            part.write_text(json.dumps(answer), "utf-8")
-            os.replace(part, path)  # a reader never sees half a file
-        except OSError as exc:
-            logger.debug("py-cpuinfo's answer not kept in %s: %s", path, exc)
+    if answer["flags"]:
+        _keep(path, answer)
     return answer, "py-cpuinfo"
+
+
+def _cache_path(inputs: ProbeInputs, name: str) -> Path | None:
+    folder = inputs.cache_dir or _user_cache_dir(inputs.environ)
+    return None if folder is None else folder / name
+
+
+def _read_kept(path: Path | None, key: Mapping[str, object]) -> dict[str, Any] | None:
+    """The answer kept at ``path`` if it was kept under ``key``; None if there is none, it was
+    kept under another key, or it cannot be read."""
+    if path is None:
+        return None
+    try:
+        kept = json.loads(path.read_text("utf-8"))
+    except (OSError, ValueError):
+        return None  # none yet, or unreadable: ask again
+    if isinstance(kept, dict) and all(kept.get(k) == v for k, v in key.items()):
+        return kept
+    return None
+
+
+def _keep(path: Path | None, answer: Mapping[str, object]) -> None:
+    """Write ``answer`` (its key included) to ``path``; a reader never sees half a file, and a
+    folder that cannot be written is passed over."""
+    if path is None:
+        return
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        part = path.with_name(f"{path.name}.{os.getpid()}.part")
+        part.write_text(json.dumps(answer), "utf-8")
+        os.replace(part, path)
+    except OSError as exc:
+        logger.debug("answer not kept in %s: %s", path, exc)
+
+
+def _torch_install(inputs: ProbeInputs) -> dict[str, object] | None:
+    """What decides the facts a fresh ``import torch`` gives, read without importing it: this
+    boot, this interpreter, torch's installed files (their sizes and times: a reinstall or an
+    upgrade changes them), the variables that size its threads or pick its devices, the CPUs
+    the process may use, and stepdoctor's version (which facts it reads). None when torch is
+    not installed or this boot has no id."""
+    boot = _read_text(inputs.boot_id)
+    try:
+        spec = importlib.util.find_spec("torch")
+    except (ImportError, ValueError):
+        return None
+    if boot is None or spec is None or not spec.submodule_search_locations:
+        return None
+    folder = Path(next(iter(spec.submodule_search_locations)))
+    files = [folder / "__init__.py", folder / "version.py", *sorted(folder.glob("_C.*"))]
+    stats = []
+    for path in files:
+        try:
+            st = path.stat()
+        except OSError:
+            continue
+        stats.append([str(path), st.st_size, st.st_mtime_ns])
+    from stepdoctor._version import __version__
+
+    return {
+        "boot_id": boot,
+        "python": sys.executable,
+        "stepdoctor": __version__,
+        "torch_files": stats,
+        "environ": {name: inputs.environ.get(name) for name in ENV_VARS},
+        "affinity": _affinity(),
+    }
+
+
+def kept_torch_facts(inputs: ProbeInputs) -> list[EnvFact] | None:
+    """The facts (``TORCH_DECIDED``) an earlier doctor of this boot read after importing torch,
+    if nothing that decides them has changed since (``_torch_install``); else None."""
+    key = _torch_install(inputs)
+    kept = _read_kept(_cache_path(inputs, TORCH_CACHE_FILE), key) if key else None
+    rows = kept.get("facts") if kept else None
+    if not isinstance(rows, list) or not rows:
+        return None
+    try:
+        return [
+            EnvFact(key=str(k), value=v, source=f"{src} (kept from earlier this boot)")
+            for k, v, src in rows
+            if str(k).startswith(TORCH_DECIDED) and (v is None or isinstance(v, str | int | float))
+        ]
+    except (TypeError, ValueError):
+        return None
+
+
+def keep_torch_facts(inputs: ProbeInputs, facts: Iterable[EnvFact]) -> None:
+    """Keep the facts a fresh ``import torch`` decided (the doctor's, read right after it) for
+    later doctors of this boot."""
+    key = _torch_install(inputs)
+    rows = [[f.key, f.value, f.source] for f in facts if f.key.startswith(TORCH_DECIDED)]
+    if key and any(row[0] == "torch.version" for row in rows):
+        _keep(_cache_path(inputs, TORCH_CACHE_FILE), {**key, "facts": rows})
 
 
 def _read_text(path: Path) -> str | None:
@@ -366,6 +468,8 @@ def _nvml(inputs: ProbeInputs) -> list[EnvFact]:
 
 
 def _torch(inputs: ProbeInputs) -> list[EnvFact]:
+    if kept := _kept(inputs, "torch."):
+        return kept
     torch: Any = sys.modules.get("torch")
     if torch is None and inputs.import_torch:
         try:
