@@ -8,6 +8,7 @@ import multiprocessing
 import os
 import threading
 import time
+import warnings
 from pathlib import Path
 
 import pytest
@@ -118,3 +119,10 @@ def test_a_verdict_failed_on_a_quiet_machine_fails_at_once(
     _busy(True, monkeypatch)
     assert judged(run, lambda r: tmp_path, judge, tmp_path / "b") is True  # type: ignore[arg-type]
     assert len(folders) == 1  # a verdict that holds is never run again
+
+
+def test_a_verdict_judged_again_is_reported_in_the_summary_not_raised() -> None:
+    """The project turns warnings into errors (pyproject.toml): not this one."""
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.warn(RedoneAlone("judged again on a run alone"), stacklevel=1)
+    assert [type(w.message) for w in seen] == [RedoneAlone]
