@@ -12,7 +12,7 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -33,6 +33,7 @@ from stepdoctor.probes.environment import (
     PROBE_TIMEOUT_S,
     SLOW_PROBES,
     ProbeInputs,
+    cpuinfo_kept,
     import_torch,
     keep_torch_facts,
     kept_torch_facts,
@@ -40,7 +41,6 @@ from stepdoctor.probes.environment import (
 )
 from stepdoctor.probes.model_lint import describe_model
 from stepdoctor.probes.run_meta import new_run_meta
-from stepdoctor.rules import RULES, RuleContext, run_rules
 
 __all__ = ["EXIT_CODES", "SAMPLE_WINDOW_S", "checkup", "lint"]
 
@@ -58,6 +58,7 @@ def checkup(
     readers: list[Reader] | None = None,
     describe_torch: bool = True,
     sample_window_s: float = SAMPLE_WINDOW_S,
+    while_measuring: Callable[[], object] | None = None,
 ) -> Checkup:
     """Probe this machine and run the environment rules.
 
@@ -68,6 +69,8 @@ def checkup(
             earlier doctor of this boot kept what a fresh import decides and nothing that
             decides it has changed (``kept_torch_facts``).
         sample_window_s: how long other processes' CPU use is measured.
+        while_measuring: work the caller needs next (loading its renderers), done while the
+            window is open instead of after it.
     """
     started = time.monotonic()
     origin = time.perf_counter_ns()
@@ -77,6 +80,13 @@ def checkup(
         nvml = _open_nvml(inputs.nvml)
         if nvml is not None:
             readers.append(nvml)
+    # Who else uses the CPUs: a first read primes the counters, a second one closes the window.
+    # The window runs while the probes do, unless py-cpuinfo must run its child process (its
+    # answer is not kept from earlier this boot), whose CPU would count as another process's:
+    # then it opens after them.
+    during = cpuinfo_kept(inputs)
+    opened = time.monotonic()
+    first = _sample(readers, time.perf_counter_ns()) if during else []
     slow: list[EnvFact] = []
     background = threading.Thread(
         target=lambda: slow.extend(probe_environment(probes=SLOW_PROBES, inputs=inputs)),
@@ -97,10 +107,14 @@ def checkup(
         keep_torch_facts(inputs, facts)
     background.join()
     facts += slow
-    # Who else uses the CPUs, measured after the probes (py-cpuinfo's child process would
-    # otherwise count as another process): the first read primes the counters.
-    first = _sample(readers, time.perf_counter_ns())
-    time.sleep(sample_window_s)
+    if not during:
+        opened = time.monotonic()
+        first = _sample(readers, time.perf_counter_ns())
+    from stepdoctor.rules import RULES, RuleContext, run_rules  # while the window is open
+
+    if while_measuring is not None:
+        while_measuring()
+    time.sleep(max(0.0, sample_window_s - (time.monotonic() - opened)))
     samples = _sample(readers, time.perf_counter_ns()) or first
     record = RunRecord(
         meta=new_run_meta(("stepdoctor", "doctor"), origin),
@@ -147,6 +161,8 @@ def lint(model: Any, example_input: Any = None) -> list[Finding]:
             dict of keyword arguments); gives the input size and the FLOPs per sample. The
             model runs it once under ``torch.no_grad()`` in eval mode; its mode is restored.
     """
+    from stepdoctor.rules import RuleContext, run_rules
+
     info = describe_model(model, example_input=example_input)
     facts = probe_environment(probes=FAST_PROBES, inputs=ProbeInputs(environ=os.environ))
     record = RunRecord(

@@ -105,3 +105,42 @@ def test_a_later_doctor_answers_from_what_the_first_one_kept_without_importing_t
     assert [c["status"] for c in later["checks"] if c["rule"] != "competing-processes"] == [
         c["status"] for c in first["checks"] if c["rule"] != "competing-processes"
     ]
+
+
+class _Seen:
+    """Where checkup's steps fall: the CPU readings, the NVML probe, the caller's work."""
+
+    name = "seen"
+
+    def __init__(self) -> None:
+        self.order: list[str] = []
+
+    def read(self, t_ns: int) -> list[object]:
+        self.order.append("read")
+        return []
+
+    def nvmlInit(self) -> None:  # the NVML probe's first call: the probes are running
+        self.order.append("probes")
+        raise RuntimeError("no driver here")
+
+
+@pytest.mark.serial  # py-cpuinfo's child process, timed out under load, would say nothing
+def test_the_cpu_window_opens_before_the_probes_unless_py_cpuinfo_must_run(
+    tmp_path: Path,
+) -> None:
+    boot = tmp_path / "boot_id"
+    boot.write_text("1\n")
+    orders = []
+    for _ in range(2):  # the first asks py-cpuinfo (a child process) and keeps its answer
+        seen = _Seen()
+        inputs = ProbeInputs(environ={}, nvml=seen, cache_dir=tmp_path, boot_id=boot)
+        result = checkup(
+            inputs=inputs, readers=[seen], describe_torch=False, sample_window_s=0.05,  # type: ignore[list-item]
+            while_measuring=lambda: seen.order.append("caller's work"),  # noqa: B023
+        )  # fmt: skip
+        assert result.facts
+        orders.append(seen.order)
+    assert orders == [
+        ["probes", "read", "caller's work", "read"],  # py-cpuinfo's child is not "another process"
+        ["read", "probes", "caller's work", "read"],
+    ]

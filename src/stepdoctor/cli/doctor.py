@@ -9,7 +9,6 @@ from pathlib import Path
 from stepdoctor.checkup import EXIT_CODES, checkup
 from stepdoctor.cli import summary
 from stepdoctor.cli._common import write_output
-from stepdoctor.render import render_checkup_json, render_checkup_text
 
 __all__ = ["add_parser", "run"]
 
@@ -30,9 +29,15 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     p.set_defaults(handler=run)
 
 
+def _load_renderers() -> None:
+    import stepdoctor.render  # noqa: F401  (rich and the text layout: ~50 ms)
+
+
 def run(args: argparse.Namespace) -> int:
     """Print the checks; return the exit code of the worst finding."""
-    result = checkup()
+    result = checkup(while_measuring=_load_renderers)
+    from stepdoctor.render import render_checkup_json, render_checkup_text
+
     sys.stdout.write(render_checkup_text(result, width=args.width, color=sys.stdout.isatty()))
     if args.json is not None:
         write_output(args.json, render_checkup_json(result))

@@ -1,16 +1,25 @@
-"""Collection: the only package with a hot path (docs/design/hot-path.md)."""
+"""Collection: the only package with a hot path (docs/design/hot-path.md).
+
+The names below load on first use (PEP 562): ``stepdoctor doctor`` needs the readers, not the
+session's hooks (importing the session took ~150 ms of the doctor's start, ``python -X
+importtime``).
+"""
 
 from __future__ import annotations
 
-from stepdoctor.collect.sampling.nvml import NvmlReader
-from stepdoctor.collect.sampling.readers import PsutilReader, Reader
-from stepdoctor.collect.session import (
-    Session,
-    current_session,
-    default_run_dir,
-    end_status,
-    raised_at,
-)
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from stepdoctor.collect.sampling.nvml import NvmlReader
+    from stepdoctor.collect.sampling.readers import PsutilReader, Reader
+    from stepdoctor.collect.session import (
+        Session,
+        current_session,
+        default_run_dir,
+        end_status,
+        raised_at,
+    )
 
 __all__ = [
     "NvmlReader",
@@ -22,3 +31,23 @@ __all__ = [
     "end_status",
     "raised_at",
 ]
+
+_HOMES = {
+    "NvmlReader": "sampling.nvml",
+    "PsutilReader": "sampling.readers",
+    "Reader": "sampling.readers",
+    "Session": "session",
+    "current_session": "session",
+    "default_run_dir": "session",
+    "end_status": "session",
+    "raised_at": "session",
+}
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module 'stepdoctor.collect' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"stepdoctor.collect.{home}"), name)
+    globals()[name] = value
+    return value

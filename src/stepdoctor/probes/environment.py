@@ -54,6 +54,7 @@ __all__ = [
     "TORCH_DECIDED",
     "Probe",
     "ProbeInputs",
+    "cpuinfo_kept",
     "default_probes",
     "import_torch",
     "keep_torch_facts",
@@ -303,22 +304,39 @@ def _cpu_info(inputs: ProbeInputs) -> tuple[dict[str, Any], str]:
     """
     import cpuinfo
 
-    version = str(getattr(cpuinfo, "CPUINFO_VERSION_STRING", "?"))
-    boot = _read_text(inputs.boot_id)
-    path = _cache_path(inputs, CPUINFO_CACHE_FILE) if boot is not None else None
-    key = {"boot_id": boot, "cpuinfo_version": version}
-    kept = _read_kept(path, key)
-    if (
-        kept is not None
-        and isinstance(kept.get("flags"), list)
-        and all(isinstance(flag, str) for flag in kept["flags"])
-    ):
+    path, key = _cpuinfo_key(inputs)
+    kept = _kept_cpuinfo(path, key)
+    if kept is not None:
         return kept, "py-cpuinfo (kept from earlier this boot)"
     info = cpuinfo.get_cpu_info()
     answer = {**key, "brand_raw": info.get("brand_raw"), "flags": list(info.get("flags") or ())}
     if answer["flags"]:
         _keep(path, answer)
     return answer, "py-cpuinfo"
+
+
+def _cpuinfo_key(inputs: ProbeInputs) -> tuple[Path | None, dict[str, str | None]]:
+    """Where py-cpuinfo's answer is kept (None: nowhere, this boot has no id) and its key."""
+    import cpuinfo
+
+    version = str(getattr(cpuinfo, "CPUINFO_VERSION_STRING", "?"))
+    boot = _read_text(inputs.boot_id)
+    path = _cache_path(inputs, CPUINFO_CACHE_FILE) if boot is not None else None
+    return path, {"boot_id": boot, "cpuinfo_version": version}
+
+
+def _kept_cpuinfo(path: Path | None, key: Mapping[str, object]) -> dict[str, Any] | None:
+    kept = _read_kept(path, key)
+    flags = None if kept is None else kept.get("flags")
+    if isinstance(flags, list) and all(isinstance(flag, str) for flag in flags):
+        return kept
+    return None
+
+
+def cpuinfo_kept(inputs: ProbeInputs) -> bool:
+    """Whether the cpuinfo probe will answer from what was kept earlier this boot (without
+    py-cpuinfo's child process)."""
+    return _kept_cpuinfo(*_cpuinfo_key(inputs)) is not None
 
 
 def _cache_path(inputs: ProbeInputs, name: str) -> Path | None:
