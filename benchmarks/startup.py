@@ -1,10 +1,11 @@
 """What stepdoctor adds to a job's start and end, and how long its quick commands take.
 
 For a job without torch and for a small torch job (its own ``import torch`` and 30 tiny
-steps), each run plainly (``python job.py``) and under ``stepdoctor run --no-report``,
-interleaved, ``--rounds`` times: *before* is the time from the launch to the job's first line,
-*after* from its last line to the process's end; stepdoctor's cost is the difference from the
-plain run's. Also the wall time of ``stepdoctor --version`` and ``stepdoctor doctor``. Python's
+steps), each run plainly (``python job.py``), under ``stepdoctor run --no-report`` (no report
+built) and under ``stepdoctor run`` (the report built and printed), interleaved, ``--rounds``
+times: *before* is the time from the launch to the job's first line, *after* from its last
+line to the process's end; stepdoctor's cost is the difference from the plain run's.
+Also the wall time of ``stepdoctor --version`` and ``stepdoctor doctor``. Python's
 bytecode cache is warm (each command runs once first; ``PYTHONDONTWRITEBYTECODE`` is unset
 for the children), as on a user's machine after the first run. Prints medians and ranges.
 
@@ -63,7 +64,7 @@ def wall(command: list[str]) -> float:
 
 def line(name: str, values: list[float]) -> str:
     spread = f"{min(values):.3f}-{max(values):.3f}"
-    return f"{name:<44} median {statistics.median(values):6.3f} s  ({spread})"
+    return f"{name:<52} median {statistics.median(values):6.3f} s  ({spread})"
 
 
 def main() -> None:
@@ -78,10 +79,11 @@ def main() -> None:
             script = folder / f"job_{name.replace(' ', '_')}.py"
             script.write_text(text)
             under = [*stepdoctor, "run", "--no-report", "--out", str(folder / "run"), str(script)]
+            shown = [*stepdoctor, "run", "--out", str(folder / "shown"), str(script)]
             plain = [sys.executable, str(script)]
-            timed_job(under), timed_job(plain)  # the bytecode caches warm
+            timed_job(under), timed_job(shown), timed_job(plain)  # the bytecode caches warm
             for _ in range(args.rounds):
-                for how, command in (("plain", plain), ("run", under)):
+                for how, command in (("plain", plain), ("run", under), ("report", shown)):
                     before, after = timed_job(command)
                     results.setdefault(f"{name}: {how} before", []).append(before)
                     results.setdefault(f"{name}: {how} after", []).append(after)
@@ -90,14 +92,17 @@ def main() -> None:
             results.setdefault("stepdoctor --version", []).append(wall([*stepdoctor, "--version"]))
             results.setdefault("stepdoctor doctor", []).append(wall([*stepdoctor, "doctor"]))
     for name in JOBS:
-        for part in ("before", "after"):
-            added = [
-                u - p
-                for u, p in zip(
-                    results[f"{name}: run {part}"], results[f"{name}: plain {part}"], strict=True
-                )
-            ]
-            print(line(f"{name}: run adds {part} the job", added))
+        for how, label in (("run", "run --no-report"), ("report", "run (report printed)")):
+            for part in ("before", "after"):
+                added = [
+                    u - p
+                    for u, p in zip(
+                        results[f"{name}: {how} {part}"],
+                        results[f"{name}: plain {part}"],
+                        strict=True,
+                    )
+                ]
+                print(line(f"{name}: {label} adds {part} the job", added))
     print(line("stepdoctor --version", results["stepdoctor --version"]))
     print(line("stepdoctor doctor", results["stepdoctor doctor"]))
 

@@ -152,3 +152,29 @@ def test_every_commands_help_renders(capsys: pytest.CaptureFixture[str]) -> None
             parser.parse_args(["--help"] if name is None else [name, "--help"])
         assert ended.value.code == 0, name
         assert "usage: stepdoctor" in capsys.readouterr().out, name
+
+
+def test_run_with_no_report_and_no_output_builds_no_report(tmp_path: Path) -> None:
+    """Nothing would show or keep it: the diagnosis and its renderers are not even loaded."""
+    job = tmp_path / "job.py"
+    job.write_text("print('the job ran')\n")
+    code = (
+        "import sys; from stepdoctor.cli import main; rc = main(sys.argv[1:]);"
+        " print('loaded:', sorted(m for m in ('stepdoctor.report', 'stepdoctor.render')"
+        " if m in sys.modules))"
+    )
+    args = ["run", "--no-report", "--out", str(tmp_path / "run"), str(job)]
+    proc = subprocess.run(
+        [sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines() == ["the job ran", "loaded: []"]
+    assert "run record:" in proc.stderr and (tmp_path / "run" / "run.jsonl").exists()
+    json_out = tmp_path / "r.json"
+    proc = subprocess.run(
+        [sys.executable, "-c", code, "run", "--no-report", "--json", str(json_out),
+         "--out", str(tmp_path / "run2"), str(job)],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert proc.stdout.splitlines()[-1] == "loaded: ['stepdoctor.render', 'stepdoctor.report']"
+    assert json.loads(json_out.read_text())["summary"] is not None

@@ -3,6 +3,7 @@ and back from its record; the auto-installer's post-import hooks."""
 
 from __future__ import annotations
 
+import importlib
 import sys
 import types
 from pathlib import Path
@@ -72,20 +73,27 @@ def test_a_framework_imported_installs_its_integration_once_and_uninstall_undoes
     sys.modules["stepdoctor_fake_integration"] = fake
     modules = {"stepdoctor_fake_framework": ("stepdoctor_fake_integration", ())}
     try:
-        with Session(tmp_path, readers=[FixedReader()], instrument_torch=False) as doc:
+        with Session(tmp_path / "run", readers=[FixedReader()], instrument_torch=False) as doc:
             auto = AutoIntegrations(doc, modules)
             auto.install()
-            framework = types.ModuleType("stepdoctor_fake_framework")
-            sys.modules["stepdoctor_fake_framework"] = framework
-            import wrapt
-
-            wrapt.notify_module_loaded(framework)
-            wrapt.notify_module_loaded(framework)  # imported once, installed once
+            auto.install()  # watched twice: installed once
+            _import_module_file(tmp_path, "stepdoctor_fake_framework")
+            _import_module_file(tmp_path, "stepdoctor_fake_framework")  # imported: not again
             auto.uninstall()
         assert calls == ["install", "undo"]
     finally:
         sys.modules.pop("stepdoctor_fake_framework", None)
         sys.modules.pop("stepdoctor_fake_integration", None)
+
+
+def _import_module_file(folder: Path, name: str) -> object:
+    """Import ``name`` from a file of its own in ``folder``, as a job imports a framework."""
+    (folder / f"{name}.py").write_text("LOADED = True\n")
+    sys.path.insert(0, str(folder))
+    try:
+        return importlib.import_module(name)
+    finally:
+        sys.path.remove(str(folder))
 
 
 def test_an_integration_that_fails_is_a_notice_and_the_job_goes_on(tmp_path: Path) -> None:
@@ -98,12 +106,10 @@ def test_an_integration_that_fails_is_a_notice_and_the_job_goes_on(tmp_path: Pat
     sys.modules["stepdoctor_broken_integration"] = broken
     modules = {"stepdoctor_broken_framework": ("stepdoctor_broken_integration", ())}
     try:
-        with Session(tmp_path, readers=[FixedReader()], instrument_torch=False) as doc:
+        with Session(tmp_path / "run", readers=[FixedReader()], instrument_torch=False) as doc:
             auto = AutoIntegrations(doc, modules)
             auto.install()
-            import wrapt
-
-            wrapt.notify_module_loaded(types.ModuleType("stepdoctor_broken_framework"))
+            assert _import_module_file(tmp_path, "stepdoctor_broken_framework").LOADED  # type: ignore[attr-defined]
             doc.step(1)
             auto.uninstall()
         rec = doc.record
@@ -111,3 +117,4 @@ def test_an_integration_that_fails_is_a_notice_and_the_job_goes_on(tmp_path: Pat
         assert any("changed API" in n.message for n in rec.notices)
     finally:
         sys.modules.pop("stepdoctor_broken_integration", None)
+        sys.modules.pop("stepdoctor_broken_framework", None)

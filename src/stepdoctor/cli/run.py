@@ -26,9 +26,8 @@ from stepdoctor.collect.runner import (
 )
 from stepdoctor.collect.sampling.stacks import SAMPLE_INTERVAL_S
 from stepdoctor.errors import UsageError
-from stepdoctor.experiments import DEFAULT_BUDGET_S
+from stepdoctor.experiments.budgets import DEFAULT_BUDGET_S, DEFAULT_SHARE
 from stepdoctor.experiments.overrides import Overrides, apply_overrides
-from stepdoctor.experiments.verify import DEFAULT_SHARE
 from stepdoctor.integrations import AutoIntegrations
 from stepdoctor.probes.flight import STALL_AFTER_S
 from stepdoctor.probes.ranks import job_dir, rank_dir, rank_from_env
@@ -222,6 +221,9 @@ def run(args: argparse.Namespace) -> int:
             )
         if remove_overrides is not None:
             remove_overrides()
+    if not (show or args.json_path or args.html_path or keeper or capture):
+        stderr_line(f"run record: {session.record_path}")  # no report asked for: none built
+        return result.exit_code
     try:
         from stepdoctor.render.formats import RENDERERS, RenderInput
         from stepdoctor.report import build_report

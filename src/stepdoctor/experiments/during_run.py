@@ -12,12 +12,10 @@ from collections.abc import Callable
 from typing import Any
 
 from stepdoctor.collect.hooks.trigger import ExperimentObjects
+from stepdoctor.experiments.budgets import DEFAULT_BUDGET_S
 from stepdoctor.experiments.throughput import compute_only, data_only, verdict
 
 __all__ = ["DEFAULT_BUDGET_S", "make_run_experiment"]
-
-#: Total time the experiments may pause the job (the issue's --experiment-budget default).
-DEFAULT_BUDGET_S = 30.0
 
 
 def make_run_experiment(

@@ -30,12 +30,11 @@ from collections.abc import Callable
 
 from stepdoctor.collect.hooks.trigger import ExperimentObjects
 from stepdoctor.experiments._trials import TRIAL, JobStep
+from stepdoctor.experiments.budgets import DEFAULT_SHARE
 from stepdoctor.model import FixTrial, Report
 
 __all__ = ["DEFAULT_SHARE", "MIN_BUDGET_S", "REPEATS", "TRIALS", "verify"]
 
-#: The trials may take this share of the job's own wall time (issue 23: at most 20%).
-DEFAULT_SHARE = 0.2
 #: Below this budget no trial can time enough steps to be worth its noise.
 MIN_BUDGET_S = 0.5
 #: Rounds of (as is, changed) per trial; the figure is their median.

@@ -3,7 +3,8 @@
 Each integration is a module of its own that imports its framework (``pip install
 stepdoctor[lightning]``, ``[transformers]``, ``[keras]``); this package imports none of them.
 Under ``stepdoctor run`` (``AutoIntegrations``) each is installed when the job imports its
-framework, through a post-import hook (``wrapt``): the job's script is left as it is.
+framework, through a post-import hook (``collect.hooks.on_import``): the job's script is left
+as it is.
 """
 
 from __future__ import annotations
@@ -12,8 +13,7 @@ import importlib
 import logging
 from collections.abc import Callable
 
-import wrapt
-
+from stepdoctor.collect.hooks.on_import import when_imported
 from stepdoctor.collect.hooks.session import BaseSession
 
 __all__ = ["FRAMEWORK_MODULES", "AutoIntegrations"]
@@ -33,7 +33,7 @@ FRAMEWORK_MODULES: dict[str, tuple[str, tuple[str, ...]]] = {
 
 class AutoIntegrations:
     """Install each framework's integration into ``session`` when the job imports the
-    framework; ``uninstall`` undoes them (a hook registered with ``wrapt`` stays, inert)."""
+    framework; ``uninstall`` undoes them (a hook left waiting for an import stays, inert)."""
 
     def __init__(
         self,
@@ -52,7 +52,7 @@ class AutoIntegrations:
         """Watch for the frameworks' imports (one already imported is installed now)."""
         self._active = True
         for module_name in self._modules:
-            wrapt.register_post_import_hook(self._on_import, module_name)
+            when_imported(module_name, self._on_import)
 
     def uninstall(self) -> None:
         """Undo every integration installed."""

@@ -25,8 +25,6 @@ from collections.abc import Callable, Iterable, Iterator
 from types import TracebackType
 from typing import Any, TypeVar
 
-import wrapt
-
 from stepdoctor.collect.hooks.autoinstrument import TorchPatches
 from stepdoctor.collect.hooks.batches import batch_size_of, loader_info, note_workers
 from stepdoctor.collect.hooks.events import (
@@ -38,6 +36,7 @@ from stepdoctor.collect.hooks.events import (
     new_event_buffer,
 )
 from stepdoctor.collect.hooks.gcwatch import GcWatch
+from stepdoctor.collect.hooks.on_import import when_imported
 from stepdoctor.collect.hooks.profiling import TraceCapture
 from stepdoctor.collect.hooks.trigger import ExperimentTrigger, StepLimit, StepLimitReached
 from stepdoctor.errors import UsageError
@@ -251,7 +250,7 @@ class BaseSession(ABC):
         if wanted == "on-import" and importlib.util.find_spec("torch") is not None:
             # called at once if torch is imported already, else in the thread that imports
             # it, once its import is over; the hook stays registered, inert after the stop
-            wrapt.register_post_import_hook(self._torch_imported, "torch")
+            when_imported("torch", self._torch_imported)
             return
         if wanted is False or (wanted == "auto" and "torch" not in sys.modules):
             return
