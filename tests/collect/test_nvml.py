@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
+
+import pytest
 
 from stepdoctor.collect.sampling.nvml import NvmlReader
 
@@ -73,6 +76,24 @@ def test_readings_become_gpu_samples_with_job_and_other_processes() -> None:
 
 def test_no_driver_means_no_reader() -> None:
     assert NvmlReader.open(ReplayNvml(fail_init=True)) is None
+
+
+@pytest.mark.parametrize("node", [None, "nvidiactl", "dxg"])
+def test_pynvml_is_asked_only_where_the_kernel_shows_an_nvidia_device(
+    node: str | None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    dev = tmp_path / "dev"
+    dev.mkdir()
+    (dev / "null").touch()
+    if node is not None:
+        (dev / node).touch()
+    installed = ReplayNvml()
+    asked: list[str] = []
+    installed.nvmlInit = lambda: asked.append("init")  # type: ignore[method-assign]
+    monkeypatch.setitem(sys.modules, "pynvml", installed)
+    reader = NvmlReader.open(dev=dev)
+    assert asked == ([] if node is None else ["init"])
+    assert (reader is not None) == (node is not None)
 
 
 class ClockedNvml(ReplayNvml):

@@ -10,13 +10,21 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Collection
+from pathlib import Path
 from typing import Any
 
 import psutil
 
 from stepdoctor.model import GpuProcess, GpuSample, SystemSample
 
-__all__ = ["CLOCK_REASONS", "IDLE", "THROTTLING", "NvmlReader", "clock_reasons"]
+__all__ = [
+    "CLOCK_REASONS",
+    "IDLE",
+    "NVIDIA_DEVICE_NODES",
+    "THROTTLING",
+    "NvmlReader",
+    "clock_reasons",
+]
 
 #: NVML's clock event reasons (``nvmlClocksEventReason*``, formerly ``ClocksThrottleReason*``):
 #: why the SM clock is below its maximum.
@@ -35,6 +43,10 @@ CLOCK_REASONS = {
 THROTTLING = 0x4 | 0x8 | 0x20 | 0x40 | 0x80
 #: Nothing to run: the clock is down for want of work.
 IDLE = 0x1
+
+#: The device files through which NVML reaches a GPU: the driver's control node (Linux, and
+#: containers given a GPU), or WSL 2's GPU paravirtualisation node.
+NVIDIA_DEVICE_NODES = ("nvidiactl", "dxg")
 
 #: The job's process tree (a scan of /proc) is looked up at most this often; a GPU process
 #: that starts in between is named at the next look-up.
@@ -64,9 +76,15 @@ class NvmlReader:
         self._proc_names: dict[int, str] = {}
 
     @classmethod
-    def open(cls, nvml: Any | None = None) -> NvmlReader | None:
-        """Return a reader for this machine's GPUs, or None where NVML or a GPU is missing."""
+    def open(cls, nvml: Any | None = None, dev: Path = Path("/dev")) -> NvmlReader | None:
+        """Return a reader for this machine's GPUs, or None where NVML or a GPU is missing.
+
+        Without ``nvml`` (pynvml-like), pynvml is imported only where the kernel shows an NVIDIA
+        device (``NVIDIA_DEVICE_NODES`` under ``dev``): on a machine without one, NVML cannot
+        start, and its import cost ~24 ms of every watched job's start here."""
         if nvml is None:
+            if not any((dev / node).exists() for node in NVIDIA_DEVICE_NODES):
+                return None
             try:
                 import pynvml
             except ImportError:
