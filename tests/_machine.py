@@ -30,9 +30,16 @@ from typing import TypeVar
 
 from tests.scenarios._verdicts import machine_was_busy, others_share
 
-__all__ = ["RedoneAlone", "alone_on_the_machine", "judged", "share_the_machine"]
+__all__ = ["RedoneAlone", "alone_on_the_machine", "busy_cores", "judged", "share_the_machine"]
 
 T = TypeVar("T")
+
+
+def busy_cores(interval_s: float = 1.0) -> float:
+    """How many cores' worth of CPU the machine's processes use, over ``interval_s``."""
+    import psutil
+
+    return psutil.cpu_percent(interval=interval_s) / 100 * (psutil.cpu_count() or 1)
 
 
 class RedoneAlone(UserWarning):

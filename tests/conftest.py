@@ -48,11 +48,10 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
     at least one. A scenario run beside another is a run on a busy machine; beside two more
     busy processes (the loaded fresh-clone check: 4 busy processes on 2 cores, the jobs got
     ~0.45 of a core) fixed twins drew findings from their starved steps."""
-    import psutil
+    from tests._machine import busy_cores
 
     cores = len(os.sched_getaffinity(0))
-    busy = psutil.cpu_percent(interval=1.0) / 100 * (psutil.cpu_count() or cores)
-    return max(1, min(cores, int(cores - busy + IDLE_CORE_SHARE)))
+    return max(1, min(cores, int(cores - busy_cores() + IDLE_CORE_SHARE)))
 
 
 def _our_callbacks() -> list[object]:

@@ -9,11 +9,11 @@ import subprocess
 import sys
 from pathlib import Path
 
-import psutil
 import pytest
 
 from stepdoctor.jobs.stragglers import WAIT_SHARE
 from stepdoctor.record import load_run
+from tests._machine import busy_cores
 
 HERE = Path(__file__).parent
 #: Cores other processes may keep busy for the planted CPU hog to be the only competitor.
@@ -79,7 +79,7 @@ def test_a_rank_beside_a_cpu_hog_on_its_core_is_named(tmp_path: Path) -> None:
         pytest.skip("needs two cores")
     # the planted hog must be the only one: with other processes busy on the machine, rank 0's
     # core is as contended as rank 1's (one more busy process made rank 0 the straggler)
-    busy = psutil.cpu_percent(interval=1.0) / 100 * (psutil.cpu_count() or 1)
+    busy = busy_cores()
     if busy > QUIET_CORES:
         pytest.skip(f"the machine is busy ({busy:.1f} cores): the planted hog is not alone")
     core = sorted(os.sched_getaffinity(0))[1]
@@ -99,7 +99,7 @@ def test_a_rank_beside_a_cpu_hog_on_its_core_is_named(tmp_path: Path) -> None:
     if "Rank 1 holds back the other rank:" not in job:
         # other load that began during the run takes rank 0's core too (seen beside a
         # fresh-clone check run at the same time): the planted hog was not alone
-        after = psutil.cpu_percent(interval=1.0) / 100 * (psutil.cpu_count() or 1)
+        after = busy_cores()
         if after > QUIET_CORES:
             pytest.skip(f"the machine became busy ({after:.1f} cores) during the run")
         # the scheduler may not have let the shells slow rank 1 by a straggler's share (a
