@@ -11,7 +11,8 @@ waits at 11%, outlier steps). stepdoctor's verdict on such a run is right, and i
 So every test holds a shared lock on the machine while it runs (``share_the_machine``, an
 autouse fixture in ``conftest.py``), and a verdict that fails on a run whose own record shows
 other processes taking the CPUs (``_verdicts.machine_was_busy``) is judged again on a second run
-made under the exclusive lock (``judged``): no other test runs beside it. A verdict that fails
+made under the exclusive lock (``judged``): no other test runs beside it. "Busy" is read over
+the steps the verdict is read from (after the report's warm-up). A verdict that fails
 on a run that had the machine fails at once, and the second run's verdict is final. Each redone
 run is reported in the test summary's warnings. Outside pytest-xdist (the serial part, a single
 test) there is no lock: the second run still happens, beside whatever else the machine runs.
@@ -43,7 +44,10 @@ def busy_cores(interval_s: float = 1.0) -> float:
 
 
 class RedoneAlone(UserWarning):
-    """A verdict judged again on a run made with no other test beside it."""
+    """A verdict judged again on a run made with no other test beside it. pyproject.toml's
+    ``filterwarnings`` keeps it a warning by its message ("judged again on a run alone"): a
+    filter naming this class would import the tests, and through them stepdoctor, before
+    coverage starts."""
 
 
 def _lock_paths() -> tuple[Path, Path] | None:
@@ -127,24 +131,27 @@ def _folder(path: Path) -> Path:
 
 def judged(
     run: Callable[[Path], T],
-    run_dir: Callable[[T], Path],
+    window: Callable[[T], tuple[Path, int]],
     judge: Callable[[T], None],
     tmp_path: Path,
 ) -> T:
     """``run`` a job into a folder under ``tmp_path`` and ``judge`` it (an assertion); if the
-    verdict fails on a run that shared a busy machine, run it again alone and judge that run."""
+    verdict fails on a run that shared a busy machine, run it again alone and judge that run.
+    ``window``: the run's folder and its warm-up steps (the report's), so that "busy" is read
+    over the steps the verdict was read from (``about_the_job`` asserts over the same ones)."""
     first = run(_folder(tmp_path / "shared"))
     try:
         judge(first)
     except AssertionError as failed:
-        folder = run_dir(first)
-        if not machine_was_busy(folder):
+        folder, warmup = window(first)
+        if not machine_was_busy(folder, warmup):
             raise
         why = (str(failed) or "assert").splitlines()[0][:160]
+        share = others_share(folder, warmup)
         warnings.warn(
             RedoneAlone(
-                f"judged again on a run alone: other processes took {others_share(folder):.0%}"
-                f" of the CPUs and the verdict failed ({why})"
+                f"judged again on a run alone: other processes took {share:.0%} of the CPUs"
+                f" and the verdict failed ({why})"
             ),
             stacklevel=2,
         )

@@ -3,6 +3,7 @@ test sharing the machine, and a verdict is judged again only when it failed on a
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import multiprocessing
 import os
@@ -27,8 +28,9 @@ def _hold_shared(lock: Path, gate: Path, log: Path, holding: object, go: object)
     machine.release()
 
 
-def _arrive_shared(lock: Path, gate: Path, log: Path) -> None:
+def _arrive_shared(lock: Path, gate: Path, log: Path, arriving: object) -> None:
     machine = _Machine(lock, gate)
+    arriving.set()  # type: ignore[attr-defined]
     machine.share()
     with log.open("a") as out:
         out.write("late sharer in\n")
@@ -63,11 +65,15 @@ def test_a_run_alone_waits_for_the_sharers_and_goes_before_later_ones(tmp_path: 
 
     waiting = threading.Thread(target=alone)
     waiting.start()
+    deadline = time.monotonic() + 60
     while not _held(gate):  # it waits for the other test, holding the turnstile
+        assert time.monotonic() < deadline, "the turnstile was never taken"
         time.sleep(0.01)
-    late = ctx.Process(target=_arrive_shared, args=(lock, gate, log))
+    arriving = ctx.Event()
+    late = ctx.Process(target=_arrive_shared, args=(lock, gate, log, arriving))
     late.start()  # a test that starts now could share with the first one, but must queue
-    time.sleep(0.5)
+    assert arriving.wait(60)
+    time.sleep(0.5)  # room for it to get in, were the turnstile not there
     go.set()
     waiting.join(30)
     sharer.join(30)
@@ -75,9 +81,19 @@ def test_a_run_alone_waits_for_the_sharers_and_goes_before_later_ones(tmp_path: 
     assert log.read_text().splitlines() == ["shared done", "alone", "late sharer in"]
 
 
-def _busy(busy: bool, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(_machine, "machine_was_busy", lambda folder: busy)
-    monkeypatch.setattr(_machine, "others_share", lambda folder: 0.71 if busy else 0.0)
+def _busy(busy: bool, monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Say the machine was ``busy``; what warm-up the checks were asked to leave out. The run
+    alone takes no real lock: under pytest-xdist it would pause every other worker."""
+    asked: list[int] = []
+
+    def was_busy(folder: Path, warmup: int) -> bool:
+        asked.append(warmup)
+        return busy
+
+    monkeypatch.setattr(_machine, "machine_was_busy", was_busy)
+    monkeypatch.setattr(_machine, "others_share", lambda folder, warmup: 0.71 if busy else 0.0)
+    monkeypatch.setattr(_machine, "alone_on_the_machine", contextlib.nullcontext)
+    return asked
 
 
 def _runs(verdicts: list[bool]) -> tuple[list[Path], object, object]:
@@ -96,14 +112,15 @@ def _runs(verdicts: list[bool]) -> tuple[list[Path], object, object]:
 def test_a_verdict_failed_on_a_busy_machine_is_judged_on_a_run_alone(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    _busy(True, monkeypatch)
+    asked = _busy(True, monkeypatch)
     folders, run, judge = _runs([False, True])
     with pytest.warns(RedoneAlone, match="other processes took 71%.*a warning on the healthy job"):
-        assert judged(run, lambda r: tmp_path, judge, tmp_path) is True  # type: ignore[arg-type]
+        assert judged(run, lambda r: (tmp_path, 5), judge, tmp_path) is True  # type: ignore[arg-type]
     assert folders == [tmp_path / "shared", tmp_path / "alone"]
+    assert asked == [5]  # busy over the steps the verdict was read from, after the warm-up
     folders, run, judge = _runs([False, False])
     with pytest.warns(RedoneAlone), pytest.raises(AssertionError, match="healthy job"):
-        judged(run, lambda r: tmp_path, judge, tmp_path / "again")  # type: ignore[arg-type]
+        judged(run, lambda r: (tmp_path, 5), judge, tmp_path / "again")  # type: ignore[arg-type]
     assert len(folders) == 2  # the second verdict is final
 
 
@@ -113,11 +130,11 @@ def test_a_verdict_failed_on_a_quiet_machine_fails_at_once(
     _busy(False, monkeypatch)
     folders, run, judge = _runs([False, True])
     with pytest.raises(AssertionError, match="healthy job"):
-        judged(run, lambda r: tmp_path, judge, tmp_path)  # type: ignore[arg-type]
+        judged(run, lambda r: (tmp_path, 5), judge, tmp_path)  # type: ignore[arg-type]
     assert folders == [tmp_path / "shared"]
     folders, run, judge = _runs([True])
     _busy(True, monkeypatch)
-    assert judged(run, lambda r: tmp_path, judge, tmp_path / "b") is True  # type: ignore[arg-type]
+    assert judged(run, lambda r: (tmp_path, 5), judge, tmp_path / "b") is True  # type: ignore[arg-type]
     assert len(folders) == 1  # a verdict that holds is never run again
 
 

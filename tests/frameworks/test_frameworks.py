@@ -20,7 +20,7 @@ import pytest
 from stepdoctor.model import RunRecord
 from stepdoctor.record import load_run
 from tests._machine import judged
-from tests.scenarios._verdicts import LOUD, about_the_job
+from tests.scenarios._verdicts import LOUD, about_the_job, warmup_of
 
 HERE = Path(__file__).parents[2] / "examples" / "frameworks"
 pytestmark = pytest.mark.scenario
@@ -67,7 +67,7 @@ def _judged(
     """``_run`` the job and ``judge`` its report: again on a run alone if the verdict failed on
     a busy machine (``tests/_machine.py``)."""
     return judged(
-        lambda folder: _run(job, folder, **env), lambda run: run[2],
+        lambda folder: _run(job, folder, **env), lambda run: (run[2], warmup_of(run[0])),
         lambda run: judge(run[0], run[2]), tmp_path,
     )  # fmt: skip
 

@@ -16,7 +16,13 @@ from stepdoctor.model.measured import measured_steps
 from stepdoctor.record import load_run
 from stepdoctor.rules.competing_processes import WARNING_SHARE
 
-__all__ = ["MACHINE_RULES", "about_the_job", "machine_was_busy", "others_share"]
+__all__ = [
+    "MACHINE_RULES",
+    "about_the_job",
+    "machine_was_busy",
+    "others_share",
+    "warmup_of",
+]
 
 #: Findings whose subject is the machine's other load, not the job.
 MACHINE_RULES = frozenset({"competing-processes"})
@@ -45,12 +51,19 @@ def machine_was_busy(run_dir: Path, warmup_steps: int = 0) -> bool:
     return others_share(run_dir, warmup_steps) >= WARNING_SHARE
 
 
+def warmup_of(report: dict[str, object]) -> int:
+    """The report's warm-up steps: the verdicts are read from the steps after them."""
+    summary = report["summary"]
+    assert isinstance(summary, dict)
+    return int(summary.get("warmup_steps") or 0)
+
+
 def about_the_job(report: dict[str, object], run_dir: Path) -> list[dict[str, object]]:
     """The report's findings about the job, in rank order, after checking the ones about the
     machine: a loud ``competing-processes`` only when the record shows the machine busy."""
-    findings, summary = report["findings"], report["summary"]
-    assert isinstance(findings, list) and isinstance(summary, dict)
-    warm = int(summary.get("warmup_steps") or 0)
+    findings = report["findings"]
+    assert isinstance(findings, list)
+    warm = warmup_of(report)
     busy = machine_was_busy(run_dir, warm)
     for finding in findings:
         if finding["rule"] in MACHINE_RULES and finding["severity"] in LOUD:

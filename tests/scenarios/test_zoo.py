@@ -29,7 +29,7 @@ from ._catalog import (
     MAGNITUDES,
     PLANTED_CODE,
 )
-from ._verdicts import LOUD, MACHINE_RULES, about_the_job
+from ._verdicts import LOUD, MACHINE_RULES, about_the_job, warmup_of
 
 HERE = Path(__file__).parent
 
@@ -63,8 +63,10 @@ def run_scenario(
     return report, tmp_path / "run"
 
 
-def _folder(run: tuple[dict[str, object], Path]) -> Path:
-    return run[1]
+def _window(run: tuple[dict[str, object], Path]) -> tuple[Path, int]:
+    """The run's folder and its warm-up steps: where ``judged`` reads whether it was busy."""
+    report, run_dir = run
+    return run_dir, warmup_of(report)
 
 
 def _describe(report: dict[str, object]) -> str:
@@ -125,7 +127,7 @@ def test_planted_fault_comes_out_on_top(
             _names_the_planted_code(top, *PLANTED_CODE[script])
 
     env = {"ZOO_MAGNITUDE": magnitude, "ZOO_FIXED": "0"}
-    judged(lambda folder: run_scenario(script, folder, env), _folder, judge, tmp_path)
+    judged(lambda folder: run_scenario(script, folder, env), _window, judge, tmp_path)
 
 
 def _names_the_planted_code(
@@ -153,7 +155,7 @@ def test_healthy_run_raises_no_warning(script: str, tmp_path: Path) -> None:
         loud = [f for f in about_the_job(report, run_dir) if f["severity"] in LOUD]
         assert not loud, _describe(report)
 
-    report, run_dir = judged(lambda folder: run_scenario(script, folder), _folder, judge, tmp_path)
+    report, run_dir = judged(lambda folder: run_scenario(script, folder), _window, judge, tmp_path)
     summary = report["summary"]
     assert isinstance(summary, dict)
     assert summary["steps"] > 20 and summary["samples_per_sec"] > 0
@@ -175,4 +177,4 @@ def test_fixed_twin_raises_no_warning(script: str, tmp_path: Path) -> None:
         assert not loud, _describe(report)
 
     env = {"ZOO_FIXED": "1"}
-    judged(lambda folder: run_scenario(script, folder, env), _folder, judge, tmp_path)
+    judged(lambda folder: run_scenario(script, folder, env), _window, judge, tmp_path)
