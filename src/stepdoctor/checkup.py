@@ -14,6 +14,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 from stepdoctor.collect.sampling.nvml import NvmlReader
@@ -77,14 +78,17 @@ def checkup(
     inputs = inputs or ProbeInputs(environ=environ, import_torch=False)
     if readers is None:
         readers = [PsutilReader(scan_every_ns=0, walk_every_ns=0)]
-        nvml = _open_nvml(inputs.nvml)
+        nvml = _open_nvml(inputs.nvml, inputs.dev)
         if nvml is not None:
             readers.append(nvml)
+    fresh = describe_torch and "torch" not in sys.modules
+    kept = kept_torch_facts(inputs) if fresh else None
     # Who else uses the CPUs: a first read primes the counters, a second one closes the window.
     # The window runs while the probes do, unless py-cpuinfo must run its child process (its
-    # answer is not kept from earlier this boot), whose CPU would count as another process's:
-    # then it opens after them.
-    during = cpuinfo_kept(inputs)
+    # answer is not kept from earlier this boot), whose CPU would count as another process's,
+    # or torch must be imported (seconds of both cores that push the others aside): then it
+    # opens after them.
+    during = cpuinfo_kept(inputs) and not (fresh and kept is None)
     opened = time.monotonic()
     first = _sample(readers, time.perf_counter_ns()) if during else []
     slow: list[EnvFact] = []
@@ -94,12 +98,8 @@ def checkup(
         daemon=True,
     )
     background.start()
-    kept = None
-    fresh = describe_torch and "torch" not in sys.modules
-    if fresh:
-        kept = kept_torch_facts(inputs)
-        if kept is None:
-            import_torch()  # in this thread: an import is not something to abandon half-way
+    if fresh and kept is None:
+        import_torch()  # in this thread: an import is not something to abandon half-way
     facts = probe_environment(
         probes=FAST_PROBES, inputs=inputs if kept is None else replace(inputs, kept=tuple(kept))
     )
@@ -174,11 +174,13 @@ def lint(model: Any, example_input: Any = None) -> list[Finding]:
     return findings
 
 
-def _open_nvml(module: Any) -> NvmlReader | None:
+def _open_nvml(module: Any, dev: Path) -> NvmlReader | None:
     """NvmlReader.open, abandoned after the probe timeout (a wedged driver can hang it)."""
     opened: list[NvmlReader | None] = []
     thread = threading.Thread(
-        target=lambda: opened.append(NvmlReader.open(module)), name="stepdoctor-nvml", daemon=True
+        target=lambda: opened.append(NvmlReader.open(module, dev=dev)),
+        name="stepdoctor-nvml",
+        daemon=True,
     )
     thread.start()
     thread.join(PROBE_TIMEOUT_S)

@@ -178,22 +178,42 @@ def _torch_facts(rows: list[tuple[str, object]]) -> list[EnvFact]:
 def test_what_import_torch_decides_is_kept_until_something_that_decides_it_changes(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    boot = tmp_path / "boot_id"
+    boot, dev = tmp_path / "boot_id", tmp_path / "dev"
     boot.write_text("1\n")
-    inputs = ProbeInputs(environ={"OMP_NUM_THREADS": "2"}, cache_dir=tmp_path, boot_id=boot)
+    dev.mkdir()
+    inputs = ProbeInputs(
+        environ={"OMP_NUM_THREADS": "2"}, cache_dir=tmp_path, boot_id=boot, dev=dev,
+        nvidia_driver=tmp_path / "no-driver",
+    )  # fmt: skip
     assert kept_torch_facts(inputs) is None  # nothing kept yet
-    facts = _torch_facts([("torch.version", "2.13.0+cpu"), ("torch.num_threads", 2),
-                    ("pools.summary", "openmp/openmp:2"), ("mem.total_bytes", 1)])  # fmt: skip
+    facts = _torch_facts(
+        [("torch.version", "2.13.0+cpu"), ("torch.num_threads", 2),
+         ("pools.summary", "openmp/openmp:2"), ("mem.total_bytes", 1)]
+    )  # fmt: skip
+    facts.append(EnvFact(key="gpu.capability", value=9.0, source="torch.cuda"))
+    facts.append(EnvFact(key="gpu.capability", value=9.0, source="NVML (lowest of the GPUs)"))
     keep_torch_facts(inputs, facts)
     kept = kept_torch_facts(inputs)
     assert kept is not None
-    assert [(f.key, f.value) for f in kept] == [(f.key, f.value) for f in facts[:3]]
-    assert {f.source for f in kept} == {"torch (kept from earlier this boot)"}
+    assert [(f.key, f.value, f.source) for f in kept] == [
+        (f.key, f.value, f"{f.source} (kept from earlier this boot)")
+        for f in facts[:3] + facts[4:5]
+    ]
     # the pools and torch probes answer with what was kept
     answered = probe_environment(probes=FAST_PROBES, inputs=replace(inputs, kept=tuple(kept)))
-    assert {f for f in answered if f.key.startswith(TORCH_DECIDED)} == set(kept)
+    assert set(kept) <= set(answered)
+    assert {f for f in answered if f.key.startswith(TORCH_DECIDED)} <= set(kept)
     # each thing that decides them, changed, asks torch again
     assert kept_torch_facts(replace(inputs, environ={"OMP_NUM_THREADS": "1"})) is None
+    tf32 = {"OMP_NUM_THREADS": "2", "TORCH_ALLOW_TF32_CUBLAS_OVERRIDE": "1"}
+    assert kept_torch_facts(replace(inputs, environ=tf32)) is None
+    (dev / "nvidia0").touch()  # a GPU's device file appears (a container given a GPU)
+    assert kept_torch_facts(inputs) is None
+    (dev / "nvidia0").unlink()
+    (tmp_path / "no-driver").write_text("NVRM version: 550.54\n")  # a driver loaded
+    assert kept_torch_facts(inputs) is None
+    (tmp_path / "no-driver").unlink()
+    assert kept_torch_facts(inputs) is not None
     boot.write_text("2\n")
     assert kept_torch_facts(inputs) is None
     boot.write_text("1\n")

@@ -78,20 +78,22 @@ def test_no_driver_means_no_reader() -> None:
     assert NvmlReader.open(ReplayNvml(fail_init=True)) is None
 
 
-@pytest.mark.parametrize("node", [None, "nvidiactl", "dxg"])
+@pytest.mark.parametrize("node", [None, "nvidiactl", "dxg", "driver"])
 def test_pynvml_is_asked_only_where_the_kernel_shows_an_nvidia_device(
     node: str | None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    dev = tmp_path / "dev"
+    dev, driver = tmp_path / "dev", tmp_path / "proc-driver-nvidia"
     dev.mkdir()
     (dev / "null").touch()
-    if node is not None:
+    if node == "driver":  # the driver is loaded; its device files come with CUDA's first start
+        driver.mkdir()
+    elif node is not None:
         (dev / node).touch()
     installed = ReplayNvml()
     asked: list[str] = []
     installed.nvmlInit = lambda: asked.append("init")  # type: ignore[method-assign]
     monkeypatch.setitem(sys.modules, "pynvml", installed)
-    reader = NvmlReader.open(dev=dev)
+    reader = NvmlReader.open(dev=dev, driver=driver)
     assert asked == ([] if node is None else ["init"])
     assert (reader is not None) == (node is not None)
 

@@ -52,6 +52,7 @@ __all__ = [
     "THREAD_ENV_VARS",
     "TORCH_CACHE_FILE",
     "TORCH_DECIDED",
+    "TORCH_KEY_VARS",
     "Probe",
     "ProbeInputs",
     "cpuinfo_kept",
@@ -84,6 +85,21 @@ CPUINFO_CACHE_FILE = "cpuinfo.json"
 #: changed (``kept_torch_facts``).
 TORCH_DECIDED = ("torch.", "pools.")
 TORCH_CACHE_FILE = "torch-facts.json"
+#: Besides ``ENV_VARS``, variables that change what ``import torch`` decides: TF32 forced on,
+#: ROCm's devices, libgomp's thread cap, which libraries load.
+TORCH_KEY_VARS = (
+    *ENV_VARS,
+    "TORCH_ALLOW_TF32_CUBLAS_OVERRIDE",
+    "HIP_VISIBLE_DEVICES",
+    "ROCR_VISIBLE_DEVICES",
+    "OMP_THREAD_LIMIT",
+    "LD_LIBRARY_PATH",
+    "LD_PRELOAD",
+)
+#: Device files of GPUs (NVIDIA's, WSL 2's, AMD's): one appearing or going changes the key.
+_GPU_NODES = ("nvidia", "dxg", "kfd")
+#: The source of the torch probe's ``gpu.capability`` (its CUDA devices'): kept with the rest.
+_TORCH_CUDA = "torch.cuda"
 #: A probe that has not answered by then is reported unknown. py-cpuinfo needs ~1.2 s here
 #: (it runs CPUID in a child process); the whole doctor must answer in < 3 s.
 PROBE_TIMEOUT_S = 2.5
@@ -114,8 +130,10 @@ class ProbeInputs:
     folder (``$XDG_CACHE_HOME/stepdoctor``, else ``~/.cache/stepdoctor``, from ``environ``)."""
     boot_id: Path = Path("/proc/sys/kernel/random/boot_id")
     """Names this boot (Linux): a cached answer from another boot is not used."""
+    nvidia_driver: Path = Path("/proc/driver/nvidia/version")
+    """The NVIDIA driver's version (Linux): part of what decides torch's CUDA facts."""
     kept: tuple[EnvFact, ...] = ()
-    """Facts a fresh ``import torch`` decides (``TORCH_DECIDED``), kept by an earlier doctor
+    """Facts a fresh ``import torch`` decides, kept by an earlier doctor
     (``kept_torch_facts``): the pools and torch probes answer with these."""
 
 
@@ -335,8 +353,11 @@ def _kept_cpuinfo(path: Path | None, key: Mapping[str, object]) -> dict[str, Any
 
 def cpuinfo_kept(inputs: ProbeInputs) -> bool:
     """Whether the cpuinfo probe will answer from what was kept earlier this boot (without
-    py-cpuinfo's child process)."""
-    return _kept_cpuinfo(*_cpuinfo_key(inputs)) is not None
+    py-cpuinfo's child process); False when that cannot be told (py-cpuinfo broken)."""
+    try:
+        return _kept_cpuinfo(*_cpuinfo_key(inputs)) is not None
+    except Exception:  # the probe itself reports a broken py-cpuinfo as unknown
+        return False
 
 
 def _cache_path(inputs: ProbeInputs, name: str) -> Path | None:
@@ -374,10 +395,12 @@ def _keep(path: Path | None, answer: Mapping[str, object]) -> None:
 
 def _torch_install(inputs: ProbeInputs) -> dict[str, object] | None:
     """What decides the facts a fresh ``import torch`` gives, read without importing it: this
-    boot, this interpreter, torch's installed files (their sizes and times: a reinstall or an
-    upgrade changes them), the variables that size its threads or pick its devices, the CPUs
-    the process may use, and stepdoctor's version (which facts it reads). None when torch is
-    not installed or this boot has no id."""
+    boot, this interpreter, torch's installed files and the libraries it loads (theirs and the
+    ``nvidia-*`` wheels': sizes and times, which a reinstall or an upgrade changes), the
+    variables that size its threads, pick its devices or its libraries (``TORCH_KEY_VARS``),
+    the GPU device files and the NVIDIA driver's version, the CPUs the process may use, and
+    stepdoctor's version (which facts it reads). None when torch is not installed or this boot
+    has no id."""
     boot = _read_text(inputs.boot_id)
     try:
         spec = importlib.util.find_spec("torch")
@@ -386,7 +409,13 @@ def _torch_install(inputs: ProbeInputs) -> dict[str, object] | None:
     if boot is None or spec is None or not spec.submodule_search_locations:
         return None
     folder = Path(next(iter(spec.submodule_search_locations)))
-    files = [folder / "__init__.py", folder / "version.py", *sorted(folder.glob("_C.*"))]
+    files = [
+        folder / "__init__.py",
+        folder / "version.py",
+        *sorted(folder.glob("_C.*")),
+        *sorted(folder.glob("lib/*")),
+        *sorted(folder.parent.glob("nvidia/*/lib/*")),
+    ]
     stats = []
     for path in files:
         try:
@@ -394,6 +423,10 @@ def _torch_install(inputs: ProbeInputs) -> dict[str, object] | None:
         except OSError:
             continue
         stats.append([str(path), st.st_size, st.st_mtime_ns])
+    try:
+        devices = sorted(p.name for p in inputs.dev.iterdir() if p.name.startswith(_GPU_NODES))
+    except OSError:
+        devices = []
     from stepdoctor._version import __version__
 
     return {
@@ -401,34 +434,43 @@ def _torch_install(inputs: ProbeInputs) -> dict[str, object] | None:
         "python": sys.executable,
         "stepdoctor": __version__,
         "torch_files": stats,
-        "environ": {name: inputs.environ.get(name) for name in ENV_VARS},
+        "environ": {name: inputs.environ.get(name) for name in TORCH_KEY_VARS},
+        "devices": devices,
+        "nvidia_driver": _read_text(inputs.nvidia_driver),
         "affinity": _affinity(),
     }
 
 
+def _torch_decided(fact: EnvFact) -> bool:
+    """A fact the torch probe or the thread-pool probe gives after a fresh ``import torch``."""
+    return fact.key.startswith(TORCH_DECIDED) or fact.source.startswith(_TORCH_CUDA)
+
+
 def kept_torch_facts(inputs: ProbeInputs) -> list[EnvFact] | None:
-    """The facts (``TORCH_DECIDED``) an earlier doctor of this boot read after importing torch,
+    """The facts an earlier doctor of this boot read after importing torch (``_torch_decided``),
     if nothing that decides them has changed since (``_torch_install``); else None."""
     key = _torch_install(inputs)
     kept = _read_kept(_cache_path(inputs, TORCH_CACHE_FILE), key) if key else None
     rows = kept.get("facts") if kept else None
-    if not isinstance(rows, list) or not rows:
+    if not isinstance(rows, list):
         return None
     try:
-        return [
+        facts = [
             EnvFact(key=str(k), value=v, source=f"{src} (kept from earlier this boot)")
             for k, v, src in rows
-            if str(k).startswith(TORCH_DECIDED) and (v is None or isinstance(v, str | int | float))
+            if isinstance(src, str) and (v is None or isinstance(v, str | int | float))
         ]
     except (TypeError, ValueError):
         return None
+    facts = [f for f in facts if _torch_decided(f)]
+    return facts if any(f.key == "torch.version" for f in facts) else None
 
 
 def keep_torch_facts(inputs: ProbeInputs, facts: Iterable[EnvFact]) -> None:
     """Keep the facts a fresh ``import torch`` decided (the doctor's, read right after it) for
     later doctors of this boot."""
     key = _torch_install(inputs)
-    rows = [[f.key, f.value, f.source] for f in facts if f.key.startswith(TORCH_DECIDED)]
+    rows = [[f.key, f.value, f.source] for f in facts if _torch_decided(f)]
     if key and any(row[0] == "torch.version" for row in rows):
         _keep(_cache_path(inputs, TORCH_CACHE_FILE), {**key, "facts": rows})
 
@@ -486,7 +528,7 @@ def _nvml(inputs: ProbeInputs) -> list[EnvFact]:
 
 
 def _torch(inputs: ProbeInputs) -> list[EnvFact]:
-    if kept := _kept(inputs, "torch."):
+    if kept := [f for f in inputs.kept if not f.key.startswith("pools.")]:
         return kept
     torch: Any = sys.modules.get("torch")
     if torch is None and inputs.import_torch:
@@ -526,7 +568,7 @@ def _torch(inputs: ProbeInputs) -> list[EnvFact]:
         facts.append(_fact("torch.cudnn_version", backends.cudnn.version(), src))
     if cuda_available:
         caps = [torch.cuda.get_device_capability(i) for i in range(torch.cuda.device_count())]
-        facts.append(_fact("gpu.capability", min(float(f"{a}.{b}") for a, b in caps), "torch.cuda"))
+        facts.append(_fact("gpu.capability", min(float(f"{a}.{b}") for a, b in caps), _TORCH_CUDA))
         if torch.cuda.is_initialized():  # the job used the GPU: its caching allocator's figures
             facts += _allocator(torch)
     return facts

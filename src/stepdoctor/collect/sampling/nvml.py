@@ -76,14 +76,22 @@ class NvmlReader:
         self._proc_names: dict[int, str] = {}
 
     @classmethod
-    def open(cls, nvml: Any | None = None, dev: Path = Path("/dev")) -> NvmlReader | None:
+    def open(
+        cls,
+        nvml: Any | None = None,
+        dev: Path = Path("/dev"),
+        driver: Path = Path("/proc/driver/nvidia"),
+    ) -> NvmlReader | None:
         """Return a reader for this machine's GPUs, or None where NVML or a GPU is missing.
 
         Without ``nvml`` (pynvml-like), pynvml is imported only where the kernel shows an NVIDIA
-        device (``NVIDIA_DEVICE_NODES`` under ``dev``): on a machine without one, NVML cannot
-        start, and its import cost ~24 ms of every watched job's start here."""
+        driver or device (the ``driver`` folder, or ``NVIDIA_DEVICE_NODES`` under ``dev``; the
+        driver may create its device files only when CUDA or NVML first starts): on a machine
+        with neither, NVML cannot start, and its import cost ~24 ms of every watched job's start
+        here."""
         if nvml is None:
-            if not any((dev / node).exists() for node in NVIDIA_DEVICE_NODES):
+            nodes = (dev / node for node in NVIDIA_DEVICE_NODES)
+            if not driver.exists() and not any(node.exists() for node in nodes):
                 return None
             try:
                 import pynvml
