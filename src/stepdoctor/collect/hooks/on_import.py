@@ -77,8 +77,13 @@ class _Finder:
             spec = self._next_spec(fullname, path, target)
         finally:
             asking.discard(fullname)
-        if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
-            return spec  # found as it would be; a loader of the old protocol runs no hook
+        if spec is None:
+            return None
+        if spec.loader is None or not hasattr(spec.loader, "exec_module"):
+            # a namespace package, or a loader of the old protocol: found as it would be,
+            # its hooks left waiting
+            logger.debug("stepdoctor: %s imports without a loader to hook", fullname)
+            return spec
         spec.loader = _Loader(spec.loader, fullname)  # type: ignore[assignment]
         return spec
 
