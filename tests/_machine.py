@@ -134,9 +134,12 @@ def judged(
     window: Callable[[T], tuple[Path, int]],
     judge: Callable[[T], None],
     tmp_path: Path,
+    *,
+    again: bool = True,
 ) -> T:
     """``run`` a job into a folder under ``tmp_path`` and ``judge`` it (an assertion); if the
-    verdict fails on a run that shared a busy machine, run it again alone and judge that run.
+    verdict fails on a run that shared a busy machine, run it again alone and judge that run
+    (not with ``again=False``: a verdict expected to fail, whose failure needs no second run).
     ``window``: the run's folder and its warm-up steps (the report's), so that "busy" is read
     over the steps the verdict was read from (``about_the_job`` asserts over the same ones)."""
     first = run(_folder(tmp_path / "shared"))
@@ -144,7 +147,7 @@ def judged(
         judge(first)
     except AssertionError as failed:
         folder, warmup = window(first)
-        if not machine_was_busy(folder, warmup):
+        if not again or not machine_was_busy(folder, warmup):
             raise
         why = (str(failed) or "assert").splitlines()[0][:160]
         share = others_share(folder, warmup)

@@ -136,6 +136,10 @@ def test_a_verdict_failed_on_a_quiet_machine_fails_at_once(
     _busy(True, monkeypatch)
     assert judged(run, lambda r: (tmp_path, 5), judge, tmp_path / "b") is True  # type: ignore[arg-type]
     assert len(folders) == 1  # a verdict that holds is never run again
+    folders, run, judge = _runs([False, True])
+    with pytest.raises(AssertionError, match="healthy job"):  # one expected to fail: once
+        judged(run, lambda r: (tmp_path, 5), judge, tmp_path / "c", again=False)  # type: ignore[arg-type]
+    assert len(folders) == 1
 
 
 def test_a_verdict_judged_again_is_reported_in_the_summary_not_raised() -> None:

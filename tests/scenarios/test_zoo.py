@@ -177,4 +177,8 @@ def test_fixed_twin_raises_no_warning(script: str, tmp_path: Path) -> None:
         assert not loud, _describe(report)
 
     env = {"ZOO_FIXED": "1"}
-    judged(lambda folder: run_scenario(script, folder, env), _window, judge, tmp_path)
+    expected_loud = script in FIXED_TWIN_ALARMS  # xfail: its warning needs no second run
+    judged(
+        lambda folder: run_scenario(script, folder, env), _window, judge, tmp_path,
+        again=not expected_loud,
+    )  # fmt: skip
