@@ -42,9 +42,9 @@ browser:
 # The jobs the tests run are processes of their own: with Python's bytecode cache (git ignores
 # __pycache__) each one does not compile stepdoctor's modules again (~0.3 s a job here).
 # Two parts, one coverage figure: first every test but those marked serial, spread over the
-# cores (pytest-xdist; a scenario run beside another is a run on a busy machine, which every
-# verdict must survive); then, one at a time, the tests marked serial (their verdicts read the
-# machine's load, or they load every core). -n auto gives a worker to each core other
+# cores (pytest-xdist; a verdict that fails on a run the record shows sharing a busy machine is
+# judged again on a run with no other test beside it: tests/_machine.py); then, one at a time,
+# the tests marked serial (their verdicts read the machine's load, or they load every core). -n auto gives a worker to each core other
 # processes leave idle (tests/conftest.py), at least one. The second part adds its coverage
 # to the first's and reports the total (the floor in pyproject.toml applies to it).
 PYTEST = env -u PYTHONDONTWRITEBYTECODE STEPDOCTOR_REQUIRE_C_PARTS=1 $(PY) -m pytest -q --durations=25
