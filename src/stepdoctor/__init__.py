@@ -7,9 +7,9 @@ for the collectors.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from stepdoctor._lazy import lazy_names
 from stepdoctor._version import __version__
 
 if TYPE_CHECKING:
@@ -54,10 +54,4 @@ _HOMES = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    home = _HOMES.get(name)
-    if home is None:
-        raise AttributeError(f"module 'stepdoctor' has no attribute {name!r}")
-    value = getattr(importlib.import_module(home), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_names("stepdoctor", _HOMES, globals())

@@ -7,8 +7,9 @@ importtime``).
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from stepdoctor._lazy import lazy_names
 
 if TYPE_CHECKING:
     from stepdoctor.collect.sampling.nvml import NvmlReader
@@ -44,10 +45,4 @@ _HOMES = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    home = _HOMES.get(name)
-    if home is None:
-        raise AttributeError(f"module 'stepdoctor.collect' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"stepdoctor.collect.{home}"), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_names("stepdoctor.collect", _HOMES, globals(), "stepdoctor.collect.")

@@ -11,9 +11,9 @@ The names below load on first use (PEP 562): ``stepdoctor run`` reads the defaul
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from stepdoctor._lazy import lazy_names
 from stepdoctor.experiments.budgets import DEFAULT_BUDGET_S
 
 if TYPE_CHECKING:
@@ -57,10 +57,4 @@ _HOMES = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    home = _HOMES.get(name)
-    if home is None:
-        raise AttributeError(f"module 'stepdoctor.experiments' has no attribute {name!r}")
-    value = getattr(importlib.import_module(home), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_names("stepdoctor.experiments", _HOMES, globals())

@@ -6,8 +6,9 @@ and defining every dataclass of the package took ~25 ms of its start (``python -
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from stepdoctor._lazy import lazy_names
 
 if TYPE_CHECKING:
     from stepdoctor.model.experiments import (
@@ -231,10 +232,4 @@ _HOMES = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    home = _HOMES.get(name)
-    if home is None:
-        raise AttributeError(f"module 'stepdoctor.model' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"stepdoctor.model.{home}"), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_names("stepdoctor.model", _HOMES, globals(), "stepdoctor.model.")
