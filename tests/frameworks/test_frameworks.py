@@ -93,8 +93,10 @@ def _hooks(record: RunRecord) -> dict[str, int]:
 
 
 def test_lightning_job_is_watched_in_lightnings_terms_and_stays_clean(tmp_path: Path) -> None:
-    report, record, _ = _judged("lightning_job.py", tmp_path, _clean, LIGHTNING_ACCUMULATE="2")
-    assert len(record.steps) == 150  # optimizer steps (max_steps), each of 2 batches
+    report, record, _ = _judged(
+        "lightning_job.py", tmp_path, _clean, LIGHTNING_ACCUMULATE="2", LIGHTNING_STEPS="60"
+    )
+    assert len(record.steps) == 60  # optimizer steps (max_steps), each of 2 batches
     summary = report["summary"]
     assert isinstance(summary, dict) and summary["micro_batches_per_step"] == 2
     assert "Lightning runs training_step and backward inside optimizer.step" in str(
@@ -106,13 +108,17 @@ def test_lightning_job_is_watched_in_lightnings_terms_and_stays_clean(tmp_path: 
     phases = {name for s in record.steps for name in s.phase_ns}
     assert {"data_wait", "h2d", "forward", "backward", "optimizer", "evaluation"} <= phases
     hooks = _hooks(record)
-    assert hooks["Classifier.on_train_batch_end"] == 300  # a call per batch
+    assert hooks["Classifier.on_train_batch_end"] == 120  # a call per batch
     assert not any("StepdoctorCallback" in name for name in hooks)  # not our own
 
 
 def test_a_slow_lightning_callback_is_named_with_its_hook(tmp_path: Path) -> None:
     report, record, out = _judged(
-        "lightning_job.py", tmp_path, _on_top("slow-callbacks"), LIGHTNING_FAULT="callback"
+        "lightning_job.py",
+        tmp_path,
+        _on_top("slow-callbacks"),
+        LIGHTNING_FAULT="callback",
+        LIGHTNING_STEPS="60",
     )
     top = _top(report, out)
     assert top["rule"] == "slow-callbacks" and top["severity"] in LOUD, top
@@ -123,7 +129,7 @@ def test_a_slow_lightning_callback_is_named_with_its_hook(tmp_path: Path) -> Non
     assert str(evidence["Lightning's hooks, slowest first"]).startswith(
         "WeightStats.on_train_batch_end"
     )
-    assert _hooks(record)["WeightStats.on_train_batch_end"] == 150
+    assert _hooks(record)["WeightStats.on_train_batch_end"] == 60
 
 
 def test_lightnings_callback_watches_a_fit_without_stepdoctor_run(tmp_path: Path) -> None:
@@ -170,7 +176,9 @@ def test_hf_trainer_steps_are_optimizer_updates_and_a_healthy_job_stays_clean(
 
 
 def test_a_slow_data_collator_is_the_trainers_data_wait(tmp_path: Path) -> None:
-    report, _, out = _judged("hf_job.py", tmp_path, _on_top("input-bound"), HF_FAULT="collator")
+    report, _, out = _judged(
+        "hf_job.py", tmp_path, _on_top("input-bound"), HF_FAULT="collator", HF_STEPS="20"
+    )
     top = _top(report, out)
     assert top["rule"] == "input-bound" and top["severity"] in LOUD, top
     where = top["where"]
@@ -184,7 +192,7 @@ def test_evaluation_every_few_steps_is_named_with_the_trainers_argument(tmp_path
         tmp_path,
         _on_top("frequent-evaluation"),
         HF_EVAL_STEPS="2",
-        HF_STEPS="30",
+        HF_STEPS="20",
         HF_SAVE_STEPS="10",
     )
     top = _top(report, out)
@@ -193,10 +201,10 @@ def test_evaluation_every_few_steps_is_named_with_the_trainers_argument(tmp_path
     assert isinstance(fix, dict) and "eval_steps=2" in fix["summary"]
     assert "eval_steps=1000" in fix["snippet"]
     hooks = _hooks(record)
-    assert hooks["Trainer.evaluate (eval_steps)"] == 15
-    assert hooks["Trainer._save_checkpoint (save_steps)"] == 3
-    # saves after steps 10 and 20 fall in the next steps; the one after the last step in none
-    assert sum(s.phase("checkpoint") > 0 for s in record.steps) == 2
+    assert hooks["Trainer.evaluate (eval_steps)"] == 10
+    assert hooks["Trainer._save_checkpoint (save_steps)"] == 2
+    # the save after step 10 falls in the next step; the one after the last step in none
+    assert sum(s.phase("checkpoint") > 0 for s in record.steps) == 1
 
 
 # -- Keras 3 ----------------------------------------------------------------------------------

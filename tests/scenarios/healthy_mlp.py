@@ -5,4 +5,4 @@ from torch.utils.data import DataLoader
 
 if __name__ == "__main__":
     loader = DataLoader(tensors(), batch_size=64, shuffle=True)
-    print("steps:", train(loader, mlp(width=2048), steps=250))
+    print("steps:", train(loader, mlp(width=2048), steps=80))

@@ -14,4 +14,4 @@ if __name__ == "__main__":
         persistent_workers=True,
         multiprocessing_context="spawn",
     )
-    print("steps:", train(loader, mlp(width=2048), steps=60))
+    print("steps:", train(loader, mlp(width=2048), steps=30))

@@ -22,7 +22,7 @@ if __name__ == "__main__":
     data = tensors(n=8192).tensors[0]
     batches = list(data.split(256))
     predictions = 0
-    done = until_done(steps=640)  # 20 passes over the 32 batches
+    done = until_done(steps=256)  # 8 passes over the 32 batches
     calls = 0
     with mode:
         while not done(calls):

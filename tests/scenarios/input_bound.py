@@ -24,7 +24,7 @@ class DecodedDataset(Dataset):  # type: ignore[type-arg]
     """Pretends to decode an image: six FFT round-trips per sample (~0.5 ms of CPU, several
     times the sample's share of the model's forward and backward)."""
 
-    def __init__(self, n: int = 4096, *, cache: bool = False) -> None:
+    def __init__(self, n: int = 2048, *, cache: bool = False) -> None:
         self.raw = np.random.default_rng(0).standard_normal((n, 64, 64)).astype(np.float32)
         self.cache = cache
         if cache:

@@ -30,5 +30,5 @@ if __name__ == "__main__":
         else:
             outputs.append(model(probe))  # keeps the graph and its activations
 
-    print("steps:", train(loader, model, steps=250, after_step=after_step))
+    print("steps:", train(loader, model, steps=180, after_step=after_step))
     print("evaluations:", len(outputs))
