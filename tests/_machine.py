@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import fcntl
 import os
-import tempfile
 import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -50,13 +49,13 @@ class RedoneAlone(UserWarning):
     coverage starts."""
 
 
-def _lock_paths() -> tuple[Path, Path] | None:
-    """The lock and its turnstile, one pair per pytest-xdist session; None outside one."""
-    run = os.environ.get("PYTEST_XDIST_TESTRUNUID")
-    if not run:
+def _lock_paths(folder: Path) -> tuple[Path, Path] | None:
+    """The lock and its turnstile, one pair per pytest-xdist session, in ``folder`` (the
+    session's base temporary folder, which every worker shares and pytest removes in turn with
+    the old ones); None outside pytest-xdist."""
+    if not os.environ.get("PYTEST_XDIST_TESTRUNUID"):
         return None
-    base = Path(tempfile.gettempdir()) / f"stepdoctor-tests-{run}"
-    return base.with_suffix(".lock"), base.with_suffix(".gate")
+    return folder / "machine.lock", folder / "machine.gate"
 
 
 class _Machine:
@@ -98,10 +97,11 @@ _machine: _Machine | None = None
 
 
 @contextmanager
-def share_the_machine() -> Iterator[None]:
-    """Hold the machine shared for the length of a test (pytest-xdist workers only)."""
+def share_the_machine(folder: Path) -> Iterator[None]:
+    """Hold the machine shared for the length of a test (pytest-xdist workers only); the lock
+    is kept in ``folder``, the same for every worker of the session."""
     global _machine
-    paths = _lock_paths()
+    paths = _lock_paths(folder)
     if paths is None:
         yield
         return
@@ -117,7 +117,7 @@ def share_the_machine() -> Iterator[None]:
 @contextmanager
 def alone_on_the_machine() -> Iterator[None]:
     """No other test runs while this holds (inside ``share_the_machine``; else no-op)."""
-    if _machine is None or _lock_paths() is None:
+    if _machine is None:  # not a pytest-xdist worker
         yield
         return
     with _machine.alone():

@@ -73,12 +73,13 @@ def own_cache_folder(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]
 
 
 @pytest.fixture(autouse=True)
-def machine_shared() -> Iterator[None]:
+def machine_shared(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     """Each test holds the machine shared: a job redone alone (``tests/_machine.py``) waits
-    for the tests running beside it and runs before the next ones start."""
+    for the tests running beside it and runs before the next ones start. The lock is kept in
+    the folder above the worker's base temporary folder (``popen-gwN``): the session's own."""
     from tests._machine import share_the_machine
 
-    with share_the_machine():
+    with share_the_machine(tmp_path_factory.getbasetemp().parent):
         yield
 
 
