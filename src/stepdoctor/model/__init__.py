@@ -32,6 +32,7 @@ if TYPE_CHECKING:
         Summary,
     )
     from stepdoctor.model.jobs import RankRow
+    from stepdoctor.model.jvm import JvmGcLog
     from stepdoctor.model.measured import (
         OUTLIER_SIGMAS,
         OutlierCut,
@@ -118,6 +119,7 @@ __all__ = [
     "GpuProcess",
     "GpuSample",
     "HookTime",
+    "JvmGcLog",
     "KernelStat",
     "LaunchStats",
     "LayerInfo",
@@ -179,6 +181,7 @@ _HOMES = {
     "GpuProcess": "run",
     "GpuSample": "run",
     "HookTime": "run",
+    "JvmGcLog": "jvm",
     "KernelStat": "traces",
     "LaunchStats": "traces",
     "LayerInfo": "run",

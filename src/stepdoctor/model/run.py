@@ -4,12 +4,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
-from stepdoctor.model.experiments import BoundVerdict
-from stepdoctor.model.jvm import JvmGcLog
 from stepdoctor.model.phases import Phase
 from stepdoctor.model.stacks import AllocationSite, CodeFrame, CodeStack, StackSample
+
+if TYPE_CHECKING:  # loaded with a record that holds them (model/schema.py resolves the names):
+    # a job's start-up need not build the classes of the JVM logs and experiments
+    from stepdoctor.model.experiments import BoundVerdict
+    from stepdoctor.model.jvm import JvmGcLog
 
 __all__ = [
     "OWN_MEASUREMENTS",

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import operator
+import sys
 import types
 import typing
 from collections.abc import Callable, Mapping
@@ -119,9 +120,38 @@ def fields_getter(cls: type) -> _Getter | None:
     return getter
 
 
+class _Names(Mapping[str, Any]):
+    """The names an annotation of a class of ``module`` may use: the module's own, then
+    stepdoctor.model's public names, each loaded when an annotation names it (a model module
+    may import the types of its fields only for type checkers, so that importing it does not
+    build every class a field can hold)."""
+
+    def __init__(self, module: Mapping[str, Any]) -> None:
+        self._module = module
+
+    def __getitem__(self, name: str) -> Any:
+        try:
+            return self._module[name]
+        except KeyError:
+            pass
+        import stepdoctor.model
+
+        if name not in stepdoctor.model.__all__:
+            raise KeyError(name)
+        return getattr(stepdoctor.model, name)
+
+    def __iter__(self) -> typing.Iterator[str]:
+        import stepdoctor.model
+
+        return iter({**dict.fromkeys(self._module), **dict.fromkeys(stepdoctor.model.__all__)})
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+
 @cache
 def _hints(cls: type) -> dict[str, Any]:
-    return typing.get_type_hints(cls)
+    return typing.get_type_hints(cls, localns=_Names(vars(sys.modules[cls.__module__])))
 
 
 def _convert(tp: Any, data: Any, where: str) -> Any:
