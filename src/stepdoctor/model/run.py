@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING, Final
 from stepdoctor.model.phases import Phase
 from stepdoctor.model.stacks import AllocationSite, CodeFrame, CodeStack, StackSample
 
-if TYPE_CHECKING:  # loaded with a record that holds them (model/schema.py resolves the names):
-    # a job's start-up need not build the classes of the JVM logs and experiments
+if TYPE_CHECKING:  # resolved by model/schema.py when a record is read: a job's start-up
+    # need not build the classes of the JVM logs (the record's writer loads BoundVerdict)
     from stepdoctor.model.experiments import BoundVerdict
     from stepdoctor.model.jvm import JvmGcLog
 
