@@ -120,33 +120,18 @@ def fields_getter(cls: type) -> _Getter | None:
     return getter
 
 
-class _Names(Mapping[str, Any]):
-    """The names an annotation of a class of ``module`` may use: the module's own, then
+class _Names(dict[str, Any]):
+    """The names an annotation of a class may use (``eval``'s locals): its module's own, then
     stepdoctor.model's public names, each loaded when an annotation names it (a model module
     may import the types of its fields only for type checkers, so that importing it does not
     build every class a field can hold)."""
 
-    def __init__(self, module: Mapping[str, Any]) -> None:
-        self._module = module
-
-    def __getitem__(self, name: str) -> Any:
-        try:
-            return self._module[name]
-        except KeyError:
-            pass
+    def __missing__(self, name: str) -> Any:
         import stepdoctor.model
 
         if name not in stepdoctor.model.__all__:
             raise KeyError(name)
         return getattr(stepdoctor.model, name)
-
-    def __iter__(self) -> typing.Iterator[str]:
-        import stepdoctor.model
-
-        return iter({**dict.fromkeys(self._module), **dict.fromkeys(stepdoctor.model.__all__)})
-
-    def __len__(self) -> int:
-        return sum(1 for _ in self)
 
 
 @cache
