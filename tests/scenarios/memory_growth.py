@@ -24,4 +24,4 @@ if __name__ == "__main__":
         if step % COPY_EVERY == 0:
             kept.append(first.weight.detach().clone())  # 2 MiB each
 
-    print("steps:", train(loader, model, steps=120, after_step=after_step))
+    print("steps:", train(loader, model, steps=200, after_step=after_step))
