@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -13,6 +11,8 @@ import pytest
 pytest.importorskip("torch")
 
 import torch
+
+from tests._zygote import stepdoctor_run
 
 from ._verdicts import LOUD, about_the_job
 
@@ -26,14 +26,12 @@ def _folder(tmp: Path, script: str, experiments: bool = True) -> Path:
 def _run(tmp: Path, script: str, *args: str, experiments: bool = True) -> dict[str, object]:
     out = tmp / f"{script}.{experiments}.json"
     flags = ["--experiments", "--experiment-budget", "6"] if experiments else []
-    proc = subprocess.run(
+    proc = stepdoctor_run(
         [
-            sys.executable, "-m", "stepdoctor", "run", "--no-report", *flags,
+            "run", "--no-report", *flags,
             "--json", str(out), "--out", str(_folder(tmp, script, experiments)),
             str(HERE / script), *args,
         ],
-        capture_output=True,
-        text=True,
         timeout=180,
         env={**os.environ, "PYTHONWARNINGS": "ignore"},
     )  # fmt: skip
@@ -74,11 +72,9 @@ def test_compute_bound_job_is_not_told_to_add_workers(tmp_path: Path) -> None:
 @pytest.mark.scenario
 def test_run_with_trace_folds_the_trace_into_the_report(tmp_path: Path) -> None:
     out = tmp_path / "report.json"
-    proc = subprocess.run(
-        [sys.executable, "-m", "stepdoctor", "run", "--no-report", "--trace",
+    proc = stepdoctor_run(
+        ["run", "--no-report", "--trace",
          "--json", str(out), "--out", str(tmp_path / "run"), str(HERE / "healthy_mlp.py")],
-        capture_output=True,
-        text=True,
         timeout=180,
         env={**os.environ, "PYTHONWARNINGS": "ignore"},
     )  # fmt: skip

@@ -7,13 +7,12 @@ from __future__ import annotations
 import itertools
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from stepdoctor.record import load_run
+from tests._zygote import stepdoctor_run
 
 from ._catalog import CONTROLS
 from ._verdicts import LOUD, about_the_job
@@ -36,11 +35,9 @@ def _run(script: str, tmp_path: Path) -> tuple[dict[str, int], dict[str, object]
     """Run ``script`` under ``stepdoctor run``: the counts it printed, its JSON report, its
     run folder."""
     out, run_dir = tmp_path / "report.json", tmp_path / "run"
-    command = [sys.executable, "-m", "stepdoctor", "run", "--no-report", "--json", str(out)]
-    proc = subprocess.run(
+    command = ["run", "--no-report", "--json", str(out)]
+    proc = stepdoctor_run(
         [*command, "--out", str(run_dir), str(HERE / script)],
-        capture_output=True,
-        text=True,
         timeout=120,
         env={**os.environ, "PYTHONWARNINGS": "ignore"},
     )

@@ -5,22 +5,22 @@ job, with warning or critical severity; its fixed twin (``ZOO_FIXED=1``) and the
 scripts must raise no warning or critical finding about the job. The scripts are listed in
 ``_catalog``.
 Findings about the machine (other processes taking its CPUs) must match what the run's record
-shows (``_verdicts``). Each run is a real subprocess under ``stepdoctor run`` (a fixed number of
-steps and at least 3 s of training, plus torch's import).
+shows (``_verdicts``). Each run is a process of its own under ``stepdoctor run`` (a fixed number
+of steps and at least 3 s of training), forked from one that has imported torch
+(``tests/_zygote.py``; ``ZOO_FRESH_PROCESS=1``: a fresh process each).
 """
 
 from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from stepdoctor.record import load_run
 from tests._machine import judged
+from tests._zygote import stepdoctor_run
 
 from ._catalog import (
     FAULTS,
@@ -40,11 +40,8 @@ def run_scenario(
     """Run ``script`` under ``stepdoctor run`` with ``env`` added to the environment: its JSON
     report and its run folder."""
     out = tmp_path / "report.json"
-    proc = subprocess.run(
+    proc = stepdoctor_run(
         [
-            sys.executable,
-            "-m",
-            "stepdoctor",
             "run",
             "--no-report",
             "--json",
@@ -53,8 +50,6 @@ def run_scenario(
             str(tmp_path / "run"),
             str(HERE / script),
         ],
-        capture_output=True,
-        text=True,
         timeout=120,
         env={**os.environ, "PYTHONWARNINGS": "ignore", **(env or {})},
     )
