@@ -63,10 +63,7 @@ def stepdoctor_run(
     """
     command = [sys.executable, "-m", "stepdoctor", *args]
     folder = Path.cwd() if cwd is None else cwd
-    fresh = env.get("ZOO_FRESH_PROCESS") == "1" or any(
-        key.startswith(READ_AT_TORCH_IMPORT) and env.get(key) != os.environ.get(key) for key in env
-    )
-    if fresh:
+    if env.get("ZOO_FRESH_PROCESS") == "1" or not _Zygote.get().imports_alike(env):
         return subprocess.run(
             command, capture_output=True, text=True, timeout=timeout, env=dict(env), cwd=folder
         )
@@ -79,12 +76,13 @@ class _Zygote:
     _one: _Zygote | None = None
 
     def __init__(self) -> None:
+        self._env = {k: v for k, v in os.environ.items() if k != "PYTHONWARNINGS"}
         self._proc = subprocess.Popen(
             [sys.executable, "-m", "tests._zygote"],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             cwd=ROOT,
-            env={k: v for k, v in os.environ.items() if k != "PYTHONWARNINGS"},
+            env=self._env,
         )
         self._pending = b""
         atexit.register(self.close)
@@ -94,6 +92,12 @@ class _Zygote:
         if cls._one is None or cls._one._proc.poll() is not None:
             cls._one = cls()
         return cls._one
+
+    def imports_alike(self, env: Mapping[str, str]) -> bool:
+        """Whether a job with the environment ``env`` imports torch as the zygote did: the
+        variables torch reads at import are the zygote's."""
+        names = {k for k in (*env, *self._env) if k.startswith(READ_AT_TORCH_IMPORT)}
+        return all(env.get(k) == self._env.get(k) for k in names)
 
     def close(self) -> None:
         if self._proc.poll() is None:
