@@ -14,8 +14,9 @@ import pytest
 from tests._zygote import stepdoctor_run
 
 SCRIPT = """\
-import os, sys, time
+import atexit, os, sys, time
 import torch
+atexit.register(print, "at exit")
 print("cwd", os.getcwd())
 print("marker", os.environ.get("ZYGOTE_MARKER"))
 print("argv", sys.argv[1:])
@@ -51,6 +52,7 @@ def test_a_forked_job_has_its_own_folder_environment_arguments_streams_and_exit_
     assert f"cwd {folder}" in forked.stdout
     assert "marker seen" in forked.stdout
     assert "argv ['a', 'b']" in forked.stdout
+    assert forked.stdout.rstrip().endswith("at exit")
     assert "to stderr" in forked.stderr and "to stderr" not in forked.stdout
     lines = [line for line in forked.stdout.splitlines() if not line.startswith("threads")]
     assert lines == [line for line in fresh.stdout.splitlines() if not line.startswith("threads")]
