@@ -121,13 +121,19 @@ class _Zygote:
         self._proc.stdin.write(json.dumps(request).encode() + b"\n")
         self._proc.stdin.flush()
         deadline = time.monotonic() + timeout + 60  # the zygote's first start: torch's import
-        pid = int(self._reply(deadline)["pid"])
+        pid = None
         try:
+            pid = int(self._reply(deadline)["pid"])
             code = int(self._reply(time.monotonic() + timeout)["returncode"])
-        except TimeoutError:
-            _kill_tree(pid)
-            self._reply(time.monotonic() + 30)
-            raise subprocess.TimeoutExpired(command, timeout, _read(out), _read(err)) from None
+        except BaseException as exc:  # the replies are out of step: this zygote is done
+            if pid is not None:
+                _kill_tree(pid)
+            self._proc.kill()
+            _Zygote._one = None
+            if isinstance(exc, TimeoutError):
+                raise subprocess.TimeoutExpired(command, timeout, _read(out), _read(err)) from None
+            _read(out), _read(err)
+            raise
         return subprocess.CompletedProcess(command, code, _read(out), _read(err))
 
     def _reply(self, deadline: float) -> dict[str, int]:
@@ -178,20 +184,25 @@ def _serve() -> None:
     """The zygote: import what the jobs import, then fork a job per request."""
     import importlib
 
+    replies = os.dup(1)
+    os.dup2(2, 1)  # what else is printed here goes to stderr, not into the replies
     for name in PRELOAD:
         importlib.import_module(name)
     import torch
 
     torch.optim.SGD([torch.zeros(1, requires_grad=True)])  # its first build's lazy imports
-    replies = os.dup(1)
-    os.dup2(2, 1)  # what else is printed here goes to stderr, not into the replies
     requests = sys.stdin.buffer
     while line := requests.readline():
         request = json.loads(line)
+        sys.stdout.flush()
         pid = os.fork()
         if pid == 0:
-            os.close(replies)
-            _become_the_job(request)  # ends the child with the job's exit code
+            try:
+                os.close(replies)
+                _become_the_job(request)  # ends the child with the job's exit code
+            finally:
+                traceback.print_exc()
+                os._exit(1)  # never back into this loop
         os.write(replies, json.dumps({"pid": pid}).encode() + b"\n")
         _, status = os.waitpid(pid, 0)
         code = os.waitstatus_to_exitcode(status)

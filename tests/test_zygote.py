@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+pytest.importorskip("torch")
+
 from tests._zygote import stepdoctor_run
 
 SCRIPT = """\
