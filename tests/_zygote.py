@@ -38,7 +38,7 @@ import traceback
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-__all__ = ["stepdoctor_run"]
+__all__ = ["stepdoctor_run", "zygote_environment"]
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -67,11 +67,20 @@ def stepdoctor_run(
     """
     command = [sys.executable, "-m", "stepdoctor", *args]
     folder = Path.cwd() if cwd is None else cwd
-    if env.get("ZOO_FRESH_PROCESS") == "1" or not _Zygote.get().imports_alike(env):
+    zygote = _Zygote.get()
+    if env.get("ZOO_FRESH_PROCESS") == "1" or not zygote.imports_alike(env):
         return subprocess.run(
             command, capture_output=True, text=True, timeout=timeout, env=dict(env), cwd=folder
         )
-    return _Zygote.get().run(command, dict(env), folder, timeout)
+    return zygote.run(command, dict(env), folder, timeout)
+
+
+def zygote_environment() -> dict[str, str]:
+    """The environment this process's zygote started with: a job given it (plus variables
+    torch does not read at import) is forked, whatever this process's environment has become
+    since (Lightning's launcher sets OMP_NUM_THREADS in the process that starts it); without
+    ``ZOO_FRESH_PROCESS``."""
+    return {k: v for k, v in _Zygote.get().env.items() if k != "ZOO_FRESH_PROCESS"}
 
 
 class _Zygote:
@@ -80,13 +89,13 @@ class _Zygote:
     _one: _Zygote | None = None
 
     def __init__(self) -> None:
-        self._env = {k: v for k, v in os.environ.items() if k != "PYTHONWARNINGS"}
+        self.env = {k: v for k, v in os.environ.items() if k != "PYTHONWARNINGS"}
         self._proc = subprocess.Popen(
             [sys.executable, "-m", "tests._zygote"],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             cwd=ROOT,
-            env=self._env,
+            env=self.env,
         )
         self._pending = b""
         atexit.register(self.close)
@@ -100,8 +109,8 @@ class _Zygote:
     def imports_alike(self, env: Mapping[str, str]) -> bool:
         """Whether a job with the environment ``env`` imports torch as the zygote did: the
         variables torch reads at import are the zygote's."""
-        names = {k for k in (*env, *self._env) if k.startswith(READ_AT_TORCH_IMPORT)}
-        return all(env.get(k) == self._env.get(k) for k in names)
+        names = {k for k in (*env, *self.env) if k.startswith(READ_AT_TORCH_IMPORT)}
+        return all(env.get(k) == self.env.get(k) for k in names)
 
     def close(self) -> None:
         if self._proc.poll() is None:
@@ -130,9 +139,9 @@ class _Zygote:
                 _kill_tree(pid)
             self._proc.kill()
             _Zygote._one = None
+            output = _read(out), _read(err)  # (and the files removed)
             if isinstance(exc, TimeoutError):
-                raise subprocess.TimeoutExpired(command, timeout, _read(out), _read(err)) from None
-            _read(out), _read(err)
+                raise subprocess.TimeoutExpired(command, timeout, *output) from None
             raise
         return subprocess.CompletedProcess(command, code, _read(out), _read(err))
 
@@ -200,9 +209,9 @@ def _serve() -> None:
             try:
                 os.close(replies)
                 _become_the_job(request)  # ends the child with the job's exit code
-            finally:
+            except BaseException:  # before the job started: never back into this loop
                 traceback.print_exc()
-                os._exit(1)  # never back into this loop
+            os._exit(1)
         os.write(replies, json.dumps({"pid": pid}).encode() + b"\n")
         _, status = os.waitpid(pid, 0)
         code = os.waitstatus_to_exitcode(status)

@@ -13,7 +13,7 @@ import pytest
 
 pytest.importorskip("torch")
 
-from tests._zygote import stepdoctor_run
+from tests._zygote import stepdoctor_run, zygote_environment
 
 SCRIPT = """\
 import atexit, os, sys, time
@@ -44,7 +44,7 @@ def test_a_forked_job_has_its_own_folder_environment_arguments_streams_and_exit_
     script = _job(tmp_path)
     folder = tmp_path / "work"
     folder.mkdir()
-    env = {**os.environ, "ZYGOTE_MARKER": "seen", "ZYGOTE_EXIT": "3"}
+    env = {**zygote_environment(), "ZYGOTE_MARKER": "seen", "ZYGOTE_EXIT": "3"}
     args = ["run", "--no-report", "--out", str(tmp_path / "run"), str(script), "a", "b"]
     forked = stepdoctor_run(args, env=env, timeout=120, cwd=folder)
     fresh = subprocess.run(
@@ -74,8 +74,8 @@ def test_a_job_past_its_timeout_is_killed_and_the_next_one_runs(tmp_path: Path) 
     script = _job(tmp_path)
     args = ["run", "--no-report", "--out", str(tmp_path / "run"), str(script)]
     with pytest.raises(subprocess.TimeoutExpired):
-        stepdoctor_run([*args, "sleep"], env=dict(os.environ), timeout=8)
-    after = stepdoctor_run(args, env=dict(os.environ), timeout=120)
+        stepdoctor_run([*args, "sleep"], env=zygote_environment(), timeout=8)
+    after = stepdoctor_run(args, env=zygote_environment(), timeout=120)
     assert after.returncode == 0 and "argv []" in after.stdout, after.stderr
 
 
@@ -85,8 +85,9 @@ def test_a_job_that_sets_what_torch_reads_at_import_runs_in_a_fresh_process(
 ) -> None:
     script = _job(tmp_path)
     args = ["run", "--no-report", "--out", str(tmp_path / "run"), str(script)]
-    forked = stepdoctor_run(args, env=dict(os.environ), timeout=120)
+    env = zygote_environment()
+    forked = stepdoctor_run(args, env=env, timeout=120)
     assert f"parent {os.getpid()}" not in forked.stdout, forked.stdout  # the zygote's child
-    threads = "7" if os.environ.get("OMP_NUM_THREADS") != "7" else "5"
-    ran = stepdoctor_run(args, env={**os.environ, "OMP_NUM_THREADS": threads}, timeout=120)
+    threads = "7" if env.get("OMP_NUM_THREADS") != "7" else "5"
+    ran = stepdoctor_run(args, env={**env, "OMP_NUM_THREADS": threads}, timeout=120)
     assert f"parent {os.getpid()}" in ran.stdout, ran.stdout  # started from this process
