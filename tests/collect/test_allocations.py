@@ -96,6 +96,42 @@ def test_kept_tensors_are_grouped_with_what_holds_them() -> None:
                    for s in sites)  # fmt: skip
 
 
+def test_the_holder_is_found_among_a_large_globals_newest_items_without_python_per_item() -> None:
+    """A kept object is found where a job keeps it (a list, a dict's values, a deque), in the
+    newest ``HOLDER_SCAN_ITEMS`` of a container larger than that; the scan runs no Python
+    code per item (a job's cache of millions would slow the job beside it for seconds)."""
+    import collections
+
+    from stepdoctor.collect.sampling import survivors
+
+    kept = object()
+    big = [None] * (survivors.HOLDER_SCAN_ITEMS + 10) + [kept]
+    wanted = frozenset({id(kept)})
+    assert survivors._held_ids(big, wanted) == wanted
+    assert survivors._held_ids({i: v for i, v in enumerate(big[-5:])}, wanted) == wanted
+    assert survivors._held_ids(collections.deque(big), wanted) == wanted
+    assert survivors._held_ids([kept] + big[:-1], wanted) == frozenset()  # past the newest
+    assert survivors._held_ids("not a container", wanted) == frozenset()
+
+    def python_events(container: object) -> int:
+        events = 0
+
+        def tracer(frame: object, event: str, arg: object) -> object:
+            nonlocal events
+            events += 1
+            return tracer
+
+        before = sys.gettrace()  # coverage's, under make test: put back
+        sys.settrace(tracer)
+        try:
+            survivors._held_ids(container, wanted)
+        finally:
+            sys.settrace(before)
+        return events
+
+    assert python_events(big[:10]) == python_events(big[:100_000])
+
+
 def test_a_tensor_made_at_a_freed_tensors_id_counts_as_new() -> None:
     """An id is no identity: the job's next tensor often takes the id of one freed since the
     window began (CPython reuses the block freed last); it is still new."""

@@ -297,19 +297,19 @@ class AllocationWindow:
         self.started_ns = now
 
     def _finish(self) -> None:
+        modules = [] if self._main is None else [self._main]
+        self._main = None
         try:
-            modules = [] if self._main is None else [self._main]
-            self._main = None
             self.sites = surviving_sites(self._roots, since=self._middle, modules=modules)
+        finally:
+            tracemalloc.stop()
+        try:  # tracing is off: what the census allocates is not traced, nor slowed by it
             self.sites += kept_tensors(
                 self._tensors_middle, modules=user_modules(modules, self._roots)
             )
-            self._tensors_middle = []
-        finally:
-            tracemalloc.stop()
-        try:  # tracing is off: the count allocates nothing it would trace
             self.sites += grown_types(self._types_before, objects_by_type())
         finally:
+            self._tensors_middle = []
             self.ended_ns = self._clock()
 
 
