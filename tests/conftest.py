@@ -27,13 +27,15 @@ def _torch_state() -> tuple[object, ...]:
     )
 
 
-# CI draws the same examples every run (derandomize): a red CI is a regression, not luck. No
-# deadline and no too-slow health check: how fast an example runs is the machine's, not ours.
+# CI draws the same examples every run (derandomize): a red CI is a regression, not luck, and
+# it draws no new ones either, so the search for the examples that break a property is the
+# "hunt" profile's (HYPOTHESIS_PROFILE=hunt), not make test's. No deadline and no too-slow
+# health check: how fast an example runs is the machine's, not ours.
 _SPEED_FREE = {"deadline": None, "suppress_health_check": [HealthCheck.too_slow]}
-settings.register_profile("ci", max_examples=300, derandomize=True, **_SPEED_FREE)
+settings.register_profile("ci", max_examples=100, derandomize=True, **_SPEED_FREE)
 settings.register_profile("hunt", max_examples=10_000, **_SPEED_FREE)
 # make test-pythons: the same tests on every other interpreter, where what breaks is the
-# interpreter's (an import, the C parts' build, a watched job), not an example only the 300th
+# interpreter's (an import, the C parts' build, a watched job), not an example only the 100th
 # draw finds: make test's run searches that far on the main one.
 settings.register_profile("pythons", max_examples=30, derandomize=True, **_SPEED_FREE)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))

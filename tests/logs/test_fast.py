@@ -201,7 +201,7 @@ _ALPHABET = st.sampled_from(
 )
 
 
-@settings(max_examples=300, deadline=None)
+@settings(deadline=None)
 @given(
     picks=st.lists(st.integers(0, len(_SEEDS) - 1), min_size=1, max_size=40),
     edits=st.lists(

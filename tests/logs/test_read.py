@@ -210,7 +210,7 @@ def test_iterations_get_the_gc_pauses_that_fell_in_them(
 
 
 @corpus
-@settings(max_examples=200, deadline=None)
+@settings(deadline=None)
 @given(
     which=st.sampled_from([G1_JDK8, UNIFIED, DL4J, DATA / "gc/jifa/8CMSParser.log"]),
     cut=st.floats(0, 1),

@@ -4,7 +4,7 @@ Whatever bytes a file holds, ``stepdoctor trace`` ends in one of two ways: a ``T
 (one line naming the file) or an analysis that renders, ranks findings and writes JSON. Inputs
 that once broke that are kept in ``fuzz_corpus/`` and replayed by the last test.
 
-The test command runs 300 examples of each (hypothesis profile "ci", tests/conftest.py); a
+The test command runs 100 examples of each (hypothesis profile "ci", tests/conftest.py); a
 longer hunt: ``HYPOTHESIS_PROFILE=hunt pytest tests/traces/test_fuzz.py`` (10,000 each).
 """
 
