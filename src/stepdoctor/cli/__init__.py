@@ -79,24 +79,38 @@ def _named_command(argv: Sequence[str]) -> str | None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; return the exit code."""
+    return _main(argv)[0]
+
+
+def _main(argv: Sequence[str] | None) -> tuple[int, argparse.Namespace | None]:
+    """Run the command line: the exit code, and the arguments it ran with (None when it ran
+    no command)."""
     argv = sys.argv[1:] if argv is None else list(argv)
     parser = build_parser(argv)
     args = parser.parse_args(argv)
     if getattr(args, "handler", None) is None:
         parser.print_help(sys.stderr)
-        return EXIT_USAGE
+        return EXIT_USAGE, None
     try:
         code: int = args.handler(args)
     except StepdoctorError as exc:
         if args.debug:
             raise
         error_line(str(exc))
-        return EXIT_USAGE if isinstance(exc, (UsageError, ScriptNotFoundError)) else EXIT_ERROR
+        return (
+            EXIT_USAGE if isinstance(exc, (UsageError, ScriptNotFoundError)) else EXIT_ERROR
+        ), args
     except KeyboardInterrupt:
-        return 130
-    return code
+        return 130, args
+    return code, args
 
 
 def entry_point() -> None:
-    """Console-script entry point."""
-    sys.exit(main())
+    """Console-script entry point. A tuning run (``stepdoctor tune``'s child, which sets
+    ``args.tuning_run``) ends without the interpreter's teardown (``end_without_teardown``)."""
+    code, args = _main(None)
+    if args is not None and getattr(args, "tuning_run", False):
+        from stepdoctor.cli._exit import end_without_teardown
+
+        end_without_teardown(code)
+    sys.exit(code)

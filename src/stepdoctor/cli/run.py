@@ -169,6 +169,7 @@ def run(args: argparse.Namespace) -> int:
             "--experiments, which pauses the job to measure during it"
         )
     overrides = Overrides.from_env(os.environ)
+    args.tuning_run = overrides is not None
     if overrides is not None or args.trace:  # they set torch up before the job starts
         import_torch_if_available()
     remove_overrides = apply_overrides(overrides) if overrides is not None else None
