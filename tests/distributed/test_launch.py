@@ -192,12 +192,12 @@ def test_a_module_runs_as_python_m_would(tmp_path: Path) -> None:
 
 def test_a_planted_hang_is_reported_while_it_waits_and_after(tmp_path: Path) -> None:
     """Rank 1 stops after 20 steps; rank 0 waits in its all-reduce until the process group's
-    timeout (20 s). 3 s without a step, the launcher says which rank the others wait for and
+    timeout (12 s). 3 s without a step, the launcher says which rank the others wait for and
     where it is; when the timeout ends the job, the job's report says it again."""
     out = tmp_path / "job"
     proc = _stepdoctor("run", "--nproc-per-node", "2", "--width", "1000", "--out", str(out),
                        "--stall-after", "3", str(HERE / "ddp_job.py"), DDP_STEPS="60",
-                       DDP_HANG_RANK="1", DDP_HANG_AT="20", DDP_TIMEOUT_S="20")  # fmt: skip
+                       DDP_HANG_RANK="1", DDP_HANG_AT="20", DDP_TIMEOUT_S="12")  # fmt: skip
     assert proc.returncode != 0  # the job failed: its exit code is kept
     live, after = proc.stderr.split("The job, all ranks together:", 1)
     assert "no rank has completed a step for" in live, proc.stderr[-5000:]
@@ -228,7 +228,7 @@ def test_ranks_out_of_step_are_a_desync(tmp_path: Path) -> None:
     out = tmp_path / "job"
     proc = _stepdoctor("run", "--nproc-per-node", "2", "--width", "1000", "--out", str(out),
                        "--stall-after", "3", str(HERE / "ddp_job.py"), DDP_STEPS="60",
-                       DDP_DESYNC_RANK="1", DDP_HANG_AT="20", DDP_TIMEOUT_S="15")  # fmt: skip
+                       DDP_DESYNC_RANK="1", DDP_HANG_AT="20", DDP_TIMEOUT_S="10")  # fmt: skip
     assert proc.returncode != 0
     live, after = proc.stderr.split("The job, all ranks together:", 1)
     waiting = live.split("The job, while it waits:", 1)[1]
