@@ -108,7 +108,7 @@ def test_the_holder_is_found_among_a_large_globals_newest_items_without_python_p
     big = [None] * (survivors.HOLDER_SCAN_ITEMS + 10) + [kept]
     wanted = frozenset({id(kept)})
     assert survivors._held_ids(big, wanted) == wanted
-    assert survivors._held_ids({i: v for i, v in enumerate(big[-5:])}, wanted) == wanted
+    assert survivors._held_ids(dict(enumerate(big[-5:])), wanted) == wanted
     assert survivors._held_ids(collections.deque(big), wanted) == wanted
     assert survivors._held_ids([kept] + big[:-1], wanted) == frozenset()  # past the newest
     assert survivors._held_ids("not a container", wanted) == frozenset()
