@@ -248,3 +248,54 @@ def test_without_torch_installed_nothing_is_kept(
     monkeypatch.setattr("importlib.util.find_spec", lambda name: None)
     keep_torch_facts(inputs, _torch_facts([("torch.version", "2.13.0+cpu")]))
     assert not (tmp_path / TORCH_CACHE_FILE).exists() and kept_torch_facts(inputs) is None
+
+
+def test_a_kept_cpuinfo_answer_is_read_without_importing_py_cpuinfo(tmp_path: Path) -> None:
+    """py-cpuinfo's import (~30 ms, with the multiprocessing it loads) is left to the run that
+    asks it: one that reads its kept answer does not import it. The answer is kept under the
+    installed py-cpuinfo's build (its module file), which an upgrade changes."""
+    import subprocess
+    import sys
+
+    from stepdoctor.probes.kept import cpuinfo_key, keep
+
+    boot = tmp_path / "boot_id"
+    boot.write_text("55555555-6666\n")
+    inputs = ProbeInputs(environ={}, cache_dir=tmp_path / "cache", boot_id=boot)
+    path, key = cpuinfo_key(inputs)
+    assert path is not None and key["cpuinfo_version"] not in (None, "?")
+    keep(path, {**key, "brand_raw": "A kept CPU", "flags": ["avx2"]})
+    probe = (
+        "import sys; from pathlib import Path; "
+        "from stepdoctor.probes.environment import SLOW_PROBES, probe_environment; "
+        "from stepdoctor.probes.inputs import ProbeInputs; "
+        f"inputs = ProbeInputs(environ={{}}, cache_dir=Path({str(tmp_path / 'cache')!r}), "
+        f"boot_id=Path({str(boot)!r})); "
+        "facts = probe_environment(probes=[p for p in SLOW_PROBES if p[0] == 'cpuinfo'], "
+        "inputs=inputs); "
+        "print({f.key: f.value for f in facts}['cpu.brand'], 'cpuinfo' in sys.modules)"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, check=True
+    )
+    assert out.stdout.split() == ["A", "kept", "CPU", "False"], out.stderr[-2000:]
+
+
+def test_without_an_nvidia_driver_or_device_node_nvml_is_not_imported(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """NVML cannot start without the driver or a device node: no GPU, said so, and pynvml
+    (~24 ms of each watched job's start) is not imported."""
+    import sys
+
+    monkeypatch.setitem(sys.modules, "pynvml", None)  # an import would fail
+    (tmp_path / "dev").mkdir()
+    inputs = ProbeInputs(
+        environ={}, dev=tmp_path / "dev", nvidia_driver=tmp_path / "no-driver" / "version"
+    )
+    nvml = [p for p in SLOW_PROBES if p[0] == "nvml"]
+    (fact,) = probe_environment(probes=nvml, inputs=inputs)
+    assert fact.key == "gpu.count" and fact.value == 0 and "no NVIDIA driver" in fact.source
+    (tmp_path / "dev" / "nvidiactl").touch()  # the driver's control node: NVML is asked
+    (fact,) = probe_environment(probes=nvml, inputs=inputs)
+    assert fact.key == "probe.nvml" and "nvidia-ml-py is not installed" in str(fact.value)

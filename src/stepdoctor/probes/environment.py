@@ -41,6 +41,7 @@ import psutil
 from stepdoctor.model import EnvFact
 from stepdoctor.probes.inputs import (
     ENV_VARS,
+    NVIDIA_DEVICE_NODES,
     THREAD_ENV_VARS,
     ProbeInputs,
     affinity,
@@ -263,15 +264,16 @@ def _cpu_info(inputs: ProbeInputs) -> tuple[dict[str, Any], str]:
 
     py-cpuinfo runs a Python child process for ~1.2 s (1.1 s of CPU here), at the end of every
     watched run and in the doctor. The CPU does not change within a boot, so its answer is
-    kept in the cache folder, named by the boot's id and py-cpuinfo's version, and read back
-    by later runs of the same boot. A cache that cannot be read or written is passed over.
+    kept in the cache folder, named by the boot's id and py-cpuinfo's build, and read back
+    by later runs of the same boot (without importing py-cpuinfo). A cache that cannot be
+    read or written is passed over.
     """
-    import cpuinfo
-
     path, key = cpuinfo_key(inputs)
     kept = kept_cpuinfo(path, key)
     if kept is not None:
         return kept, "py-cpuinfo (kept from earlier this boot)"
+    import cpuinfo
+
     info = cpuinfo.get_cpu_info()
     answer = {**key, "brand_raw": info.get("brand_raw"), "flags": list(info.get("flags") or ())}
     if answer["flags"]:
@@ -282,6 +284,10 @@ def _cpu_info(inputs: ProbeInputs) -> tuple[dict[str, Any], str]:
 def _nvml(inputs: ProbeInputs) -> list[EnvFact]:
     nvml = inputs.nvml
     if nvml is None:
+        driver = inputs.nvidia_driver.parent
+        if not driver.exists() and not any((inputs.dev / n).exists() for n in NVIDIA_DEVICE_NODES):
+            # NVML cannot start here, and pynvml's import took ~24 ms of each job's start
+            return [_fact("gpu.count", 0, f"no NVIDIA driver ({driver}) or device node")]
         try:
             import pynvml
         except ImportError:

@@ -11,7 +11,14 @@ from typing import Any
 
 from stepdoctor.model import EnvFact
 
-__all__ = ["ENV_VARS", "THREAD_ENV_VARS", "ProbeInputs", "affinity", "read_text"]
+__all__ = [
+    "ENV_VARS",
+    "NVIDIA_DEVICE_NODES",
+    "THREAD_ENV_VARS",
+    "ProbeInputs",
+    "affinity",
+    "read_text",
+]
 
 #: Variables that size the native thread pools torch and numpy use.
 THREAD_ENV_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
@@ -25,6 +32,9 @@ ENV_VARS = (
     "LOCAL_WORLD_SIZE",
     "WORLD_SIZE",
 )
+#: The device files through which NVML reaches a GPU: the driver's control node (Linux, and
+#: containers given a GPU), or WSL 2's GPU paravirtualisation node.
+NVIDIA_DEVICE_NODES = ("nvidiactl", "dxg")
 _CGROUP_LIMITS = (
     Path("/sys/fs/cgroup/memory.max"),  # cgroup v2
     Path("/sys/fs/cgroup/memory/memory.limit_in_bytes"),  # cgroup v1

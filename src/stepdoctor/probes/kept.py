@@ -60,13 +60,32 @@ TORCH_CUDA = "torch.cuda"
 
 
 def cpuinfo_key(inputs: ProbeInputs) -> tuple[Path | None, dict[str, str | None]]:
-    """Where py-cpuinfo's answer is kept (None: nowhere, this boot has no id) and its key."""
-    import cpuinfo
+    """Where py-cpuinfo's answer is kept (None: nowhere, this boot has no id) and its key.
 
-    version = str(getattr(cpuinfo, "CPUINFO_VERSION_STRING", "?"))
+    Raises:
+        ImportError: py-cpuinfo is not installed.
+    """
     boot = read_text(inputs.boot_id)
     path = _cache_path(inputs, CPUINFO_CACHE_FILE) if boot is not None else None
-    return path, {"boot_id": boot, "cpuinfo_version": version}
+    return path, {"boot_id": boot, "cpuinfo_version": _cpuinfo_build()}
+
+
+def _cpuinfo_build() -> str:
+    """Which py-cpuinfo is installed, without importing it (its import, ~30 ms with the
+    multiprocessing it loads, ran on every watched job's start beside the job): the size and
+    modification time of its module file, which an upgrade or reinstall changes.
+
+    Raises:
+        ImportError: py-cpuinfo is not installed.
+    """
+    spec = importlib.util.find_spec("cpuinfo")
+    if spec is None or not spec.submodule_search_locations:
+        raise ImportError("No module named 'cpuinfo'")
+    try:
+        stat = os.stat(Path(next(iter(spec.submodule_search_locations))) / "cpuinfo.py")
+    except OSError:
+        return "?"
+    return f"{stat.st_size}-{stat.st_mtime_ns}"
 
 
 def kept_cpuinfo(path: Path | None, key: Mapping[str, object]) -> dict[str, Any] | None:

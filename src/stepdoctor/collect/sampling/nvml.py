@@ -16,6 +16,7 @@ from typing import Any
 import psutil
 
 from stepdoctor.model import GpuProcess, GpuSample, SystemSample
+from stepdoctor.probes.inputs import NVIDIA_DEVICE_NODES
 
 __all__ = [
     "CLOCK_REASONS",
@@ -44,9 +45,6 @@ THROTTLING = 0x4 | 0x8 | 0x20 | 0x40 | 0x80
 #: Nothing to run: the clock is down for want of work.
 IDLE = 0x1
 
-#: The device files through which NVML reaches a GPU: the driver's control node (Linux, and
-#: containers given a GPU), or WSL 2's GPU paravirtualisation node.
-NVIDIA_DEVICE_NODES = ("nvidiactl", "dxg")
 
 #: The job's process tree (a scan of /proc) is looked up at most this often; a GPU process
 #: that starts in between is named at the next look-up.
