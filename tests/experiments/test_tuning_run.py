@@ -1,6 +1,6 @@
 """A run of ``stepdoctor tune`` (``stepdoctor run`` with ``STEPDOCTOR_TUNE`` set) ends
-without the interpreter's teardown, its exit handlers run and its DataLoader workers gone;
-a plain ``stepdoctor run`` ends as Python does."""
+without the interpreter's teardown, its exit handlers run, its process pool shut down and
+its DataLoader workers gone; a plain ``stepdoctor run`` ends as Python does."""
 
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ def _run(tmp_path: Path, tuning: bool) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "stepdoctor", "run", "--no-report",
          "--json", str(tmp_path / "report.json"), "--out", str(tmp_path / "run"), str(JOB)],
-        capture_output=True, text=True, timeout=300, env=env, cwd=tmp_path,
+        capture_output=True, text=True, timeout=120, env=env, cwd=tmp_path,
     )  # fmt: skip
 
 

@@ -1,8 +1,11 @@
 """A job for tests/experiments/test_tuning_run.py: an object torn down with the interpreter
-(it writes ``$TORN``), an exit handler (``$MARK``), and a DataLoader worker whose pid it
-writes to ``$WORKERS`` each step. It steps until stopped (800 steps)."""
+(it writes ``$TORN``), an exit handler (``$MARK``), a process pool left open (its worker
+leaves only when ``concurrent.futures`` shuts it down at exit), and a DataLoader worker;
+the pids of its child processes are written to ``$WORKERS`` each step. It steps until
+stopped (800 steps)."""
 
 import atexit
+import concurrent.futures
 import multiprocessing
 import os
 import sys
@@ -29,6 +32,8 @@ def _mark() -> None:
         f.write("atexit ran")
 
 
+pool = concurrent.futures.ProcessPoolExecutor(1)  # never shut down by the job
+pool.submit(abs, -1).result()
 loader = DataLoader(
     TensorDataset(torch.randn(64, 4)), batch_size=8, num_workers=1, persistent_workers=True
 )

@@ -83,8 +83,10 @@ def _cpuinfo_build() -> str:
         raise ImportError("No module named 'cpuinfo'")
     try:
         stat = os.stat(Path(next(iter(spec.submodule_search_locations))) / "cpuinfo.py")
-    except OSError:
-        return "?"
+    except OSError:  # laid out otherwise: its version string, imported
+        import cpuinfo
+
+        return str(getattr(cpuinfo, "CPUINFO_VERSION_STRING", "?"))
     return f"{stat.st_size}-{stat.st_mtime_ns}"
 
 
