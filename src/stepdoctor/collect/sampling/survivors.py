@@ -183,10 +183,11 @@ def _holders_of(groups: list[list[Any]], modules: list[types.ModuleType]) -> lis
 
 def _held_ids(value: object, wanted: frozenset[int]) -> frozenset[int]:
     """The ids of ``wanted`` that the container ``value`` holds, reading at most its newest
-    ``HOLDER_SCAN_ITEMS`` items. The ids are taken in C (``map(id, ...)``): a loop of Python
-    code over a container of millions (a job's cache) would run for seconds beside the job,
-    and hand the GIL back and forth with it at each switch interval, slowing its steps
-    (measured: ~600 ms a step for 40 steps beside a 1.5M-item cache, 7 ms without)."""
+    ``HOLDER_SCAN_ITEMS`` items (a set that large, which has no newest, is not read). The ids
+    are taken in C (``map(id, ...)``): a loop of Python code over a container of millions (a
+    job's cache) would run for seconds beside the job, and hand the GIL back and forth with it
+    at each switch interval, slowing its steps (measured: ~600 ms a step for 40 steps beside
+    a 1.5M-item cache, 7 ms without)."""
     try:
         if isinstance(value, dict):
             items: Any = value.values()
