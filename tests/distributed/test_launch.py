@@ -190,6 +190,14 @@ def test_a_module_runs_as_python_m_would(tmp_path: Path) -> None:
     assert "Traceback" not in missing.stderr
 
 
+def _parts(text: str, heading: str) -> tuple[str, str]:
+    """``text`` before and after ``heading``, which must be there (the live report of a
+    hang comes only if the launcher saw the stall before the process group's timeout)."""
+    before, found, after = text.partition(heading)
+    assert found, f"no {heading!r} in:\n{text[-5000:]}"
+    return before, after
+
+
 def test_a_planted_hang_is_reported_while_it_waits_and_after(tmp_path: Path) -> None:
     """Rank 1 stops after 20 steps; rank 0 waits in its all-reduce until the process group's
     timeout (12 s). 3 s without a step, the launcher says which rank the others wait for and
@@ -199,10 +207,10 @@ def test_a_planted_hang_is_reported_while_it_waits_and_after(tmp_path: Path) -> 
                        "--stall-after", "3", str(HERE / "ddp_job.py"), DDP_STEPS="60",
                        DDP_HANG_RANK="1", DDP_HANG_AT="20", DDP_TIMEOUT_S="12")  # fmt: skip
     assert proc.returncode != 0  # the job failed: its exit code is kept
-    live, after = proc.stderr.split("The job, all ranks together:", 1)
+    live, after = _parts(proc.stderr, "The job, all ranks together:")
     assert "no rank has completed a step for" in live, proc.stderr[-5000:]
     assert "(steps so far: rank 0: 20, rank 1: 20); the job is still running" in live
-    waiting = live.split("The job, while it waits:", 1)[1]
+    waiting = _parts(live, "The job, while it waits:")[1]
     assert "Rank 1 stopped stepping; rank(s) 0 wait for it" in waiting, waiting
     assert "wait_for_reply" in waiting and "it is still there" in waiting
     # the flight recorder's view: rank 0 waits in a collective rank 1 never issued
@@ -230,8 +238,8 @@ def test_ranks_out_of_step_are_a_desync(tmp_path: Path) -> None:
                        "--stall-after", "3", str(HERE / "ddp_job.py"), DDP_STEPS="60",
                        DDP_DESYNC_RANK="1", DDP_HANG_AT="20", DDP_TIMEOUT_S="10")  # fmt: skip
     assert proc.returncode != 0
-    live, after = proc.stderr.split("The job, all ranks together:", 1)
-    waiting = live.split("The job, while it waits:", 1)[1]
+    live, after = _parts(proc.stderr, "The job, all ranks together:")
+    waiting = _parts(live, "The job, while it waits:")[1]
     assert "(desync)" in waiting and "rank 1: gloo:broadcast of int64[10]" in waiting, waiting
     assert "rank 0: gloo:all_reduce of float32[" in waiting
     assert "(desync)" in after, after
