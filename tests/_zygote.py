@@ -32,7 +32,6 @@ import os
 import select
 import subprocess
 import sys
-import threading
 import time
 import traceback
 from collections.abc import Mapping, Sequence
@@ -221,7 +220,8 @@ def _serve() -> None:
 def _become_the_job(request: dict[str, object]) -> None:
     """In the forked child: the process ``python -m stepdoctor ARGS`` would have been (its
     streams, folder, environment, ``sys.argv``, the folder it was started from first on
-    ``sys.path``); then stepdoctor's command line, whose exit code ends it (``_exit``)."""
+    ``sys.path``); then stepdoctor's command line, whose exit code ends it
+    (``end_without_teardown``)."""
     for fd, path, flags in (
         (0, os.devnull, os.O_RDONLY),
         (1, request["stdout"], os.O_WRONLY | os.O_TRUNC),
@@ -259,20 +259,11 @@ def _become_the_job(request: dict[str, object]) -> None:
             print(exc.code, file=sys.stderr)
     except BaseException:
         traceback.print_exc()
-    _exit(code)
+    from stepdoctor.cli._exit import end_without_teardown
 
-
-def _exit(code: int) -> None:
-    """End the job as the interpreter would, less its teardown of the modules: wait for its
-    threads, run its exit handlers, flush its streams. (The teardown after torch and its
-    compiler are imported takes 1.4-1.8 s here; by then the job's record and report are
-    written.)"""
-    threading._shutdown()  # type: ignore[attr-defined]
-    atexit._run_exitfuncs()
-    for stream in (sys.stdout, sys.stderr):
-        with contextlib.suppress(Exception):
-            stream.flush()
-    os._exit(code)
+    # as python -m stepdoctor ends, less its teardown of the modules (1.4-1.8 s after torch and
+    # its compiler are imported; by then the job's record and report are written)
+    end_without_teardown(code)
 
 
 if __name__ == "__main__":

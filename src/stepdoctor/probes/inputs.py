@@ -17,6 +17,7 @@ __all__ = [
     "THREAD_ENV_VARS",
     "ProbeInputs",
     "affinity",
+    "nvidia_present",
     "read_text",
 ]
 
@@ -79,3 +80,11 @@ def read_text(path: Path) -> str | None:
         return path.read_text("ascii").strip() or None
     except (OSError, ValueError):
         return None
+
+
+def nvidia_present(dev: Path, driver: Path) -> bool:
+    """Whether the kernel shows an NVIDIA driver (its ``driver`` folder, e.g.
+    ``/proc/driver/nvidia``) or a device node (``NVIDIA_DEVICE_NODES`` under ``dev``; the
+    driver may create them only when CUDA or NVML first starts). Without either NVML cannot
+    start, and importing pynvml (~24 ms) to learn so is not worth it."""
+    return driver.exists() or any((dev / node).exists() for node in NVIDIA_DEVICE_NODES)

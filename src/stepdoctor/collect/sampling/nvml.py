@@ -16,12 +16,11 @@ from typing import Any
 import psutil
 
 from stepdoctor.model import GpuProcess, GpuSample, SystemSample
-from stepdoctor.probes.inputs import NVIDIA_DEVICE_NODES
+from stepdoctor.probes.inputs import nvidia_present
 
 __all__ = [
     "CLOCK_REASONS",
     "IDLE",
-    "NVIDIA_DEVICE_NODES",
     "THROTTLING",
     "NvmlReader",
     "clock_reasons",
@@ -83,13 +82,9 @@ class NvmlReader:
         """Return a reader for this machine's GPUs, or None where NVML or a GPU is missing.
 
         Without ``nvml`` (pynvml-like), pynvml is imported only where the kernel shows an NVIDIA
-        driver or device (the ``driver`` folder, or ``NVIDIA_DEVICE_NODES`` under ``dev``; the
-        driver may create its device files only when CUDA or NVML first starts): on a machine
-        with neither, NVML cannot start, and its import cost ~24 ms of every watched job's start
-        here."""
+        driver or device (``nvidia_present``)."""
         if nvml is None:
-            nodes = (dev / node for node in NVIDIA_DEVICE_NODES)
-            if not driver.exists() and not any(node.exists() for node in nodes):
+            if not nvidia_present(dev, driver):
                 return None
             try:
                 import pynvml
