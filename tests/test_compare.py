@@ -7,8 +7,6 @@ import dataclasses
 import json
 import os
 import random
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -19,6 +17,7 @@ from stepdoctor.compare import compare_runs, mann_whitney_u
 from stepdoctor.model import StepTiming
 from stepdoctor.record import load_run
 from stepdoctor.report import build_report
+from tests._zygote import stepdoctor_run
 from tests.builders import record, steps
 from tests.marks import needs_torch
 
@@ -82,11 +81,11 @@ for x, y in loader:
 def _real_run(tmp_path: Path, name: str, sleep: float) -> Path:
     script = tmp_path / f"{name}.py"
     script.write_text(SCRIPT.format(sleep=sleep))
-    subprocess.run(
-        [sys.executable, "-m", "stepdoctor", "run", "--out", str(tmp_path / name), str(script)],
-        capture_output=True, text=True, timeout=180, check=True, cwd=tmp_path,
-        env={**os.environ, "PYTHONWARNINGS": "ignore"},
+    proc = stepdoctor_run(
+        ["run", "--out", str(tmp_path / name), str(script)],
+        timeout=180, cwd=tmp_path, env={**os.environ, "PYTHONWARNINGS": "ignore"},
     )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-2000:]
     return tmp_path / name
 
 

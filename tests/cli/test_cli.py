@@ -13,6 +13,7 @@ import pytest
 
 import stepdoctor
 from stepdoctor.cli import build_parser, main
+from tests._zygote import stepdoctor_run
 from tests.marks import needs_torch
 
 TRAIN = """
@@ -27,27 +28,16 @@ print("argv", sys.argv[1:], "name", __name__)
 
 
 def _run(tmp_path: Path, tail: str = "", *args: str) -> subprocess.CompletedProcess[str]:
+    """``stepdoctor run`` the training script ending in ``tail``, forked from a process that
+    has imported torch (``tests/_zygote.py``; ``test_failed_runs.py`` runs its jobs as fresh
+    processes)."""
     script = tmp_path / "train.py"
     script.write_text(TRAIN.format(tail=tail))
-    return subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "stepdoctor",
-            "run",
-            "--out",
-            str(tmp_path / "run"),
-            "--json",
-            str(tmp_path / "r.json"),
-            str(script),
-            *args,
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=tmp_path,
-        env={**os.environ, "PYTHONWARNINGS": "ignore"},
-    )
+    return stepdoctor_run(
+        ["run", "--out", str(tmp_path / "run"), "--json", str(tmp_path / "r.json"), str(script),
+         *args],
+        timeout=120, cwd=tmp_path, env={**os.environ, "PYTHONWARNINGS": "ignore"},
+    )  # fmt: skip
 
 
 @needs_torch
@@ -127,11 +117,9 @@ def test_run_writes_the_html_report(tmp_path: Path) -> None:
     script = tmp_path / "train.py"
     script.write_text(TRAIN.format(tail=""))
     page = tmp_path / "report.html"
-    proc = subprocess.run(
-        [sys.executable, "-m", "stepdoctor", "run", "--out", str(tmp_path / "run"),
-         "--html", str(page), "--no-report", str(script)],
-        capture_output=True, text=True, timeout=120, cwd=tmp_path,
-        env={**os.environ, "PYTHONWARNINGS": "ignore"},
+    proc = stepdoctor_run(
+        ["run", "--out", str(tmp_path / "run"), "--html", str(page), "--no-report", str(script)],
+        timeout=120, cwd=tmp_path, env={**os.environ, "PYTHONWARNINGS": "ignore"},
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     assert f"HTML report: {page}" in proc.stderr

@@ -7,6 +7,7 @@ measurements."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -24,6 +25,7 @@ from stepdoctor.experiments._trials import JobStep
 from stepdoctor.experiments.verify import TRIALS, verify
 from stepdoctor.model import EnvFact, FixTrial, LoaderInfo, Severity, SpeedupKind
 from stepdoctor.report import attach_verify, build_report, verify_of_run, write_verify
+from tests._zygote import stepdoctor_run
 from tests.builders import env, record, steps
 
 SCRIPT = """
@@ -170,10 +172,10 @@ def test_run_verify_measures_the_fixes_and_the_report_keeps_them(tmp_path: Path)
     script = tmp_path / "train.py"
     script.write_text(SCRIPT)
     out = tmp_path / "report.json"
-    proc = subprocess.run(
-        [sys.executable, "-m", "stepdoctor", "run", "--verify", "--verify-budget", "3",
-         "--no-report", "--json", str(out), "--out", str(tmp_path / "run"), str(script)],
-        capture_output=True, text=True, timeout=300,
+    proc = stepdoctor_run(
+        ["run", "--verify", "--verify-budget", "3", "--no-report", "--json", str(out),
+         "--out", str(tmp_path / "run"), str(script)],
+        timeout=300, env=dict(os.environ),
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "verify: trying the findings' fixes" in proc.stderr

@@ -20,6 +20,7 @@ import pytest
 from stepdoctor.model import RunRecord
 from stepdoctor.record import load_run
 from tests._machine import judged
+from tests._zygote import stepdoctor_run
 from tests.scenarios._verdicts import LOUD, about_the_job, warmup_of
 
 HERE = Path(__file__).parents[2] / "examples" / "frameworks"
@@ -27,13 +28,13 @@ pytestmark = pytest.mark.scenario
 
 
 def _run(job: str, tmp_path: Path, **env: str) -> tuple[dict[str, object], RunRecord, Path]:
-    """``stepdoctor run`` the job with ``env``: its JSON report, its record, its folder."""
+    """``stepdoctor run`` the job with ``env`` (forked from a process that has imported torch,
+    ``tests/_zygote.py``; the framework is imported by the job): its JSON report, its record,
+    its folder."""
     out, report = tmp_path / "run", tmp_path / "report.json"
-    proc = subprocess.run(
-        [sys.executable, "-m", "stepdoctor", "run", "--no-report", "--json", str(report),
-         "--out", str(out), str(HERE / job)],
-        capture_output=True, text=True, timeout=300, cwd=tmp_path,
-        env={**os.environ, "PYTHONWARNINGS": "ignore", **env},
+    proc = stepdoctor_run(
+        ["run", "--no-report", "--json", str(report), "--out", str(out), str(HERE / job)],
+        timeout=300, cwd=tmp_path, env={**os.environ, "PYTHONWARNINGS": "ignore", **env},
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads(report.read_text()), load_run(out), out

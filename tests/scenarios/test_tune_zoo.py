@@ -1,4 +1,4 @@
-"""``stepdoctor tune`` on real scenario jobs (each run a real subprocess).
+"""``stepdoctor tune`` on real scenario jobs (each run a process of its own).
 
 What a change is worth on this machine is a figure (``benchmarks/zoo_tune.py`` prints them):
 it moves with the machine's other load. These tests check what holds on any machine: every
@@ -9,18 +9,43 @@ faster than every baseline repeat).
 
 from __future__ import annotations
 
+import functools
 import json
 import statistics
 import subprocess
 import sys
 from pathlib import Path
+from subprocess import CompletedProcess
 
 import pytest
 
-from stepdoctor.experiments.tune import BASELINE_RUN, MIN_GAIN
+from stepdoctor.cli import main
+from stepdoctor.cli import tune as tune_command
+from stepdoctor.experiments.tune import BASELINE_RUN, MIN_GAIN, tune
 from stepdoctor.record import load_run
+from tests._zygote import stepdoctor_run
 
 HERE = Path(__file__).parent
+
+
+def _forked(command: list[str], env: dict[str, str], timeout_s: float) -> CompletedProcess[str]:
+    """tune's run (``python -m stepdoctor run ...``), forked from the test process's zygote
+    (``tests/_zygote.py``: torch already imported) instead of a fresh process."""
+    assert command[1:3] == ["-m", "stepdoctor"], command
+    return stepdoctor_run(command[3:], env=env, timeout=timeout_s)
+
+
+def _tune_command(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], *argv: str
+) -> str:
+    """``stepdoctor tune ARGV`` through the command line, in this process, its runs forked
+    (``_forked``; ``test_batch_of_one_job_gets_the_batch_size_curve`` runs the command and
+    its runs as fresh processes): what it printed."""
+    monkeypatch.setattr(tune_command, "tune", functools.partial(tune, launch=_forked))
+    assert main(["tune", *argv]) == 0
+    printed = capsys.readouterr().out
+    assert "stepdoctor tune" in printed
+    return printed
 
 
 def _tune(tmp: Path, script: str, *flags: str) -> dict[str, object]:
@@ -68,8 +93,13 @@ def _settings(runs: Path) -> set[tuple[int, int]]:
 
 
 @pytest.mark.scenario
-def test_workers_sweep_of_an_input_bound_job(tmp_path: Path) -> None:
-    result = _tune(tmp_path, "input_bound.py", "--only", "workers", "--steps", "30")
+def test_workers_sweep_of_an_input_bound_job(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _tune_command(monkeypatch, capsys, "--only", "workers", "--steps", "30",
+                  "--json", str(tmp_path / "tune.json"), "--out", str(tmp_path / "runs"),
+                  str(HERE / "input_bound.py"))  # fmt: skip
+    result = json.loads((tmp_path / "tune.json").read_text())
     _verdict_follows_the_rates(result)
     trials = result["trials"]
     assert isinstance(trials, list)
@@ -91,7 +121,9 @@ def test_batch_of_one_job_gets_the_batch_size_curve(tmp_path: Path) -> None:
 
 
 @pytest.mark.scenario
-def test_a_loader_change_measured_slower_never_reaches_the_diagnosis(tmp_path: Path) -> None:
+def test_a_loader_change_measured_slower_never_reaches_the_diagnosis(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     """make demo's job fetches in-memory rows one by one; on few cores, workers slow it (the
     worker and torch's threads share the cores). Whatever this machine measures, a change of
     the loader measured no faster is not what the diagnosis recommends. (One repeat: the
@@ -101,13 +133,9 @@ def test_a_loader_change_measured_slower_never_reaches_the_diagnosis(tmp_path: P
 
     demo = HERE.parents[1] / "examples" / "train_digits.py"
     out = tmp_path / "tune.json"
-    proc = subprocess.run(
-        [sys.executable, "-m", "stepdoctor", "tune", "--only", "workers", "--steps", "40",
-         "--repeats", "1", "--json", str(out), "--out", str(tmp_path / "runs"), str(demo),
-         "--epochs", "3"],
-        capture_output=True, text=True, timeout=600,
-    )  # fmt: skip
-    assert proc.returncode == 0, proc.stderr[-2000:]
+    stdout = _tune_command(monkeypatch, capsys, "--only", "workers", "--steps", "40",
+                           "--repeats", "1", "--json", str(out), "--out", str(tmp_path / "runs"),
+                           str(demo), "--epochs", "3")  # fmt: skip
     result = from_jsonable(TuneResult, json.loads(out.read_text()))
     _verdict_follows_the_rates(json.loads(out.read_text()))
     report = attach_tune(build_report(load_run(tmp_path / "runs" / BASELINE_RUN)), result)
@@ -119,6 +147,6 @@ def test_a_loader_change_measured_slower_never_reaches_the_diagnosis(tmp_path: P
                 assert f.fix.snippet is None
             else:
                 assert f.fix.summary.startswith(f"Measured best: num_workers={result.best.value}")
-    printed = proc.stdout.split("The baseline run's diagnosis")[-1]
+    printed = stdout.split("The baseline run's diagnosis")[-1]
     if result.best is None:
         assert "Load batches in background processes" not in printed

@@ -24,7 +24,7 @@ from stepdoctor.experiments.overrides import TUNE_ENV, Overrides
 from stepdoctor.model import TuneResult, TuneTrial
 from stepdoctor.record import load_run
 
-__all__ = ["BASELINE_RUN", "DIMENSIONS", "MIN_GAIN", "plan", "sweep", "tune"]
+__all__ = ["BASELINE_RUN", "DIMENSIONS", "MIN_GAIN", "Launch", "plan", "sweep", "tune"]
 
 #: The folder (under ``out_dir``) of the first baseline run's record.
 BASELINE_RUN = "run1"
@@ -36,6 +36,20 @@ MIN_GAIN = 0.08
 #: persistent_workers, prefetch_factor), ``threads`` (torch.set_num_threads), ``batch``
 #: (batch size /2, x2, x4 while memory allows).
 DIMENSIONS = ("workers", "loader", "threads", "batch")
+
+
+#: How a run is started: (command, environment, timeout in seconds) -> the finished process,
+#: as ``subprocess.run(..., capture_output=True, text=True)`` returns it; raises
+#: ``subprocess.TimeoutExpired`` past the timeout.
+Launch = Callable[[list[str], dict[str, str], float], "subprocess.CompletedProcess[str]"]
+
+
+def _subprocess_launch(
+    command: list[str], env: dict[str, str], timeout_s: float
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        command, check=False, capture_output=True, text=True, timeout=timeout_s, env=env
+    )
 
 
 @dataclass(frozen=True)
@@ -67,12 +81,15 @@ def tune(
     timeout_s: float = 300.0,
     progress: Callable[[str], None] | None = None,
     out_dir: Path | None = None,
+    launch: Launch | None = None,
 ) -> TuneResult:
     """Sweep ``only`` dimensions of the job's settings; return every trial and the best one.
 
     Args:
         out_dir: keep every run's record there (``run1`` is the first baseline run); by
             default they go to a temporary folder that is removed.
+        launch: starts each run (``python -m stepdoctor run ...`` with ``STEPDOCTOR_TUNE``
+            in its environment); a fresh process by default.
     """
     unknown = set(only) - set(DIMENSIONS)
     if unknown:
@@ -83,7 +100,7 @@ def tune(
     with tempfile.TemporaryDirectory(prefix="stepdoctor-tune-") as tmp:
         where = out_dir or Path(tmp)
         where.mkdir(parents=True, exist_ok=True)
-        runner = _Runner(where, script, list(args), timeout_s)
+        runner = _Runner(where, script, list(args), timeout_s, launch or _subprocess_launch)
         base = _Config("baseline", "as written", Overrides(max_steps=steps))
         say("baseline run 1")
         first = runner.run(base)
@@ -228,8 +245,11 @@ def _decide(
 
 
 class _Runner:
-    def __init__(self, tmp: Path, script: Path, args: list[str], timeout_s: float) -> None:
+    def __init__(
+        self, tmp: Path, script: Path, args: list[str], timeout_s: float, launch: Launch
+    ) -> None:
         self._tmp = tmp
+        self._launch = launch
         self._script = script
         self._args = args
         self._timeout = timeout_s
@@ -245,14 +265,7 @@ class _Runner:
         ]  # fmt: skip
         env = {**os.environ, TUNE_ENV: config.overrides.to_env()}
         try:
-            proc = subprocess.run(
-                command,
-                check=False,
-                capture_output=True,
-                text=True,
-                timeout=self._timeout,
-                env=env,
-            )
+            proc = self._launch(command, env, self._timeout)
         except subprocess.TimeoutExpired:
             return _Run(None, "", None, f"timed out after {self._timeout:g} s")
         try:
