@@ -3,7 +3,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip --disable-pip-version-check -q
 
-.PHONY: venv browser demo test test-pythons test-gpu lint bench asan clean
+.PHONY: venv browser demo test coverage test-pythons test-gpu lint bench asan clean
 
 venv: $(VENV)/.installed
 
@@ -41,17 +41,23 @@ browser:
 # tests/traces/test_loader_paths.py).
 # The jobs the tests run are processes of their own: with Python's bytecode cache (git ignores
 # __pycache__) each one does not compile stepdoctor's modules again (~0.3 s a job here).
-# Two parts, one coverage figure: first every test but those marked serial, spread over the
-# cores (pytest-xdist; a verdict that fails on a run the record shows sharing a busy machine is
-# judged again on a run with no other test beside it: tests/_machine.py); then, one at a time,
-# the tests marked serial (their verdicts read the machine's load, or they load every core). -n auto gives a worker to each core other
-# processes leave idle (tests/conftest.py), at least one. The second part adds its coverage
-# to the first's and reports the total (the floor in pyproject.toml applies to it).
+# Two parts: first every test but those marked serial, spread over the cores (pytest-xdist; a
+# verdict that fails on a run the record shows sharing a busy machine is judged again on a run
+# with no other test beside it: tests/_machine.py); then, one at a time, the tests marked
+# serial (their verdicts read the machine's load, or they load every core). -n auto gives a
+# worker to each core other processes leave idle (tests/conftest.py), at least one.
+# `make coverage` runs the same two parts under coverage.py (the second adds its figures to the
+# first's; the floor in pyproject.toml applies to the total); make test leaves it out (~1 min).
 PYTEST = env -u PYTHONDONTWRITEBYTECODE STEPDOCTOR_REQUIRE_C_PARTS=1 $(PY) -m pytest -q --durations=25
+PARALLEL = -n auto --dist worksteal -m "not package and not serial"
+SERIAL = -m "not package and serial"
 test: lint browser
-	$(PYTEST) --cov --cov-report= --cov-fail-under=0 -n auto --dist worksteal \
-	  -m "not package and not serial"
-	$(PYTEST) --cov --cov-append --cov-report=term -m "not package and serial"
+	$(PYTEST) $(PARALLEL)
+	$(PYTEST) $(SERIAL)
+
+coverage: venv browser
+	$(PYTEST) --cov --cov-report= --cov-fail-under=0 $(PARALLEL)
+	$(PYTEST) --cov --cov-append --cov-report=term $(SERIAL)
 
 # Every supported CPython, each in a venv of its own (noxfile.py): lint and types on the lowest;
 # on each, the wheel with its C parts and the tests that are not scenario runs, without torch;

@@ -88,7 +88,7 @@ def test_a_rank_beside_a_cpu_hog_on_its_core_is_named(tmp_path: Path) -> None:
     try:
         out = tmp_path / "job"
         proc = _stepdoctor("run", "--nproc-per-node", "2", "--width", "1000", "--out", str(out),
-                           str(HERE / "ddp_job.py"), DDP_STEPS="120", DDP_MODEL="conv",
+                           str(HERE / "ddp_job.py"), DDP_STEPS="60", DDP_MODEL="conv",
                            DDP_BATCH="128", DDP_PIN="1")  # fmt: skip
     finally:
         for hog in hogs:
