@@ -38,7 +38,7 @@ import traceback
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-__all__ = ["stepdoctor_run", "zygote_environment"]
+__all__ = ["stepdoctor_run", "stop_zygote", "zygote_environment"]
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -73,6 +73,14 @@ def stepdoctor_run(
             command, capture_output=True, text=True, timeout=timeout, env=dict(env), cwd=folder
         )
     return zygote.run(command, dict(env), folder, timeout)
+
+
+def stop_zygote() -> None:
+    """Stop this test process's zygote if it runs (for a test that counts this process's
+    children); the next ``stepdoctor_run`` starts another."""
+    if _Zygote._one is not None:
+        _Zygote._one.close()
+        _Zygote._one = None
 
 
 def zygote_environment() -> dict[str, str]:
@@ -120,6 +128,9 @@ class _Zygote:
                 self._proc.wait(timeout=10)
             except subprocess.TimeoutExpired:
                 self._proc.kill()
+                self._proc.wait()
+        if self._proc.stdout is not None:
+            self._proc.stdout.close()
 
     def run(
         self, command: list[str], env: dict[str, str], cwd: Path, timeout: float

@@ -16,8 +16,17 @@ from stepdoctor.collect.sampling.heap import HeapReader
 from stepdoctor.collect.sampling.procfs import PAGE_SIZE, ProcFs, ProcStat
 from stepdoctor.collect.sampling.readers import PsutilReader
 from stepdoctor.model import GpuSample, SystemSample
+from tests._zygote import stop_zygote
 
 SECOND = 1_000_000_000
+
+
+@pytest.fixture
+def childless() -> None:
+    """This test process with no child: the zygote a test before started (``tests/_zygote.py``)
+    stopped."""
+    stop_zygote()
+    assert psutil.Process().children() == []
 
 
 def _tree_size(reader: PsutilReader, t_ns: int) -> int:
@@ -27,6 +36,7 @@ def _tree_size(reader: PsutilReader, t_ns: int) -> int:
     return sample.job_processes
 
 
+@pytest.mark.usefixtures("childless")
 def test_children_are_found_at_the_next_scan_and_dropped_when_they_end() -> None:
     reader = PsutilReader(scan_every_ns=SECOND)
     assert _tree_size(reader, 0) == 1
@@ -360,6 +370,7 @@ def test_snapshots_need_proc() -> None:
         PsutilReader(counters=counters, sample_every_ns=SECOND)
 
 
+@pytest.mark.usefixtures("childless")
 def test_a_sampler_thread_on_this_machine_feeds_the_reader() -> None:
     reader = PsutilReader(sample_every_ns=SECOND // 100)
     try:
@@ -379,6 +390,7 @@ def test_a_sampler_thread_on_this_machine_feeds_the_reader() -> None:
     assert reader.cpu_ns > 0
 
 
+@pytest.mark.usefixtures("childless")
 def test_each_child_is_read_with_its_cpu_at_the_scans_after_it_was_found() -> None:
     code = "import time; print('ready', flush=True); "
     busy = subprocess.Popen(
