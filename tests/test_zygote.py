@@ -74,7 +74,7 @@ def test_a_job_past_its_timeout_is_killed_and_the_next_one_runs(tmp_path: Path) 
     script = _job(tmp_path)
     args = ["run", "--no-report", "--out", str(tmp_path / "run"), str(script)]
     with pytest.raises(subprocess.TimeoutExpired):
-        stepdoctor_run([*args, "sleep"], env=zygote_environment(), timeout=8)
+        stepdoctor_run([*args, "sleep"], env=zygote_environment(), timeout=3)
     after = stepdoctor_run(args, env=zygote_environment(), timeout=120)
     assert after.returncode == 0 and "argv []" in after.stdout, after.stderr
 

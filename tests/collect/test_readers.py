@@ -12,7 +12,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from stepdoctor.collect.sampling.heap import HeapReader
+from stepdoctor.collect.sampling.heap import HEAP_DUE_SHARE, HEAP_EVERY_NS, HeapReader
 from stepdoctor.collect.sampling.procfs import PAGE_SIZE, ProcFs, ProcStat
 from stepdoctor.collect.sampling.readers import PsutilReader
 from stepdoctor.model import GpuSample, SystemSample
@@ -71,6 +71,36 @@ def test_heap_in_use_follows_what_the_process_keeps_allocated() -> None:
     assert before is not None and during is not None and after is not None
     assert during - before >= 60 << 20
     assert during - after >= 60 << 20
+
+
+class _CountedHeap(HeapReader):
+    """A heap whose readings count themselves: 1, 2, 3..."""
+
+    def __init__(self) -> None:
+        super().__init__(maps="")
+        self.reads = 0
+
+    @property
+    def available(self) -> bool:
+        return True
+
+    def read(self) -> int | None:
+        self.reads += 1
+        return self.reads
+
+
+@pytest.mark.usefixtures("childless")
+def test_the_heap_is_read_at_the_first_read_due_allowing_for_an_early_wake_up() -> None:
+    """The monitor's reads come at dithered times: the heap is read at one at least
+    ``HEAP_DUE_SHARE`` of its interval after the last, not a whole interval later."""
+    reader = PsutilReader(heap=_CountedHeap(), heap_every_ns=HEAP_EVERY_NS)
+    early = int(HEAP_EVERY_NS * HEAP_DUE_SHARE)
+    heaps = []
+    for t_ns in (0, early - 1_000_000, early, early + HEAP_EVERY_NS // 2, 2 * early):
+        (sample,) = reader.read(t_ns)
+        assert isinstance(sample, SystemSample)
+        heaps.append(sample.main_heap_bytes)
+    assert heaps == [1, None, 2, None, 3]
 
 
 @_SANITIZED
