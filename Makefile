@@ -3,7 +3,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip --disable-pip-version-check -q
 
-.PHONY: venv browser demo test coverage test-pythons test-gpu lint bench asan clean
+.PHONY: venv browser demo test test-pythons test-gpu lint bench asan clean
 
 venv: $(VENV)/.installed
 
@@ -45,19 +45,14 @@ browser:
 # verdict that fails on a run the record shows sharing a busy machine is judged again on a run
 # with no other test beside it: tests/_machine.py); then, one at a time, the tests marked
 # serial (their verdicts read the machine's load, or they load every core). -n auto gives a
-# worker to each core other processes leave idle (tests/conftest.py), at least one.
-# `make coverage` runs the same two parts under coverage.py (the second adds its figures to the
-# first's; the floor in pyproject.toml applies to the total); make test leaves it out (~1 min).
+# worker to each core other processes leave idle (tests/conftest.py), at least one. Both run
+# under coverage.py: the second adds its figures to the first's and reports the total (the
+# floor in pyproject.toml applies to it).
 PYTEST = env -u PYTHONDONTWRITEBYTECODE STEPDOCTOR_REQUIRE_C_PARTS=1 $(PY) -m pytest -q --durations=25
-PARALLEL = -n auto --dist worksteal -m "not package and not serial"
-SERIAL = -m "not package and serial"
 test: lint browser
-	$(PYTEST) $(PARALLEL)
-	$(PYTEST) $(SERIAL)
-
-coverage: venv browser
-	$(PYTEST) --cov --cov-report= --cov-fail-under=0 $(PARALLEL)
-	$(PYTEST) --cov --cov-append --cov-report=term $(SERIAL)
+	$(PYTEST) --cov --cov-report= --cov-fail-under=0 -n auto --dist worksteal \
+	  -m "not package and not serial"
+	$(PYTEST) --cov --cov-append --cov-report=term -m "not package and serial"
 
 # Every supported CPython, each in a venv of its own (noxfile.py): lint and types on the lowest;
 # on each, the wheel with its C parts and the tests that are not scenario runs, without torch;

@@ -1,5 +1,5 @@
-"""``stepdoctor run`` for the tests' scenario jobs, forked from a process that has already
-imported torch (a zygote), one per test process.
+"""``stepdoctor run`` for the tests' jobs (the zoo's, the frameworks', tune's, the CLI's...),
+forked from a process that has already imported torch (a zygote), one per test process.
 
 Every scenario job imports torch (~2 s on the 2-core reference machine) and builds an
 optimizer, whose first construction imports ``torch._dynamo`` (another ~2 s, torch 2.13): 4 s
@@ -121,16 +121,18 @@ class _Zygote:
         return all(env.get(k) == self.env.get(k) for k in names)
 
     def close(self) -> None:
-        if self._proc.poll() is None:
-            assert self._proc.stdin is not None
-            self._proc.stdin.close()
-            try:
-                self._proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self._proc.kill()
-                self._proc.wait()
+        """End the zygote (its input closed, killed after 10 s), reaped, its pipes closed."""
+        if self._proc.stdin is not None and not self._proc.stdin.closed:
+            with contextlib.suppress(OSError):
+                self._proc.stdin.close()
+        try:
+            self._proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self._proc.kill()
+            self._proc.wait()
         if self._proc.stdout is not None:
             self._proc.stdout.close()
+        atexit.unregister(self.close)
 
     def run(
         self, command: list[str], env: dict[str, str], cwd: Path, timeout: float
@@ -149,6 +151,7 @@ class _Zygote:
             if pid is not None:
                 _kill_tree(pid)
             self._proc.kill()
+            self.close()  # reaped: no zombie child left to this process
             _Zygote._one = None
             output = _read(out), _read(err)  # (and the files removed)
             if isinstance(exc, TimeoutError):

@@ -12,7 +12,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from stepdoctor.collect.sampling.heap import HEAP_DUE_SHARE, HEAP_EVERY_NS, HeapReader
+from stepdoctor.collect.sampling.heap import HEAP_EVERY_NS, HeapReader
 from stepdoctor.collect.sampling.procfs import PAGE_SIZE, ProcFs, ProcStat
 from stepdoctor.collect.sampling.readers import PsutilReader
 from stepdoctor.model import GpuSample, SystemSample
@@ -89,18 +89,16 @@ class _CountedHeap(HeapReader):
         return self.reads
 
 
-@pytest.mark.usefixtures("childless")
-def test_the_heap_is_read_at_the_first_read_due_allowing_for_an_early_wake_up() -> None:
-    """The monitor's reads come at dithered times: the heap is read at one at least
-    ``HEAP_DUE_SHARE`` of its interval after the last, not a whole interval later."""
+def test_the_heap_is_read_at_the_first_read_in_each_slot_of_the_clock() -> None:
+    """The monitor's reads come at random points of their slots (``WakeSchedule``): the heap
+    is read at the first read in each ``HEAP_EVERY_NS`` slot, however close to the last."""
     reader = PsutilReader(heap=_CountedHeap(), heap_every_ns=HEAP_EVERY_NS)
-    early = int(HEAP_EVERY_NS * HEAP_DUE_SHARE)
-    heaps = []
-    for t_ns in (0, early - 1_000_000, early, early + HEAP_EVERY_NS // 2, 2 * early):
+    slot, heaps = HEAP_EVERY_NS, []
+    for t_ns in (0, slot // 2, slot - 1, slot, slot + 1, 2 * slot - 1, 3 * slot + 7):
         (sample,) = reader.read(t_ns)
         assert isinstance(sample, SystemSample)
         heaps.append(sample.main_heap_bytes)
-    assert heaps == [1, None, 2, None, 3]
+    assert heaps == [1, None, None, 2, None, None, 3]
 
 
 @_SANITIZED

@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import gc
 import os
-import random
 import signal
-import statistics
 import subprocess
 import sys
 import time
@@ -21,7 +19,7 @@ import torch
 
 from stepdoctor import build_report, watch
 from stepdoctor.collect import Session
-from stepdoctor.collect.reduce.monitor import MONITOR_NICE, WAKE_DITHER
+from stepdoctor.collect.reduce.monitor import MONITOR_NICE
 from stepdoctor.collect.sampling.procfs import ProcFs
 from stepdoctor.collect.sampling.readers import PsutilReader
 from stepdoctor.collect.session import FLUSH_EVERY_S
@@ -243,22 +241,6 @@ def test_the_monitor_thread_runs_at_the_lowest_priority_and_the_job_keeps_its_ow
         )
         session.step(batch_size=1)
     assert os.getpriority(os.PRIO_PROCESS, 0) == mine
-
-
-def test_the_monitors_wake_ups_are_dithered_around_their_interval(tmp_path: Path) -> None:
-    """Reads at a fixed period alias with a job's step period (``WAKE_DITHER``): each wait is
-    the interval times a random factor in [1 - WAKE_DITHER, 1 + WAKE_DITHER], their mean the
-    interval."""
-    with Session(tmp_path / "run", instrument_torch=False, readers=[]) as session:
-        monitor = session._monitor
-        assert monitor is not None
-        monitor._wake_rng = random.Random(0)
-        waits = [monitor._next_wait_s() / monitor._interval_s for _ in range(2000)]
-    assert all(1 - WAKE_DITHER <= w <= 1 + WAKE_DITHER for w in waits)
-    assert statistics.fmean(waits) == pytest.approx(1, abs=0.02)
-    # spread over the whole range, not a few fixed values
-    assert min(waits) < 1 - 0.9 * WAKE_DITHER and max(waits) > 1 + 0.9 * WAKE_DITHER
-    assert len({round(w, 3) for w in waits}) > 400
 
 
 @pytest.mark.skipif(not ProcFs.available(), reason="snapshots on a thread read /proc")

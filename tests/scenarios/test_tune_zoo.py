@@ -42,8 +42,9 @@ def _tune_command(
     (``_forked``; ``test_batch_of_one_job_gets_the_batch_size_curve`` runs the command and
     its runs as fresh processes): what it printed."""
     monkeypatch.setattr(tune_command, "tune", functools.partial(tune, launch=_forked))
-    assert main(["tune", *argv]) == 0
-    printed = capsys.readouterr().out
+    code = main(["tune", *argv])
+    printed, err = capsys.readouterr()
+    assert code == 0, err[-2000:]
     assert "stepdoctor tune" in printed
     return printed
 

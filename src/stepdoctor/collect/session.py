@@ -64,7 +64,9 @@ logger = logging.getLogger(__name__)
 DEFAULT_INTERVAL_S = 0.1
 #: Where a forked worker's own stack starts (multiprocessing's child entry).
 WORKER_ROOTS = ("BaseProcess._bootstrap",)
-#: The record is flushed at least this often (a killed job loses at most this much).
+#: The record is flushed this often on average, at random points of successive slots this long
+#: (``reduce.monitor.WakeSchedule``): flushes come at most twice this apart, and a killed job
+#: loses at most that much.
 FLUSH_EVERY_S = 0.5
 
 

@@ -65,7 +65,7 @@ HEAP_SHARE_OF_RISE = 0.25
 #: their graphs: ~9 KiB a step of heap measured, while freed activations around them leave RSS
 #: rising ~190 KiB a step) is a leak even when the heap rises far less than RSS.
 HEAP_MIN_READINGS = 6
-#: How often the heap is read (``collect.sampling.heap.HEAP_EVERY_NS``), in seconds.
+#: How often the heap is read on average (``collect.sampling.heap.HEAP_EVERY_NS``), in seconds.
 HEAP_READ_S = 0.5
 HEAP_FLAT_BYTES = 8 * 2**20
 #: ...and rising steadily: ``RISING_WINDOWS`` of the successive means of this many chunks of

@@ -54,7 +54,7 @@ from stepdoctor.probes.model_lint import describe_model
 from stepdoctor.record import RecordWriter
 from stepdoctor.record.rows import STEP_FIELDS, steps_from_rows
 
-__all__ = ["MONITOR_NICE", "WAKE_DITHER", "Collected", "Monitor", "lower_thread_priority"]
+__all__ = ["MONITOR_NICE", "Collected", "Monitor", "WakeSchedule", "lower_thread_priority"]
 
 logger = logging.getLogger(__name__)
 
@@ -63,14 +63,41 @@ logger = logging.getLogger(__name__)
 #: than in the middle of a parallel region (docs/overhead.md). Under full load it still gets
 #: CFS's share for nice 19 (weight 15 against 1024), more than its ~1% of a core.
 MONITOR_NICE = 19
-#: Each wake-up comes after the interval times a random factor within this share of 1 either
-#: way (the mean interval unchanged). Reads at a fixed period alias with a job whose step
-#: period divides it: the heap read every 0.5 s of 125 ms steps lands at the same point of a
-#: step each time, drifting slowly through it, and a step's swing reads as a smooth rise
-#: (tests/scenarios/inference_cnn_autograd.py, no memory kept: 142, 142, 142, 158, 170, 170,
-#: 178 MiB, t = 6.9, called a leak). At random phases the swing is noise, as the memory rule's
-#: trend test expects.
-WAKE_DITHER = 0.25
+#: Reads at a fixed period alias with a job whose step period divides it: the heap read every
+#: 0.5 s of 125 ms steps lands at the same point of a step each time, drifting slowly through
+#: it, and a step's swing reads as a smooth rise (tests/scenarios/inference_cnn_autograd.py,
+#: no memory kept: 142, 142, 142, 158, 170, 170, 178 MiB, t = 6.9, called a leak). So the
+#: monitor wakes once in each interval-long slot of a grid, at a uniformly random point of it
+#: (jittered sampling: the mean rate unchanged, each wake's phase independent of the others'),
+#: and a step's swing reads as noise, as the memory rule's trend test expects.
+
+
+class WakeSchedule:
+    """The monitor's wake-ups: one at a random point of each ``interval_s`` slot of a grid
+    that starts at the first call; a thread that fell a slot behind (a busy machine) starts
+    the grid again from now instead of waking in a burst."""
+
+    def __init__(
+        self,
+        interval_s: float,
+        phase: Callable[[], float],
+        now: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._interval = interval_s
+        self._phase = phase
+        self._now = now
+        self._slot: float | None = None
+
+    def next_wait_s(self) -> float:
+        """Seconds from now to the next wake-up."""
+        now = self._now()
+        if self._slot is None or self._slot + self._interval < now:
+            self._slot = now
+        wake = self._slot + self._interval * self._phase()
+        self._slot += self._interval
+        return max(0.0, wake - now)
+
+
 #: DistributedDataParallel models kept alive till the run ends, for their own timings
 #: (``probes/ddp.py``): a job wraps one model, or a few (a GAN's two); a loop making a new
 #: one each round must not have them all kept.
@@ -184,12 +211,15 @@ class Monitor:
         wake_ns = flush_every_ns if len(self._own_thread) == len(self._readers) else interval_ns
         self._interval_s = wake_ns / 1e9
         self._flush_every = flush_every_ns
+        # wake-ups come anywhere in their slot: a flush is due an interval early (at each
+        # wake-up when the monitor wakes only to flush; every 0.4-0.6 s at 10 Hz)
+        self._flush_due = flush_every_ns - wake_ns
         self._progress = progress
         self._progress_sink = progress_sink
         self._env_probed = False
         self._framework_facts_seen = 0
         self._last_flush = clock()
-        self._wake_rng = random.Random()
+        self._wakes = WakeSchedule(self._interval_s, random.Random().random)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="stepdoctor-monitor", daemon=True)
         self._reported: set[str] = set()
@@ -271,17 +301,12 @@ class Monitor:
         if self._nice is not None:
             lower_thread_priority(self._nice)
         try:
-            while not self._stop.wait(self._next_wait_s()):
+            while not self._stop.wait(self._wakes.next_wait_s()):
                 self._sample()
-                # a wake-up may come early (WAKE_DITHER): a flush is due a little before
-                if self._clock() - self._last_flush >= self._flush_every * (1 - WAKE_DITHER):
+                if self._clock() - self._last_flush >= self._flush_due:
                     self.flush()
         finally:
             self.cpu_ns += time.thread_time_ns()  # this thread's whole CPU time
-
-    def _next_wait_s(self) -> float:
-        """Seconds to the next wake-up: the interval, dithered (``WAKE_DITHER``)."""
-        return self._interval_s * self._wake_rng.uniform(1 - WAKE_DITHER, 1 + WAKE_DITHER)
 
     def _sample(self) -> None:
         now = self._clock()

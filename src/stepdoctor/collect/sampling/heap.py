@@ -5,17 +5,15 @@ from __future__ import annotations
 
 import ctypes
 
-__all__ = ["HEAP_DUE_SHARE", "HEAP_EVERY_NS", "OTHER_MALLOCS", "HeapReader"]
+__all__ = ["HEAP_EVERY_NS", "OTHER_MALLOCS", "HeapReader"]
 
-#: The heap in use is read at every flush (0.5 s): mallinfo2 walks every malloc arena under
-#: its lock, 45-300 us here (a few ms during imports), so at most 0.06% of the job's time. A
-#: leak shows as a steady rise of the heap; a short job (a few seconds) then still gives the
-#: memory rule enough readings to tell it from a swing of RSS.
+#: The heap in use is read at the first read of the system in each 0.5 s slot of the clock (the
+#: monitor's reads come at random points of their own slots, ``reduce.monitor.WakeSchedule``,
+#: so the readings fall at independent points of the job's steps): mallinfo2 walks every malloc
+#: arena under its lock, 45-300 us here (a few ms during imports), so at most 0.06% of the
+#: job's time. A leak shows as a steady rise of the heap; a short job (a few seconds) then
+#: still gives the memory rule enough readings to tell it from a swing of RSS.
 HEAP_EVERY_NS = 500_000_000
-#: The heap is read at a read of the system at least this share of ``HEAP_EVERY_NS`` after the
-#: last: the monitor's reads come at dithered times (``reduce.monitor.WAKE_DITHER``, 25% either
-#: way), and one a little early must not push the heap's reading a whole interval later.
-HEAP_DUE_SHARE = 0.75
 #: Allocators that replace glibc's malloc (LD_PRELOAD): with one of them mapped, glibc's
 #: numbers say nothing about the job's memory and the heap is not read.
 #: (Sanitizers replace malloc too: under ASan, mallinfo2 reads 0.)

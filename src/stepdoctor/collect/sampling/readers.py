@@ -16,7 +16,7 @@ from typing import Protocol, TypeGuard
 
 import psutil
 
-from stepdoctor.collect.sampling.heap import HEAP_DUE_SHARE, HEAP_EVERY_NS, HeapReader
+from stepdoctor.collect.sampling.heap import HEAP_EVERY_NS, HeapReader
 from stepdoctor.collect.sampling.procfs import (
     Children,
     ProcessCounters,
@@ -368,9 +368,9 @@ class PsutilReader:
         heap when they are due."""
         heap = None
         if self._heap is not None and (
-            self._last_heap is None or t_ns - self._last_heap >= self._heap_every * HEAP_DUE_SHARE
+            self._last_heap is None or t_ns // self._heap_every > self._last_heap
         ):
-            self._last_heap = t_ns
+            self._last_heap = t_ns // self._heap_every  # once in each slot of the clock
             heap = self._heap.read()
             main_cpu = self._main_cpu()
             if main_cpu is not None:
