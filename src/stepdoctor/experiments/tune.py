@@ -18,6 +18,7 @@ import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Protocol
 
 from stepdoctor.errors import UsageError
 from stepdoctor.experiments.overrides import TUNE_ENV, Overrides
@@ -38,15 +39,25 @@ MIN_GAIN = 0.08
 DIMENSIONS = ("workers", "loader", "threads", "batch")
 
 
-#: How a run is started: (command, environment, timeout in seconds) -> the finished process,
-#: as ``subprocess.run(..., capture_output=True, text=True)`` returns it; raises
-#: ``subprocess.TimeoutExpired`` past the timeout.
-Launch = Callable[[list[str], dict[str, str], float], "subprocess.CompletedProcess[str]"]
+class Launch(Protocol):
+    """How a run is started (``tune``'s ``launch``)."""
+
+    def __call__(
+        self, command: list[str], env: dict[str, str], timeout_s: float
+    ) -> subprocess.CompletedProcess[str]:
+        """Run ``command`` with the environment ``env`` (the whole of it): the finished
+        process, as ``subprocess.run(..., capture_output=True, text=True)`` returns it.
+
+        Raises:
+            subprocess.TimeoutExpired: past ``timeout_s``.
+        """
+        ...
 
 
 def _subprocess_launch(
     command: list[str], env: dict[str, str], timeout_s: float
 ) -> subprocess.CompletedProcess[str]:
+    """``Launch`` as a fresh process."""
     return subprocess.run(
         command, check=False, capture_output=True, text=True, timeout=timeout_s, env=env
     )
