@@ -15,7 +15,6 @@ import statistics
 import subprocess
 import sys
 from pathlib import Path
-from subprocess import CompletedProcess
 
 import pytest
 
@@ -28,7 +27,9 @@ from tests._zygote import stepdoctor_run
 HERE = Path(__file__).parent
 
 
-def _forked(command: list[str], env: dict[str, str], timeout_s: float) -> CompletedProcess[str]:
+def _forked(
+    command: list[str], env: dict[str, str], timeout_s: float
+) -> subprocess.CompletedProcess[str]:
     """tune's run (``python -m stepdoctor run ...``), forked from the test process's zygote
     (``tests/_zygote.py``: torch already imported) instead of a fresh process."""
     assert command[1:3] == ["-m", "stepdoctor"], command

@@ -165,7 +165,8 @@ class PsutilReader:
         self._timer = timer
         self._io_every = io_every_ns
         self._heap_every = heap_every_ns
-        self._last_heap: int | None = None
+        self._heap_slot: int | None = None
+        """The slot of the clock (``heap_every_ns`` long) of the last heap reading."""
         self._scan_every = scan_every_ns
         if walk is None and children is None:
             children = default_children()
@@ -368,9 +369,9 @@ class PsutilReader:
         heap when they are due."""
         heap = None
         if self._heap is not None and (
-            self._last_heap is None or t_ns // self._heap_every > self._last_heap
+            self._heap_slot is None or t_ns // self._heap_every > self._heap_slot
         ):
-            self._last_heap = t_ns // self._heap_every  # once in each slot of the clock
+            self._heap_slot = t_ns // self._heap_every  # once in each slot of the clock
             heap = self._heap.read()
             main_cpu = self._main_cpu()
             if main_cpu is not None:
