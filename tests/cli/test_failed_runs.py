@@ -1,5 +1,5 @@
 """A failed job's report says so first, under ``stepdoctor run`` and ``stepdoctor report``, and
-the job's own exit code passes through (real jobs in subprocesses)."""
+the job's own exit code passes through (real jobs in processes of their own)."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from tests._zygote import stepdoctor_run
 from tests.marks import needs_torch
 
 #: A job that trains for a few steps, then ends as ``{tail}`` says (the line numbers matter:
@@ -44,14 +45,10 @@ def _command(tmp_path: Path, tail: str) -> list[str]:
 
 
 def _run(tmp_path: Path, tail: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        _command(tmp_path, tail),
-        capture_output=True,
-        text=True,
-        timeout=PATIENCE_S,
-        cwd=tmp_path,
-        env=_ENV,
-    )
+    """The job run to its end, forked from the test process's zygote (``tests/_zygote.py``:
+    its exit, exit code and streams as a fresh process's; the interrupted and killed jobs
+    below are fresh processes)."""
+    return stepdoctor_run(_command(tmp_path, tail)[3:], env=_ENV, timeout=PATIENCE_S, cwd=tmp_path)
 
 
 def _report_lines(stderr: str) -> list[str]:

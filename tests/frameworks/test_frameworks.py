@@ -140,16 +140,16 @@ def test_lightnings_callback_watches_a_fit_without_stepdoctor_run(tmp_path: Path
         [sys.executable, str(HERE / "lightning_job.py")],
         capture_output=True, text=True, timeout=300, cwd=tmp_path,
         env={**os.environ, "PYTHONWARNINGS": "ignore", "LIGHTNING_WATCH": str(watched),
-             "LIGHTNING_PROFILER": "simple"},
+             "LIGHTNING_PROFILER": "simple", "LIGHTNING_STEPS": "60"},
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
     simple = proc.stdout + proc.stderr
     assert "FIT Profiler Report" in simple and "run_training_batch" in simple
     record = load_run(watched)
-    assert len(record.steps) == 150 and record.end is not None and record.end.status == "ok"
+    assert len(record.steps) == 60 and record.end is not None and record.end.status == "ok"
     assert record.env_value("framework") == "lightning"
     report = json.loads((watched / "report.json").read_text())
-    assert report["summary"]["steps"] == 150
+    assert report["summary"]["steps"] == 60
 
 
 def test_ranks_lightning_starts_itself_are_watched_too(tmp_path: Path) -> None:
@@ -166,14 +166,14 @@ def test_ranks_lightning_starts_itself_are_watched_too(tmp_path: Path) -> None:
 def test_hf_trainer_steps_are_optimizer_updates_and_a_healthy_job_stays_clean(
     tmp_path: Path,
 ) -> None:
-    report, record, _ = _judged("hf_job.py", tmp_path, _clean, HF_ACCUMULATION="2", HF_STEPS="30")
-    assert len(record.steps) == 30
+    report, record, _ = _judged("hf_job.py", tmp_path, _clean, HF_ACCUMULATION="2", HF_STEPS="20")
+    assert len(record.steps) == 20
     summary = report["summary"]
     assert isinstance(summary, dict) and summary["micro_batches_per_step"] == 2
     _phases_add_up(record)
     assert record.env_value("transformers.gradient_accumulation_steps") == 2
     hooks = _hooks(record)
-    assert hooks["Trainer.log (logging_steps)"] == 4  # logging_steps=10 of 30 steps, + the end
+    assert hooks["Trainer.log (logging_steps)"] == 3  # logging_steps=10 of 20 steps, + the end
 
 
 def test_a_slow_data_collator_is_the_trainers_data_wait(tmp_path: Path) -> None:
@@ -193,8 +193,8 @@ def test_evaluation_every_few_steps_is_named_with_the_trainers_argument(tmp_path
         tmp_path,
         _on_top("frequent-evaluation"),
         HF_EVAL_STEPS="2",
-        HF_STEPS="20",
-        HF_SAVE_STEPS="10",
+        HF_STEPS="10",
+        HF_SAVE_STEPS="5",
     )
     top = _top(report, out)
     assert top["rule"] == "frequent-evaluation" and top["severity"] in LOUD, top
@@ -202,9 +202,9 @@ def test_evaluation_every_few_steps_is_named_with_the_trainers_argument(tmp_path
     assert isinstance(fix, dict) and "eval_steps=2" in fix["summary"]
     assert "eval_steps=1000" in fix["snippet"]
     hooks = _hooks(record)
-    assert hooks["Trainer.evaluate (eval_steps)"] == 10
+    assert hooks["Trainer.evaluate (eval_steps)"] == 5
     assert hooks["Trainer._save_checkpoint (save_steps)"] == 2
-    # the save after step 10 falls in the next step; the one after the last step in none
+    # the save after step 5 falls in the next step; the one after the last step in none
     assert sum(s.phase("checkpoint") > 0 for s in record.steps) == 1
 
 

@@ -36,7 +36,7 @@ if __name__ == "__main__":
     model = LanguageModel()
     opt = torch.optim.Adam(model.parameters(), lr=1e-3)
     path = os.path.join(tempfile.mkdtemp(), "lm.pt")
-    done, step = until_done(60), 0
+    done, step = until_done(40), 0
     while not done(step):
         x, y = batches[step % len(batches)]
         opt.zero_grad()

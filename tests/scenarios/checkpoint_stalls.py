@@ -32,7 +32,7 @@ if __name__ == "__main__":
             torch.save({"model": model.state_dict(), "step": step}, path)
             last_save = time.monotonic()
 
-    steps = train(loader, model, steps=100, after_step=after_step)
+    steps = train(loader, model, steps=60, after_step=after_step)
     if fixed():
         torch.save({"model": model.state_dict(), "step": steps}, path)
     print("steps:", steps)

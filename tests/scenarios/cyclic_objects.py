@@ -48,4 +48,4 @@ if __name__ == "__main__":
             gc.freeze()
         last[:] = [trace_step(step)]
 
-    print("steps:", train(loader, model, steps=70, after_step=after_step))
+    print("steps:", train(loader, model, steps=40, after_step=after_step))

@@ -27,4 +27,4 @@ if __name__ == "__main__":
         model = model.double()
     elif not fixed():
         model = nn.Sequential(model[0], model[1], CastToDouble(), *model[2:].double())
-    print("steps:", train(loader, model, steps=200))
+    print("steps:", train(loader, model, steps=120))

@@ -22,4 +22,4 @@ if __name__ == "__main__":
         if not fixed() and step % COLLECT_EVERY == 0:
             gc.collect()
 
-    print("steps:", train(loader, mlp(width=2048), steps=60, after_step=after_step), len(corpus))
+    print("steps:", train(loader, mlp(width=2048), steps=36, after_step=after_step), len(corpus))

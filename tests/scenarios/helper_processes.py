@@ -35,6 +35,6 @@ if __name__ == "__main__":
         # they stop by themselves at most a minute later; the pool is ended with the job
         pool.map_async(precompute, [time.time() + 60] * helpers)
     loader = DataLoader(tensors(), batch_size=64, shuffle=True)
-    print("steps:", train(loader, mlp(), steps=120))
+    print("steps:", train(loader, mlp(), steps=80))
     if pool is not None:
         pool.terminate()

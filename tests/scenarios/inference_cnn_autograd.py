@@ -18,7 +18,7 @@ if __name__ == "__main__":
         model.eval()
     mode = torch.inference_mode() if fixed() else contextlib.nullcontext()
     loader: DataLoader[torch.Tensor] = DataLoader(images(1024), batch_size=128)  # type: ignore[arg-type]
-    done, calls, predicted = until_done(steps=32), 0, 0
+    done, calls, predicted = until_done(steps=20), 0, 0
     with mode:
         while not done(calls):
             for x in loader:

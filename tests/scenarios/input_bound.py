@@ -41,4 +41,4 @@ class DecodedDataset(Dataset):  # type: ignore[type-arg]
 
 if __name__ == "__main__":
     loader = DataLoader(DecodedDataset(cache=fixed()), batch_size=64, shuffle=True)
-    print("steps:", train(loader, mlp(), steps=80))
+    print("steps:", train(loader, mlp(), steps=50))

@@ -57,4 +57,4 @@ if __name__ == "__main__":
         shuffle=True,
         collate_fn=collate,
     )
-    print("steps:", train(loader, LstmClassifier(), steps=100))
+    print("steps:", train(loader, LstmClassifier(), steps=60))

@@ -44,4 +44,4 @@ class JsonRecords(Dataset):  # type: ignore[type-arg]
 
 if __name__ == "__main__":
     loader = DataLoader(JsonRecords(parse_once=fixed()), batch_size=64, shuffle=True)
-    print("steps:", train(loader, mlp(width=2048), steps=60))
+    print("steps:", train(loader, mlp(width=2048), steps=36))

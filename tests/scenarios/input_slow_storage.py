@@ -41,4 +41,4 @@ if __name__ == "__main__":
         )
     else:
         loader = DataLoader(SlowStorage(), batch_size=32, shuffle=True)
-    print("steps:", train(loader, cnn(width=48), steps=60))
+    print("steps:", train(loader, cnn(width=48), steps=40))

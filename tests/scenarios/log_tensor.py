@@ -43,4 +43,4 @@ if __name__ == "__main__":
         else:
             log.info("step %d reconstructions %s", step, last[0][:ROWS].detach())
 
-    print("steps:", train(loader, model, steps=150, after_step=after_step, loss_fn=nn.MSELoss()))
+    print("steps:", train(loader, model, steps=90, after_step=after_step, loss_fn=nn.MSELoss()))

@@ -43,7 +43,7 @@ if __name__ == "__main__":
     batches = list(zip(tokens.split(BATCH), (tokens % TAGS).split(BATCH), strict=True))
     model = Tagger()
     opt = torch.optim.Adam(model.parameters(), lr=1e-3)
-    done, step, accuracy = until_done(150), 0, 0.0
+    done, step, accuracy = until_done(100), 0, 0.0
     while not done(step):
         x, y = batches[step % len(batches)]
         opt.zero_grad()

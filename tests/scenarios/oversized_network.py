@@ -10,4 +10,4 @@ WIDTH = 2048 if fixed() else dose(strong=4096, mild=3072)
 
 if __name__ == "__main__":
     loader = DataLoader(tensors(n=4096), batch_size=128, shuffle=True)
-    print("steps:", train(loader, mlp(width=WIDTH), steps=30))
+    print("steps:", train(loader, mlp(width=WIDTH), steps=20))

@@ -25,5 +25,5 @@ if __name__ == "__main__":
             record["w"] = model[0].weight.detach()[:ROWS].tolist()
         log.write(json.dumps(record) + "\n")
 
-    print("steps:", train(loader, model, steps=200, after_step=after_step))
+    print("steps:", train(loader, model, steps=120, after_step=after_step))
     log.close()

@@ -38,4 +38,4 @@ if __name__ == "__main__":
         persistent_workers=True,
         prefetch_factor=4,
     )
-    print("steps:", train(loader, mlp(width=2048), steps=60))
+    print("steps:", train(loader, mlp(width=2048), steps=40))
