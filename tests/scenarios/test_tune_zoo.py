@@ -98,7 +98,7 @@ def _settings(runs: Path) -> set[tuple[int, int]]:
 def test_workers_sweep_of_an_input_bound_job(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    _tune_command(monkeypatch, capsys, "--only", "workers", "--steps", "30",
+    _tune_command(monkeypatch, capsys, "--only", "workers", "--steps", "16",
                   "--json", str(tmp_path / "tune.json"), "--out", str(tmp_path / "runs"),
                   str(HERE / "input_bound.py"))  # fmt: skip
     result = json.loads((tmp_path / "tune.json").read_text())
@@ -135,7 +135,7 @@ def test_a_loader_change_measured_slower_never_reaches_the_diagnosis(
 
     demo = HERE.parents[1] / "examples" / "train_digits.py"
     out = tmp_path / "tune.json"
-    stdout = _tune_command(monkeypatch, capsys, "--only", "workers", "--steps", "40",
+    stdout = _tune_command(monkeypatch, capsys, "--only", "workers", "--steps", "20",
                            "--repeats", "1", "--json", str(out), "--out", str(tmp_path / "runs"),
                            str(demo), "--epochs", "3")  # fmt: skip
     result = from_jsonable(TuneResult, json.loads(out.read_text()))
