@@ -13,7 +13,7 @@ compiler loaded).
 What this leaves to other tests: stepdoctor's hooks meet torch already imported
 (``collect/hooks/on_import.py`` calls them at once), not as the job imports it. Jobs run in
 fresh processes elsewhere keep that path tested (``tests/test_watched_job.py``, the
-interrupted and killed jobs of ``tests/cli/test_failed_runs.py``, the distributed tests,
+interrupted and killed jobs of ``tests/cli/test_failed_runs.py``, the distributed ranks,
 Lightning's callback without ``run`` and the ranks Lightning starts, ``stepdoctor tune``'s
 batch sweep, ``make demo``, ``benchmarks/accuracy.py`` for docs/accuracy.md);
 ``ZOO_FRESH_PROCESS=1`` runs the zoo's jobs in fresh processes too. A job whose environment

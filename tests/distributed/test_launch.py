@@ -14,6 +14,7 @@ import pytest
 from stepdoctor.jobs.stragglers import WAIT_SHARE
 from stepdoctor.record import load_run
 from tests._machine import busy_cores
+from tests._zygote import stepdoctor_run
 
 HERE = Path(__file__).parent
 #: Cores other processes may keep busy for the planted CPU hog to be the only competitor.
@@ -121,33 +122,31 @@ def _waited_for_rank_1(out: Path) -> float:
     return (comm[0] - comm[1]) / statistics.median(steps)
 
 
-def test_a_rank_with_slow_data_is_named_as_the_one_the_others_wait_for(tmp_path: Path) -> None:
-    out = tmp_path / "job"
-    proc = _stepdoctor("run", "--nproc-per-node", "2", "--width", "1000", "--out", str(out),
-                       str(HERE / "ddp_job.py"), DDP_STEPS="80", DDP_SLOW_RANK="1")  # fmt: skip
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    job = proc.stderr.split("The job, all ranks together:", 1)[1]
-    assert "Rank 1 holds back the other rank:" in job, job
-    assert "because of its data loading" in job
-    # the job's folder read again later: the same table and finding
-    again = _stepdoctor("report", "--width", "1000", str(out))
-    assert again.returncode == 0 and "Rank 1 holds back the other rank:" in again.stdout
-    refused = _stepdoctor("report", "--format", "json", str(out))
-    assert refused.returncode == 2 and "rank-0" in refused.stderr
-    assert "Traceback" not in refused.stderr
-
-
-def test_torchrun_with_stepdoctor_as_the_module_records_each_rank(tmp_path: Path) -> None:
+def test_torchrun_with_stepdoctor_as_the_module_records_each_rank_and_names_a_slow_one(
+    tmp_path: Path,
+) -> None:
+    """torchrun starts ``stepdoctor run`` on each rank; rank 1 reads its data slowly: each
+    rank recorded, one report printed (rank 0's), and the job's folder read afterwards names
+    rank 1 as the one the other waits for, because of its data loading."""
     out = tmp_path / "job"
     proc = subprocess.run(
         [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
          "-m", "stepdoctor", "run", "--out", str(out), str(HERE / "ddp_job.py")],
         capture_output=True, text=True, timeout=300,
-        env={**os.environ, "PYTHONWARNINGS": "ignore", "DDP_STEPS": "20"},
+        env={**os.environ, "PYTHONWARNINGS": "ignore", "DDP_STEPS": "80",
+             "DDP_SLOW_RANK": "1"},
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert sorted(p.name for p in out.iterdir()) == ["rank-0", "rank-1"]
     assert proc.stderr.count("Findings") <= 1  # only rank 0 prints its report
+    report = _stepdoctor("report", "--width", "1000", str(out))
+    assert report.returncode == 0, report.stderr[-3000:]
+    job = report.stdout.split("The job, all ranks together:", 1)[1]
+    assert "Rank 1 holds back the other rank:" in job, job
+    assert "because of its data loading" in job, job
+    refused = _stepdoctor("report", "--format", "json", str(out))
+    assert refused.returncode == 2 and "rank-0" in refused.stderr
+    assert "Traceback" not in refused.stderr
 
 
 @pytest.mark.serial  # eight ranks load every core: beside no other test
@@ -179,8 +178,10 @@ def test_a_module_runs_as_python_m_would(tmp_path: Path) -> None:
         "    opt.step()\n"
         "print('argv', sys.argv[1:], __name__)\n"
     )
-    proc = _stepdoctor("run", "--no-report", "--out", str(tmp_path / "run"), "-m",
-                       "trainer.fit", "25", cwd=tmp_path)  # fmt: skip
+    proc = stepdoctor_run(  # forked from the zygote: the module found from the folder it runs in
+        ["run", "--no-report", "--out", str(tmp_path / "run"), "-m", "trainer.fit", "25"],
+        env={**os.environ, "PYTHONWARNINGS": "ignore"}, timeout=300, cwd=tmp_path,
+    )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "argv ['25'] __main__" in proc.stdout
     record = load_run(tmp_path / "run")
