@@ -87,9 +87,9 @@ def _doses() -> list[object]:
     """(script, rule, magnitude) to run: every fault once, at the dose its test needs: strong
     where the finding must name the planted code (``PLANTED_CODE``: the stacks need the
     fault's time to sample), else mild, the harder one to find; every fault at both doses with
-    ``ZOO_EVERY_DOSE=1``. (The budget of ``make test``: a run takes ~9 s on the 2-core reference
-    machine; ``benchmarks/accuracy.py`` runs both doses of every fault and writes
-    docs/accuracy.md.)"""
+    ``ZOO_EVERY_DOSE=1``. (The budget of ``make test``: a run takes ~6 s beside another test on
+    the 2-core reference machine; ``benchmarks/accuracy.py`` runs both doses of every fault and
+    writes docs/accuracy.md.)"""
     every = os.environ.get("ZOO_EVERY_DOSE") == "1"
     return [
         pytest.param(
