@@ -63,19 +63,21 @@ logger = logging.getLogger(__name__)
 #: than in the middle of a parallel region (docs/overhead.md). Under full load it still gets
 #: CFS's share for nice 19 (weight 15 against 1024), more than its ~1% of a core.
 MONITOR_NICE = 19
-#: Reads at a fixed period alias with a job whose step period divides it: the heap read every
-#: 0.5 s of 125 ms steps lands at the same point of a step each time, drifting slowly through
-#: it, and a step's swing reads as a smooth rise (tests/scenarios/inference_cnn_autograd.py,
-#: no memory kept: 142, 142, 142, 158, 170, 170, 178 MiB, t = 6.9, called a leak). So the
-#: monitor wakes once in each interval-long slot of a grid, at a uniformly random point of it
-#: (jittered sampling: the mean rate unchanged, each wake's phase independent of the others'),
-#: and a step's swing reads as noise, as the memory rule's trend test expects.
 
 
 class WakeSchedule:
     """The monitor's wake-ups: one at a random point of each ``interval_s`` slot of a grid
     that starts at the first call; a thread that fell a slot behind (a busy machine) starts
-    the grid again from now instead of waking in a burst."""
+    the grid again from now instead of waking in a burst.
+
+    Reads at a fixed period alias with a job whose step period divides it: the heap read every
+    0.5 s of 125 ms steps lands at the same point of a step each time, drifting slowly through
+    it, and a step's swing reads as a smooth rise (tests/scenarios/inference_cnn_autograd.py,
+    no memory kept: 142, 142, 142, 158, 170, 170, 178 MiB, t = 6.9, called a leak). Woken at
+    a uniformly random point of each slot (jittered sampling: the mean rate unchanged, each
+    wake's phase independent of the others'), the monitor reads a step's swing as noise, as
+    the memory rule's trend test expects.
+    """
 
     def __init__(
         self,
