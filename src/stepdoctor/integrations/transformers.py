@@ -77,7 +77,7 @@ _ARGUMENTS = (
 )
 
 
-class StepdoctorCallback(TrainerCallback):
+class StepdoctorCallback(TrainerCallback):  # type: ignore[misc]  # transformers is not read (pyproject)
     """Watch a Hugging Face ``Trainer.train()``: its evaluation, saving, logging and callbacks
     timed by name, its arguments noted; a run of its own (with the diagnosis printed at the
     end of ``train()``) unless one is already running (``stepdoctor run``, ``watch()``).
@@ -189,11 +189,11 @@ def install(session: BaseSession) -> Callable[[], None]:
                 if isinstance(callback, StepdoctorCallback):
                     callback.cleanup()
 
-    Trainer.__init__ = __init__  # type: ignore[method-assign]
-    Trainer.train = train  # type: ignore[method-assign]
+    Trainer.__init__ = __init__
+    Trainer.train = train
 
     def uninstall() -> None:
-        Trainer.__init__ = original_init  # type: ignore[method-assign]
-        Trainer.train = original_train  # type: ignore[method-assign]
+        Trainer.__init__ = original_init
+        Trainer.train = original_train
 
     return uninstall
