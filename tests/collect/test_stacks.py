@@ -293,7 +293,8 @@ def test_a_full_collection_is_recorded_where_it_started(tmp_path: Path) -> None:
     def make_garbage() -> None:
         gc.collect()  # a full collection, started here
 
-    with Session(tmp_path / "run", instrument_torch=False, stack_interval_s=10.0) as session:
+    # few periodic samples (and a stop that waits at most one interval for the sampling thread)
+    with Session(tmp_path / "run", instrument_torch=False, stack_interval_s=0.5) as session:
         make_garbage()
         make_garbage()
     record = session.stop()

@@ -11,9 +11,8 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import statistics
-import subprocess
-import sys
 import time
 from pathlib import Path
 from types import ModuleType
@@ -24,6 +23,7 @@ pytest.importorskip("torch")
 
 import torch
 
+from tests._zygote import stepdoctor_run
 from tests.scenarios._verdicts import MACHINE_RULES
 
 DEMO = Path(__file__).parents[2] / "examples" / "train_digits.py"
@@ -57,10 +57,10 @@ def _epochs_s(demo: ModuleType, loader: object, model: torch.nn.Module) -> float
 @pytest.mark.scenario
 def test_the_demos_first_fix_applied_gains_what_the_report_claims(tmp_path: Path) -> None:
     out = tmp_path / "demo.json"
-    proc = subprocess.run(
-        [sys.executable, "-m", "stepdoctor", "run", "--no-report", "--json", str(out),
-         "--out", str(tmp_path / "run"), str(DEMO), "--epochs", "5"],
-        capture_output=True, text=True, timeout=300,
+    proc = stepdoctor_run(
+        ["run", "--no-report", "--json", str(out), "--out", str(tmp_path / "run"), str(DEMO),
+         "--epochs", "5"],
+        env=dict(os.environ), timeout=300,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-2000:]
     findings = json.loads(out.read_text())["findings"]
