@@ -3,35 +3,56 @@ is called, in this process on the torch backend."""
 
 from __future__ import annotations
 
+import importlib.util
 import os
 from pathlib import Path
+from types import ModuleType
+from typing import Any
 
 import numpy as np
 import pytest
 
-os.environ.setdefault("KERAS_BACKEND", "torch")
-keras = pytest.importorskip("keras")
+from stepdoctor.collect import Session
+from tests.collect.test_session import FixedReader
 
-from stepdoctor.collect import Session  # noqa: E402
-from stepdoctor.integrations.keras import install  # noqa: E402
-from tests.collect.test_session import FixedReader  # noqa: E402
-
-
-class _Seen(keras.callbacks.Callback):  # type: ignore[misc]
-    def __init__(self) -> None:
-        super().__init__()
-        self.batches = 0
-
-    def on_train_batch_end(self, batch: int, logs: object = None) -> None:
-        self.batches += 1
+# keras is imported by the tests that use it, not when the tests are collected (~5 s a process)
+pytestmark = pytest.mark.skipif(importlib.util.find_spec("keras") is None, reason="no keras")
 
 
-@pytest.mark.skipif(keras.backend.backend() != "torch", reason="keras runs another backend")
-def test_fit_called_with_its_callbacks_by_position_gets_ours_too(tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def keras() -> ModuleType:
+    """Keras on the torch backend (skipped where an earlier import chose another)."""
+    os.environ.setdefault("KERAS_BACKEND", "torch")
+    import keras
+
+    if keras.backend.backend() != "torch":
+        pytest.skip("keras runs another backend")
+    return keras
+
+
+def _seen(keras: ModuleType) -> Any:
+    """A callback that counts the batches it saw."""
+
+    class Seen(keras.callbacks.Callback):  # type: ignore[misc]
+        def __init__(self) -> None:
+            super().__init__()
+            self.batches = 0
+
+        def on_train_batch_end(self, batch: int, logs: object = None) -> None:
+            self.batches += 1
+
+    return Seen()
+
+
+def test_fit_called_with_its_callbacks_by_position_gets_ours_too(
+    keras: ModuleType, tmp_path: Path
+) -> None:
+    from stepdoctor.integrations.keras import install
+
     model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(2)])
     model.compile(optimizer="sgd", loss="mse")
     x, y = np.zeros((32, 4), "float32"), np.zeros((32, 2), "float32")
-    seen = _Seen()
+    seen = _seen(keras)
     original = keras.Model.fit
     with Session(tmp_path, readers=[FixedReader()], instrument_torch=False) as doc:
         undo = install(doc)
@@ -48,8 +69,11 @@ def test_fit_called_with_its_callbacks_by_position_gets_ours_too(tmp_path: Path)
     assert keras.Model.fit is original and "train_step" not in vars(model)  # put back
 
 
-@pytest.mark.skipif(keras.backend.backend() != "torch", reason="keras runs another backend")
-def test_fit_given_one_callback_or_a_list_of_its_own_and_fit_that_raises(tmp_path: Path) -> None:
+def test_fit_given_one_callback_or_a_list_of_its_own_and_fit_that_raises(
+    keras: ModuleType, tmp_path: Path
+) -> None:
+    from stepdoctor.integrations.keras import install
+
     model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(2)])
     model.compile(optimizer="sgd", loss="mse")
     x, y = np.zeros((32, 4), "float32"), np.zeros((32, 2), "float32")
@@ -62,10 +86,10 @@ def test_fit_given_one_callback_or_a_list_of_its_own_and_fit_that_raises(tmp_pat
     with Session(tmp_path, readers=[FixedReader()], instrument_torch=False) as doc:
         undo = install(doc)
         try:
-            single = _Seen()
+            single = _seen(keras)
             model.fit(x, y, batch_size=8, epochs=1, verbose=0, callbacks=single)
             assert single.batches == 4
-            listed = keras.callbacks.CallbackList([_Seen()], model=model)
+            listed = keras.callbacks.CallbackList([_seen(keras)], model=model)
             model.fit(x, y, batch_size=8, epochs=1, verbose=0, callbacks=listed)
             assert listed.callbacks[0].batches == 4 and len(listed.callbacks) == 2
             with pytest.raises(RuntimeError, match="the job's own error"):
