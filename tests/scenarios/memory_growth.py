@@ -13,7 +13,7 @@ COPY_EVERY = dose(strong=4, mild=5)
 if __name__ == "__main__":
     loader = DataLoader(tensors(), batch_size=64, shuffle=True)
     kept: list[object] = []
-    model = mlp(width=2048, depth=2)
+    model = mlp(width=1536, depth=2)
     first = model[0]
 
     def after_step(step: int, loss: object) -> None:
@@ -22,6 +22,6 @@ if __name__ == "__main__":
             return
         kept.append(loss * 1.0)  # keeps the graph: should be loss.item()
         if step % COPY_EVERY == 0:
-            kept.append(first.weight.detach().clone())  # 2 MiB each
+            kept.append(first.weight.detach().clone())  # 1.5 MiB each
 
     print("steps:", train(loader, model, steps=200, after_step=after_step))
