@@ -66,6 +66,7 @@ _EVENTS = st.lists(
 )
 
 
+@pytest.mark.no_cover
 @pytest.mark.parametrize("make", BUFFERS)
 @given(first=_EVENTS, second=_EVENTS)
 def test_a_buffer_gives_back_what_was_appended_in_order(

@@ -510,6 +510,7 @@ def event_streams(draw: st.DrawFn) -> tuple[list[Event], list[int]]:
     return events, cuts
 
 
+@pytest.mark.no_cover
 @needs_c
 @given(event_streams())
 def test_c_reducer_equals_the_python_one_on_any_stream_from_lists_and_both_buffers(

@@ -78,6 +78,7 @@ def test_the_fast_path_takes_most_lines_of_logs_of_each_family() -> None:
         assert fed.handed < fast.lines / 3, (name, fed.handed, fast.lines)
 
 
+@pytest.mark.no_cover
 @corpus
 def test_a_large_log_thins_its_timeline_alike() -> None:
     """Past KEPT_PAUSES the timeline keeps every other pause, the longest stay whole: the
@@ -211,6 +212,7 @@ _ALPHABET = st.sampled_from(
     family=st.sampled_from(["jdk8", "unified"]),
     prefix=st.one_of(st.just(1000), st.integers(0, 1200)),
 )
+@pytest.mark.no_cover
 def test_mutated_lines_read_alike(
     picks: list[int], edits: list[tuple[int, float, int, str]], family: str, prefix: int
 ) -> None:

@@ -135,6 +135,7 @@ def plausible_rank(draw: st.DrawFn, rank: int) -> bytes:
     return json.dumps(doc).encode()
 
 
+@pytest.mark.no_cover
 @settings(deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data(), ranks=st.integers(1, 3), same_rank=st.booleans())
 def test_plausible_multi_rank_traces_analyse(
@@ -164,6 +165,7 @@ def check_file(path: Path) -> None:
             assert math.isfinite(rank.temporal.idle_pct)
 
 
+@pytest.mark.no_cover
 @settings(deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=mangled())
 def test_any_bytes_give_an_analysis_or_one_line(tmp_path_factory: pytest.TempPathFactory,

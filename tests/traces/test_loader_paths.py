@@ -119,6 +119,7 @@ def _agrees_with_the_stream(factory: pytest.TempPathFactory, data: bytes, way: s
         assert load(path, way) == streamed
 
 
+@pytest.mark.no_cover
 @settings(deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=mangled(), way=st.sampled_from([p.values[0] for p in WAYS]))
 def test_every_way_agrees_on_fuzzed_files(
@@ -127,6 +128,7 @@ def test_every_way_agrees_on_fuzzed_files(
     _agrees_with_the_stream(tmp_path_factory, data, way)
 
 
+@pytest.mark.no_cover
 @settings(deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=plausible_rank(0), way=st.sampled_from([p.values[0] for p in WAYS]))
 def test_every_way_agrees_on_plausible_traces(
