@@ -21,11 +21,11 @@ class JsonRecords(Dataset):  # type: ignore[type-arg]
     def __init__(self, n: int = 4096, *, parse_once: bool = False) -> None:
         rng = np.random.default_rng(0)
         x, y = rng.standard_normal((n, FEATURES)), rng.integers(0, CLASSES, n)
+        values = x if DIGITS >= 17 else np.round(x, DIGITS)  # 17: the floats as they are
         self.records = [
-            json.dumps({"id": f"s{i:06d}", "features": [round(v, DIGITS) for v in x[i].tolist()],
-                        "label": int(y[i])})
+            json.dumps({"id": f"s{i:06d}", "features": values[i].tolist(), "label": int(y[i])})
             for i in range(n)
-        ]  # fmt: skip
+        ]
         self.parsed: list[tuple[torch.Tensor, int]] | None = None
         if parse_once:
             self.parsed = [self.parse(r) for r in self.records]
