@@ -178,7 +178,7 @@ def test_small_steady_heap_rise_under_a_large_rss_rise_is_a_leak() -> None:
 
 def test_not_a_leak_only_when_the_heap_was_shown_flat() -> None:
     # The heap read too seldom (once a second, 5 readings) to show it flat, or a run too
-    # short to read it 6 times (workers_oversubscription.py: 2.5 s of steps, RSS +96 MiB on a
+    # short to read it 6 times (a job of 4 DataLoader workers: 2.5 s of steps, RSS +96 MiB on a
     # CI host, its heap flat): RSS's rise alone is no verdict either way. Info, saying why.
     for s, every in ((steps(120, phases_ms={"forward": 50}), 12), (steps(50, phases_ms={
             "forward": 50}), 5)):  # fmt: skip
@@ -221,7 +221,7 @@ def test_a_heap_that_swings_is_not_a_leak() -> None:
 
 
 def test_a_heap_that_flips_between_two_levels_is_not_a_leak() -> None:
-    # tests/scenarios/workers_oversubscription.py's fixed twin: the heap reads 172 or 188 MiB
+    # A job of one DataLoader worker (an MLP 2,048 wide): the heap reads 172 or 188 MiB
     # as a reading falls before or after a step's 16 MiB gradient. Five chunk means of these
     # readings rise 3 times in 4 by chance; the trend through them is not significant.
     s = steps(120, phases_ms={"forward": 50})

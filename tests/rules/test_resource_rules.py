@@ -7,6 +7,7 @@ from dataclasses import replace
 import pytest
 
 from stepdoctor.model import (
+    WORKER_PHASE,
     GpuProcess,
     GpuSample,
     LayerInfo,
@@ -22,7 +23,7 @@ from stepdoctor.rules.h2d_copies import h2d_copies
 from stepdoctor.rules.small_batch import small_batch
 from stepdoctor.rules.tensor_core_precision import tensor_core_precision
 from stepdoctor.rules.thread_oversubscription import thread_oversubscription
-from tests.builders import MS, env, record, samples, steps
+from tests.builders import MS, env, record, samples, stacked, steps
 
 
 def test_competing_processes_names_the_top_ones() -> None:
@@ -93,6 +94,39 @@ def test_thread_oversubscription_counts_workers_and_omp() -> None:
     loader = LoaderInfo(loader_id=1, num_workers=4)
     (f,) = thread_oversubscription(RuleContext(record(s, cores=4, facts=facts, loaders=[loader])))
     assert f.title == "8 compute threads on 4 cores"
+
+
+WAITING = ("_bootstrap", "_worker_loop", "Queue.get", "_ConnectionBase.poll")
+DECODING = ("_bootstrap", "_worker_loop", "_MapDatasetFetcher.fetch", "Decoded.__getitem__")
+
+
+def _with_workers(idle: int, workers: int = 2, total: int = 200) -> RuleContext:
+    """torch's 2 threads on 2 cores and ``workers`` DataLoader workers whose stack samples
+    found them waiting for their next indices ``idle`` times in ``total``."""
+    s = steps(50, phases_ms={"forward": 100})
+    rec = record(s, cores=2, facts=env(cpu__affinity=2, torch__num_threads=2),
+                 loaders=[LoaderInfo(loader_id=1, num_workers=workers)])  # fmt: skip
+    sampled = {WORKER_PHASE: [(WAITING, idle), (DECODING, total - idle)]}
+    return RuleContext(stacked(rec, sampled))
+
+
+def test_thread_oversubscription_counts_workers_by_how_busy_they_were() -> None:
+    # workers that wait for their next indices take no core from torch's threads (a healthy
+    # job with 2 of them idle 88% of the time and 2 threads on 2 cores ran 1.3-1.5x slower
+    # with the advised 1 thread)
+    assert thread_oversubscription(_with_workers(idle=176)) == []
+    # busy ones do: 2 threads and 3 workers busy 90% of the time, on 2 cores
+    (f,) = thread_oversubscription(_with_workers(idle=20, workers=3))
+    evidence = {e.metric: e.value for e in f.evidence}
+    assert f.severity is Severity.WARNING and f.title == "5 compute threads on 2 cores"
+    assert evidence["DataLoader workers idle, waiting for their next indices"] == 0.1
+    assert evidence["compute threads per core"] == 2.35
+    assert "3 DataLoader workers, busy 90% of the time, on 2 usable cores" in f.explanation
+    # workers too seldom sampled to tell count whole (as at start, in the doctor)
+    (f,) = thread_oversubscription(_with_workers(idle=40, total=50))
+    assert "DataLoader workers idle, waiting for their next indices" not in {
+        e.metric for e in f.evidence
+    }
 
 
 def test_thread_oversubscription_silent_when_sized_to_cores() -> None:

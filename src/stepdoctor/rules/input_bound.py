@@ -37,6 +37,7 @@ from stepdoctor.rules.thread_oversubscription import (
     OVERSUBSCRIBED,
     ComputeThreads,
     compute_threads,
+    workers_idle,
 )
 
 __all__ = [
@@ -89,18 +90,14 @@ MIN_QUIET_INTERVALS = 10
 #: Below this share of a core between waits the loop's thread was starved: its CPU in the
 #: waits tells nothing.
 MIN_COMPUTE_RATE = 0.1
-#: A DataLoader worker samples its own stack (collect/sampling/stacks.py); one found in
-#: torch's ``_worker_loop`` waiting for its next indices (``Queue.get``) is ahead of the loop
-#: (a worker reading its data is inside the fetch). Workers idle in this share of their
+#: Workers idle (``workers_idle``: waiting for their next indices) in this share of their
 #: samples or more have time to spare, so the loop's wait is neither preparing samples nor
-#: reading them but each batch's hand-off between processes. Measured on
-#: tests/scenarios/workers_oversubscription.py's fixed twin (one worker, 12 us a sample): idle
+#: reading them but each batch's hand-off between processes. Measured on a job of one worker
+#: at 12 us a sample (tests/scenarios/healthy_idle_workers.py with one worker): idle
 #: in 90-93% of its samples, while the loop waited 3% of its step on a quiet machine and 6-8%
 #: with another process on one of the two cores (the worker answers a socket for each batch's
 #: shared memory, later when it waits for a core).
 WORKERS_IDLE_SHARE = 0.5
-#: Worker samples needed to judge their idleness (2 s of one worker at 50 Hz).
-MIN_WORKER_SAMPLES = 100
 #: The causes ``_cause`` tells apart.
 CAUSES = ("indexing", "handoff", "cpu", "io", "unknown")
 
@@ -122,7 +119,7 @@ def input_bound(ctx: RuleContext) -> list[Finding]:
     cheap = not workers and (
         in_memory or (per_sample_ms is not None and per_sample_ms < CHEAP_SAMPLE_MS)
     )
-    idle = _workers_idle(ctx) if workers else None
+    idle = workers_idle(ctx) if workers else None
     handoff = idle is not None and idle >= WORKERS_IDLE_SHARE
     rung = (
         grade(share, info=WARNING_SHARE, warning=CHEAP_WARNING_SHARE, critical=CRITICAL_SHARE)
@@ -302,23 +299,6 @@ def _cause(ctx: RuleContext, workers: int | None) -> tuple[str, float | None, st
         return "unknown", None, ""
     cause = "cpu" if busy >= CPU_BOUND else "io" if busy < IO_BOUND else "unknown"
     return cause, busy, how
-
-
-def _workers_idle(ctx: RuleContext) -> float | None:
-    """The share of the DataLoader workers' stack samples that found them waiting for their
-    next indices (None: fewer than ``MIN_WORKER_SAMPLES``)."""
-    frames = {f.id: f.function for f in ctx.record.frames}
-    stacks = {s.id: s.frames for s in ctx.record.stacks}
-    total = idle = 0
-    for sample in ctx.record.samples:
-        if sample.phase != WORKER_PHASE or sample.stack not in stacks:
-            continue
-        total += 1
-        names = [frames.get(i, "") for i in stacks[sample.stack]]
-        if "_worker_loop" in names:
-            below = names[names.index("_worker_loop") + 1 :]
-            idle += bool(below) and below[0] == "Queue.get"
-    return idle / total if total >= MIN_WORKER_SAMPLES else None
 
 
 def _handoff_fix(

@@ -72,7 +72,7 @@ HEAP_FLAT_BYTES = 8 * 2**20
 #: its readings go up (a swing down and back up is no rise), along a significant trend
 #: (``HEAP_TREND_T``): a fixed twin's heap reads 173, 188, 172, 171, 189 ... MiB, a step's
 #: gradient in or out, and the means of 5 chunks of so few readings rise 3 times in 4 by chance
-#: (a busy CI host's run of tests/scenarios/workers_oversubscription.py's twin was called a
+#: (a busy CI host's run of a job of one DataLoader worker, an MLP 2,048 wide, was called a
 #: leak).
 HEAP_CHUNKS = 5
 #: A chunk's mean counts as higher than the one before from this much more: a flat heap's
@@ -237,7 +237,7 @@ def _weigh_heap(ctx: RuleContext, rss: list[tuple[int, int]], finding: Finding) 
 def _untold(finding: Finding, heap: Sequence[tuple[int, int]], seconds: float) -> Finding:
     """An RSS rise over too short a time for the heap in use to weigh it: no verdict (info).
     RSS rising alone is as often the allocator keeping memory or batches mapped from shared
-    memory as a leak (tests/scenarios/workers_oversubscription.py's mild dose: main RSS +96 MiB
+    memory as a leak (a job of 3 DataLoader workers, an MLP 2,048 wide: main RSS +96 MiB
     in 2.5 s of steps on a CI host, its heap flat at each of its 5 readings), and a rate
     taken over seconds says nothing of the next hour."""
     rise = next(e.value for e in finding.evidence if e.metric == "rise")

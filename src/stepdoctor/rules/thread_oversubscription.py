@@ -3,10 +3,13 @@
 Detects: torch's intra-op threads times the training processes on this machine
 (LOCAL_WORLD_SIZE ranks) plus DataLoader workers far above the cores the job may use
 (``os.sched_getaffinity``); OMP_NUM_THREADS or a BLAS pool (threadpoolctl) sized above them;
-with several ranks, OMP_NUM_THREADS left unset. Works at start (the doctor) as well as on a
-run.
-Evidence: torch.get_num_threads(), OMP_NUM_THREADS, ranks, workers, BLAS pools, cores, the
-job's CPU use.
+with several ranks, OMP_NUM_THREADS left unset. On a run the workers count by the share of
+their stack samples in which they were not waiting for their next indices: a worker that
+waits takes no core from the training's threads (their CPU readings cannot tell: on saturated
+cores a worker that waits for a core uses little). Works at start (the doctor, counting
+workers) as well as on a run.
+Evidence: torch.get_num_threads(), OMP_NUM_THREADS, ranks, workers and how busy they were,
+BLAS pools, cores, the job's CPU use.
 Fix: one intra-op thread per core the training process owns.
 """
 
@@ -14,16 +17,25 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from stepdoctor.model import Evidence, Finding, Fix, Severity, Speedup
+from stepdoctor.model import WORKER_PHASE, Evidence, Finding, Fix, Severity, Speedup
 from stepdoctor.rules._facts import fact_int
 from stepdoctor.rules.context import RuleContext
 from stepdoctor.rules.registry import rule
 
-__all__ = ["OVERSUBSCRIBED", "ComputeThreads", "compute_threads", "thread_oversubscription"]
+__all__ = [
+    "MIN_WORKER_SAMPLES",
+    "OVERSUBSCRIBED",
+    "ComputeThreads",
+    "compute_threads",
+    "thread_oversubscription",
+    "workers_idle",
+]
 
 #: Runnable compute threads per core from which the rule fires. DL4J's guide (step 13): native
 #: thread pools sized past the physical cores lose throughput to cache thrashing and spinning.
 OVERSUBSCRIBED = 2.0
+#: Worker samples needed to judge their idleness (2 s of one worker at 50 Hz).
+MIN_WORKER_SAMPLES = 100
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,16 +47,26 @@ class ComputeThreads:
     ranks: int
     workers: int
     cores: int
+    workers_idle: float | None = None
+    """The share of the DataLoader workers' stack samples that found them waiting for their
+    next indices (``workers_idle``), or None where not sampled (no run, too few samples)."""
 
     @property
     def demand(self) -> int:
-        """Threads that compute at once: every rank's intra-op pool, and the DataLoader
+        """Threads that may compute at once: every rank's intra-op pool, and the DataLoader
         workers (one intra-op thread each, as torch sets them)."""
         return self.intra * self.ranks + self.workers
 
     @property
+    def busy(self) -> float:
+        """Threads that compute at once: the intra-op pools, and the workers for the share of
+        their time they were not waiting for work (all of it where not sampled)."""
+        idle = self.workers_idle or 0.0
+        return self.intra * self.ranks + self.workers * (1.0 - idle)
+
+    @property
     def per_core(self) -> float:
-        return self.demand / self.cores
+        return self.busy / self.cores
 
 
 def compute_threads(ctx: RuleContext) -> ComputeThreads | None:
@@ -58,12 +80,33 @@ def compute_threads(ctx: RuleContext) -> ComputeThreads | None:
     )
     if intra is None:
         return None
+    workers = max((lo.num_workers for lo in record.loaders), default=0)
     return ComputeThreads(
         intra=intra,
         ranks=max(1, fact_int(record, "env.LOCAL_WORLD_SIZE") or 1),
-        workers=max((lo.num_workers for lo in record.loaders), default=0),
+        workers=workers,
         cores=ctx.cores,
+        workers_idle=workers_idle(ctx) if workers else None,
     )
+
+
+def workers_idle(ctx: RuleContext) -> float | None:
+    """The share of the DataLoader workers' stack samples that found them waiting for their
+    next indices (None: fewer than ``MIN_WORKER_SAMPLES``). A worker samples its own stack
+    (collect/sampling/stacks.py); one found in torch's ``_worker_loop`` waiting in
+    ``Queue.get`` is ahead of the loop (a worker reading its data is inside the fetch)."""
+    frames = {f.id: f.function for f in ctx.record.frames}
+    stacks = {s.id: s.frames for s in ctx.record.stacks}
+    total = idle = 0
+    for sample in ctx.record.samples:
+        if sample.phase != WORKER_PHASE or sample.stack not in stacks:
+            continue
+        total += 1
+        names = [frames.get(i, "") for i in stacks[sample.stack]]
+        if "_worker_loop" in names:
+            below = names[names.index("_worker_loop") + 1 :]
+            idle += bool(below) and below[0] == "Queue.get"
+    return idle / total if total >= MIN_WORKER_SAMPLES else None
 
 
 @rule(
@@ -81,7 +124,7 @@ def thread_oversubscription(ctx: RuleContext) -> list[Finding]:
     threads = record.env_value("torch.num_threads")
     omp = record.env_value("env.OMP_NUM_THREADS")
     intra, ranks, workers, cores = found.intra, found.ranks, found.workers, found.cores
-    demand, ratio = found.demand, found.per_core
+    demand, ratio, idle = found.demand, found.per_core, found.workers_idle
     unset_with_ranks = ranks > 1 and omp is None
     if ratio < OVERSUBSCRIBED and not unset_with_ranks:
         return []
@@ -96,6 +139,18 @@ def thread_oversubscription(ctx: RuleContext) -> list[Finding]:
         ),
         Evidence(metric="ranks on this machine", value=ranks, source="LOCAL_WORLD_SIZE"),
         Evidence(metric="DataLoader workers", value=workers, source="DataLoader"),
+        *(
+            [
+                Evidence(
+                    metric="DataLoader workers idle, waiting for their next indices",
+                    value=round(idle, 3),
+                    unit="share",
+                    source="DataLoader workers' stack samples",
+                )
+            ]
+            if idle is not None
+            else []
+        ),
         Evidence(
             metric="BLAS/OpenMP pools",
             value=record.env_value("pools.summary") or "unknown",
@@ -109,7 +164,7 @@ def thread_oversubscription(ctx: RuleContext) -> list[Finding]:
             value=round(ratio, 2),
             unit="x",
             threshold=OVERSUBSCRIBED,
-            source="threads / cores",
+            source="busy threads / cores (workers by their busy share where sampled)",
         ),
     ]
     if job_cores is not None:
@@ -123,10 +178,16 @@ def thread_oversubscription(ctx: RuleContext) -> list[Finding]:
         )
     best = max(1, (cores - workers) // ranks) if workers < cores else 1
     over = ratio >= OVERSUBSCRIBED
+    busy_workers = (
+        f" and {workers} DataLoader workers"
+        + (f", busy {1 - idle:.0%} of the time," if idle is not None else "")
+        if workers
+        else ""
+    )
     explanation = (
         f"torch runs {intra} intra-op threads"
         + (f" in each of {ranks} ranks" if ranks > 1 else "")
-        + (f" and {workers} DataLoader workers" if workers else "")
+        + busy_workers
         + f" on {cores} usable cores ({ratio:.1f} per core)."
     )
     if over:
