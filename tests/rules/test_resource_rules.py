@@ -122,6 +122,11 @@ def test_thread_oversubscription_counts_workers_by_how_busy_they_were() -> None:
     assert evidence["DataLoader workers idle, waiting for their next indices"] == 0.1
     assert evidence["compute threads per core"] == 2.35
     assert "3 DataLoader workers, busy 90% of the time, on 2 usable cores" in f.explanation
+    # between the two: bursts of work that may take cores from the pool, or not: info, with
+    # the measurement to make instead of a fix (4 workers busy 20% beside 2 threads: 1.4)
+    (f,) = thread_oversubscription(_with_workers(idle=160, workers=4))
+    assert f.severity is Severity.INFO and f.fix.snippet is None
+    assert "stepdoctor tune --only threads" in f.fix.summary and f.speedup.factor == 1.0
     # workers too seldom sampled to tell count whole (as at start, in the doctor)
     (f,) = thread_oversubscription(_with_workers(idle=40, total=50))
     assert "DataLoader workers idle, waiting for their next indices" not in {
