@@ -215,44 +215,45 @@ def thread_oversubscription(ctx: RuleContext) -> list[Finding]:
             f" OMP_NUM_THREADS is unset with {ranks} ranks on the machine: a rank that calls "
             "torch.set_num_threads late, or a BLAS library, sizes its pool to every core."
         )
+    title = f"{demand} compute threads on {cores} cores"
+    fix = Fix(
+        summary=(
+            f"Use one intra-op thread per core the training process owns: "
+            f"torch.set_num_threads({best}) (or OMP_NUM_THREADS={best}); with several "
+            "processes per machine divide the cores between them."
+        ),
+        snippet=f"torch.set_num_threads({best})",
+    )
+    if over:
+        speedup = Speedup.none(
+            "not estimated from one run: what oversubscription costs depends on the op mix "
+            "(on 2 cores, jobs ran 1.5x to 13x slower with 2 to 16 threads); "
+            "`stepdoctor tune --only threads` measures it"
+        )
+    elif maybe:
+        title += ", the workers busy part of the time"
+        speedup = Speedup.none(
+            "not estimated: one run cannot tell what fewer threads would gain or lose; "
+            "`stepdoctor tune --only threads` measures it"
+        )
+        fix = Fix(
+            summary=(
+                "Measure before changing it: `stepdoctor tune --only threads` times the job "
+                f"with fewer intra-op threads (torch.set_num_threads({best}) leaves the "
+                "workers a core), `stepdoctor run --verify` its forward and backward."
+            )
+        )
+    else:
+        title = f"OMP_NUM_THREADS unset with {ranks} ranks"
+        speedup = Speedup.none("not estimated: no oversubscription measured")
     return [
         Finding(
             rule="thread-oversubscription",
             severity=Severity.WARNING if over else Severity.INFO,
-            title=f"{demand} compute threads on {cores} cores"
-            + ("" if over or not maybe else ", the workers busy part of the time")
-            if over or maybe
-            else f"OMP_NUM_THREADS unset with {ranks} ranks",
+            title=title,
             explanation=explanation,
             evidence=tuple(evidence),
-            speedup=Speedup.none(
-                "not estimated from one run: what oversubscription costs depends on the op mix "
-                "(on 2 cores, jobs ran 1.5x to 13x slower with 2 to 16 threads); "
-                "`stepdoctor tune --only threads` measures it"
-            )
-            if over
-            else Speedup.none(
-                "not estimated: one run cannot tell what fewer threads would gain or lose; "
-                "`stepdoctor tune --only threads` measures it"
-            )
-            if maybe
-            else Speedup.none("not estimated: no oversubscription measured"),
-            fix=Fix(
-                summary=(
-                    "Measure before changing it: `stepdoctor tune --only threads` times the job "
-                    f"with fewer intra-op threads (torch.set_num_threads({best}) leaves the "
-                    "workers a core), `stepdoctor run --verify` its forward and backward."
-                ),
-                snippet=None,
-            )
-            if maybe and not over
-            else Fix(
-                summary=(
-                    f"Use one intra-op thread per core the training process owns: "
-                    f"torch.set_num_threads({best}) (or OMP_NUM_THREADS={best}); with several "
-                    "processes per machine divide the cores between them."
-                ),
-                snippet=f"torch.set_num_threads({best})",
-            ),
+            speedup=speedup,
+            fix=fix,
         )
     ]
