@@ -27,6 +27,7 @@ from stepdoctor.rules import (
     temper,
     thin_evidence,
 )
+from stepdoctor.rules.symptoms import fold_symptoms
 from stepdoctor.rules.where import stack_counts
 
 __all__ = ["build_report", "fold_trace", "merge_duplicates", "outcome", "trace_findings"]
@@ -47,7 +48,7 @@ def build_report(record: RunRecord, context: RuleContext | None = None) -> Repor
     )
     findings = rank([
         temper(f, measured_s=_over(f, ctx.summary, record), thin=bool(thin), timed=_timed(f))
-        for f in merge_duplicates(findings)
+        for f in fold_symptoms(merge_duplicates(findings))
     ])  # fmt: skip
     failed, said = outcome(record, ctx.summary)
     warnings = list(record.warnings)

@@ -9,7 +9,10 @@ threads call one model at once (the outliers are that contention's symptom:
 its CPUs while most outliers ran (``helper-processes``), or when other processes took a
 quarter of the machine more while the outliers ran than during the other steps (the slow steps
 came from outside the job: ``competing-processes``).
-Evidence: how many, how long against the median, when they happen, the phase that grew.
+Evidence: how many, how long against the median, when they happen, the phase that grew, and
+the rule of the finding on their cause (``CAUSE_BY_GROWN``, or the three above): where the
+report has that finding, the outliers are folded into it as its evidence (``rules.symptoms``)
+and never rank above it.
 Fix: depends on the phase that grew; the finding names it.
 """
 
@@ -36,6 +39,7 @@ from stepdoctor.rules.context import RuleContext, speedup_if_removed
 from stepdoctor.rules.helper_processes import contention
 from stepdoctor.rules.registry import rule
 from stepdoctor.rules.shared_model_threads import shared_model
+from stepdoctor.rules.symptoms import symptom_evidence
 
 __all__ = [
     "HELPERS_SHARE",
@@ -68,6 +72,17 @@ _HINTS = {
     Phase.OTHER.value: "time between steps grew: periodic logging, evaluation or metric "
     "computation (spread it out or run it asynchronously)",
     "gc": "a garbage collection ran (see gc.freeze())",
+}
+
+#: The finding on the outliers' cause by what grew in them (``_grown_phase``): a garbage
+#: collection, evaluation, or work between steps. The outliers fold into that finding where
+#: the report has it (``rules.symptoms``); a grown data wait or forward pass has no rule of
+#: its own (an epoch's worker restart, varying shapes): the outliers are the finding.
+CAUSE_BY_GROWN = {
+    "gc": "gc-pauses",
+    Phase.EVALUATION.value: "frequent-evaluation",
+    Phase.CALLBACKS.value: "slow-callbacks",
+    Phase.OTHER.value: "slow-callbacks",
 }
 
 
@@ -146,19 +161,22 @@ def step_outliers(ctx: RuleContext) -> list[Finding]:
     shared = shared_model(ctx)
     helpers = None if shared or periodic else _helpers_share(ctx, outliers)
     outside = None if shared or helpers else _outside_load(ctx, outliers, steps)
-    explained = ""
+    explained, cause_rule = "", CAUSE_BY_GROWN.get(cause)
     if helpers:
+        cause_rule = "helper-processes"
         explained = (
             f" Processes your job started took {helpers:.0%} of its CPU while it trained, and "
             "the outliers came while they were busy (see the finding on them): the CPUs they "
             "take make step times vary, so these outliers are their symptom."
         )
     elif shared:
+        cause_rule = "shared-model-threads"
         explained = (
             f" Several threads call {shared} at once (see the finding on that): contention "
             "between them makes step times vary, so these outliers are its symptom."
         )
     elif outside:
+        cause_rule = "competing-processes"
         explained = (
             f" Other processes took {outside[0]:.0%} of the machine's CPUs while they ran, "
             f"against {outside[1]:.0%} during the other steps: the slow steps came from "
@@ -237,6 +255,11 @@ def step_outliers(ctx: RuleContext) -> list[Finding]:
                         ),
                     )
                     if outside
+                    else ()
+                ),
+                *(
+                    (symptom_evidence(cause_rule, "what grew in the outlier steps, or ran then"),)
+                    if cause_rule
                     else ()
                 ),
             ),
