@@ -168,3 +168,37 @@ def test_run_with_no_report_and_no_output_builds_no_report(tmp_path: Path) -> No
     )  # fmt: skip
     assert proc.stdout.splitlines()[-1] == "loaded: ['stepdoctor.render', 'stepdoctor.report']"
     assert json.loads(json_out.read_text())["summary"] is not None
+
+
+#: A loop marked by ``doc.step()`` alone, its phases never timed: ~4 ms of work a step, and a
+#: longer one every 20 steps.
+UNSPLIT_JOB = """
+import sys, time
+import stepdoctor
+
+with stepdoctor.watch(sys.argv[1], json_path=sys.argv[2], report=False) as doc:
+    for i in range(200):
+        end = time.perf_counter() + (0.012 if i % 20 == 19 else 0.004)
+        while time.perf_counter() < end:
+            pass
+        doc.step(batch_size=32)
+"""
+
+
+def test_a_loop_marked_by_doc_step_alone_is_told_nothing_of_between_steps(tmp_path: Path) -> None:
+    """All of each step is between phases: no slow-callbacks (it said "Work between steps
+    takes 100% of the time", critical, "up to 1000.00x"), the rule's skip saying why, and no
+    figure from a share that leaves no other work."""
+    script, report = tmp_path / "job.py", tmp_path / "report.json"
+    script.write_text(UNSPLIT_JOB)
+    proc = subprocess.run(
+        [sys.executable, str(script), str(tmp_path / "run"), str(report)],
+        capture_output=True, text=True, timeout=120, env={**os.environ, "PYTHONWARNINGS": "ignore"},
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    said = json.loads(report.read_text())
+    assert said["summary"]["steps"] == 200
+    assert "slow-callbacks" not in {f["rule"] for f in said["findings"]}
+    (skipped,) = (s for s in said["skipped"] if s["rule"] == "slow-callbacks")
+    assert "not split into phases" in skipped["reason"]
+    assert all(f["speedup"]["factor"] <= 100 for f in said["findings"]), said["findings"]

@@ -4,9 +4,13 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from stepdoctor.model import ConcurrencyStat, Severity, StepTiming
+import pytest
+
+from stepdoctor.model import ConcurrencyStat, Severity, SpeedupKind, StepTiming
+from stepdoctor.report import build_report
 from stepdoctor.rules import RuleContext
 from stepdoctor.rules.checkpoint_stalls import checkpoint_stalls
+from stepdoctor.rules.context import UNSPLIT_SHARE, removal_speedup, speedup_if_removed
 from stepdoctor.rules.gc_pauses import gc_pauses
 from stepdoctor.rules.slow_callbacks import slow_callbacks
 from tests.builders import record, steps
@@ -33,6 +37,35 @@ def test_slow_callbacks_is_a_symptom_when_threads_share_one_model() -> None:
     alone = replace(stat, threads=1, max_concurrent=1, concurrent_calls=0)
     (f,) = slow_callbacks(RuleContext(record(s, concurrency=(alone,))))
     assert f.severity is Severity.CRITICAL
+
+
+def test_steps_not_split_into_phases_say_nothing_of_work_between_them() -> None:
+    """A loop marked by ``doc.step()`` alone (or a framework the hooks do not see): all of each
+    step is ``other``. Nothing shows what is between steps: the rule is skipped, saying why,
+    and no finding claims a figure from a share of 100% (it read "up to 1000.00x")."""
+    s = steps(300, phases_ms={"other": 12}, every={20: {"other": 40}})
+    report = build_report(record(s))
+    assert "slow-callbacks" not in {f.rule for f in report.findings}
+    (skipped,) = (r for r in report.skipped if r.rule == "slow-callbacks")
+    assert "not split into phases" in skipped.reason
+    assert all(f.speedup.factor <= 1 / (1 - UNSPLIT_SHARE) for f in report.findings)
+    # one timed phase anywhere is a split step: the rest of it is between phases
+    split = (*s[:-1], replace(s[-1], phase_ns={"other": 6_000_000, "forward": 6_000_000}))
+    assert RuleContext(record(split)).steps_split and not RuleContext(record(s)).steps_split
+
+
+@pytest.mark.parametrize("share", [0.99, 0.999, 1.0])
+def test_a_share_that_leaves_no_other_work_gets_no_figure(share: float) -> None:
+    speedup = removal_speedup(share, "the pauses removed")
+    assert speedup.kind is SpeedupKind.NONE and speedup.factor == 1.0
+    assert speedup.basis.startswith(f"not modelled: {share:.1%} of the time")
+    assert speedup_if_removed(share) == pytest.approx(1 / (1 - UNSPLIT_SHARE))
+
+
+def test_a_share_that_leaves_other_work_is_modelled() -> None:
+    speedup = removal_speedup(0.75, "the pauses removed")
+    assert speedup.kind is SpeedupKind.MODELLED and speedup.factor == pytest.approx(4.0)
+    assert speedup.basis == "the pauses removed"
 
 
 def test_slow_callbacks_silent_for_loop_bookkeeping() -> None:

@@ -11,9 +11,9 @@ from __future__ import annotations
 import itertools
 import statistics
 
-from stepdoctor.model import Evidence, Finding, Fix, Phase, Speedup
+from stepdoctor.model import Evidence, Finding, Fix, Phase
 from stepdoctor.rules._severity import grade
-from stepdoctor.rules.context import RuleContext, speedup_if_removed
+from stepdoctor.rules.context import RuleContext, removal_speedup
 from stepdoctor.rules.registry import rule
 
 __all__ = ["CRITICAL_SHARE", "WARNING_SHARE", "checkpoint_stalls"]
@@ -81,9 +81,9 @@ def checkpoint_stalls(ctx: RuleContext) -> list[Finding]:
                 "training stops while torch.save serialises and writes the state."
             ),
             evidence=tuple(evidence),
-            speedup=Speedup(
-                factor=speedup_if_removed(share),
-                basis=f"1 / (1 - {share:.2f}): saving fully overlapped with training",
+            speedup=removal_speedup(
+                share,
+                f"1 / (1 - {share:.2f}): saving fully overlapped with training",
             ),
             fix=Fix(
                 summary=(

@@ -9,9 +9,9 @@ larger all-reduces, gradient compression.
 
 from __future__ import annotations
 
-from stepdoctor.model import Evidence, Finding, Fix, Severity, Speedup
+from stepdoctor.model import Evidence, Finding, Fix, Severity
 from stepdoctor.rules._traces import share_of_kernel_time, traced_ranks
-from stepdoctor.rules.context import RuleContext, speedup_if_removed
+from stepdoctor.rules.context import RuleContext, removal_speedup
 from stepdoctor.rules.registry import rule
 
 __all__ = ["COMM_SHARE", "POOR_OVERLAP", "comm_bound"]
@@ -60,9 +60,9 @@ def comm_bound(ctx: RuleContext) -> list[Finding]:
                         source="comm/comp overlap (HTA)",
                     ),
                 ),
-                speedup=Speedup(
-                    factor=speedup_if_removed(exposed),
-                    basis="the exposed (not overlapped) communication hidden",
+                speedup=removal_speedup(
+                    exposed,
+                    "the exposed (not overlapped) communication hidden",
                 ),
                 fix=Fix(
                     summary="Let gradients all-reduce while backward runs (DDP buckets: tune "

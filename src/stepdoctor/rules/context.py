@@ -5,16 +5,45 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import cached_property
 
-from stepdoctor.model import Phase, RunRecord, StepTiming, Summary, SystemSample, TraceSummary
+from stepdoctor.model import (
+    Phase,
+    RunRecord,
+    Speedup,
+    StepTiming,
+    Summary,
+    SystemSample,
+    TraceSummary,
+)
 from stepdoctor.rules.summary import measured_steps, profiled_steps, summarize
 from stepdoctor.rules.where import StackIndex
 
-__all__ = ["RuleContext", "speedup_if_removed"]
+__all__ = ["UNSPLIT_SHARE", "RuleContext", "removal_speedup", "speedup_if_removed"]
+
+
+#: At or above this share of the time in what a fix removes, the run shows under 1% of other
+#: work: too little to model the job without it from (1 / (1 - share) is 100x and more on the
+#: rounding of the rest; a share of 1.0 is a step the run did not split into phases, where a
+#: "1000x" was claimed, issue 37).
+UNSPLIT_SHARE = 0.99
 
 
 def speedup_if_removed(share: float) -> float:
-    """Return the job's speed-up if a ``share`` (0-1) of its time disappeared: 1 / (1 - share)."""
-    return 1.0 / max(1e-9, 1.0 - min(share, 0.999))
+    """Return the job's speed-up if a ``share`` (0-1) of its time disappeared: 1 / (1 - share),
+    at most 1 / (1 - ``UNSPLIT_SHARE``) (100x)."""
+    return 1.0 / (1.0 - min(max(share, 0.0), UNSPLIT_SHARE))
+
+
+def removal_speedup(share: float, basis: str) -> Speedup:
+    """The modelled speed-up of removing a ``share`` of the job's time (``basis``: how), or no
+    figure where the share leaves too little other work to model from (``UNSPLIT_SHARE``), the
+    basis saying so."""
+    if share >= UNSPLIT_SHARE:
+        return Speedup.none(
+            f"not modelled: {share:.1%} of the time is in what the fix removes, and the run "
+            "shows too little other work to tell how long the job would take without it (a "
+            "step not split into phases); run --verify measures the fix"
+        )
+    return Speedup(factor=speedup_if_removed(share), basis=basis)
 
 
 @dataclass(frozen=True)
@@ -34,6 +63,16 @@ class RuleContext:
     def steps(self) -> tuple[StepTiming, ...]:
         """Steps after warm-up, less those stepdoctor's own profiler slowed (``--trace``)."""
         return measured_steps(self.record.steps, self.summary.warmup_steps, self.profiled_steps)
+
+    @cached_property
+    def steps_split(self) -> bool:
+        """Whether any measured step had time in a phase of its own (data wait, forward...),
+        not all of it between phases (``other``, ``callbacks``): a loop marked only by
+        ``doc.step()``, or a framework whose calls the hooks do not see, is not split."""
+        unsplit = {Phase.OTHER.value, Phase.CALLBACKS.value}
+        return any(
+            ns > 0 and name not in unsplit for s in self.steps for name, ns in s.phase_ns.items()
+        )
 
     @cached_property
     def profiled_steps(self) -> frozenset[int]:

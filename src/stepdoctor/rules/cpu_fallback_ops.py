@@ -16,7 +16,7 @@ from __future__ import annotations
 from stepdoctor.model import Evidence, Finding, Fix, Phase, Severity, Speedup
 from stepdoctor.rules._facts import GPU_DEVICES, distinct_models, same_models
 from stepdoctor.rules._severity import Rung, grade
-from stepdoctor.rules.context import RuleContext, speedup_if_removed
+from stepdoctor.rules.context import RuleContext, removal_speedup
 from stepdoctor.rules.registry import rule
 
 __all__ = ["MOVES_PER_STEP", "SYNC_CRITICAL", "SYNC_WARNING", "cpu_fallback_ops"]
@@ -118,9 +118,9 @@ def _syncs(share: float, rung: Rung, per_step: float | None) -> Finding:
                 source="counted .item()/.tolist()/.cpu() of device tensors",
             ),
         ),
-        speedup=Speedup(
-            factor=speedup_if_removed(share),
-            basis="the waiting removed (an upper bound: some of it is the device's own work)",
+        speedup=removal_speedup(
+            share,
+            "the waiting removed (an upper bound: some of it is the device's own work)",
         ),
         fix=Fix(
             summary="Accumulate losses and metrics on the device (total += loss.detach()) and "
@@ -171,9 +171,9 @@ def _moves(per_step: float, h2d_share: float) -> Finding:
                 metric="host-to-device share of step time", value=round(h2d_share, 4), unit="share"
             ),
         ),
-        speedup=Speedup(
-            factor=speedup_if_removed(h2d_share),
-            basis="all host-to-device time removed (an upper bound: batches still move)",
+        speedup=removal_speedup(
+            h2d_share,
+            "all host-to-device time removed (an upper bound: batches still move)",
         ),
         fix=Fix(
             summary="Create such tensors on the device (torch.arange(n, device=x.device)) or "

@@ -10,9 +10,9 @@ Fix: ``gc.freeze()`` after start-up, fewer long-lived Python objects, or ``gc.di
 
 from __future__ import annotations
 
-from stepdoctor.model import GC_PHASE, Evidence, Finding, Fix, Severity, Speedup
+from stepdoctor.model import GC_PHASE, Evidence, Finding, Fix, Severity
 from stepdoctor.rules._severity import grade
-from stepdoctor.rules.context import RuleContext, speedup_if_removed
+from stepdoctor.rules.context import RuleContext, removal_speedup
 from stepdoctor.rules.registry import rule
 from stepdoctor.rules.where import allocation_sites
 
@@ -84,9 +84,9 @@ def gc_pauses(ctx: RuleContext) -> list[Finding]:
                     metric="total pause", value=round(total_ms, 1), unit="ms", source="gc.callbacks"
                 ),
             ),
-            speedup=Speedup(
-                factor=speedup_if_removed(share),
-                basis=f"1 / (1 - {share:.2f}): the pauses removed",
+            speedup=removal_speedup(
+                share,
+                f"1 / (1 - {share:.2f}): the pauses removed",
             ),
             fix=Fix(
                 summary=(

@@ -10,10 +10,10 @@ kernels, CUDA graphs / torch.compile), or remove synchronisations.
 
 from __future__ import annotations
 
-from stepdoctor.model import Evidence, Finding, Fix, RankTrace, Speedup
+from stepdoctor.model import Evidence, Finding, Fix, RankTrace
 from stepdoctor.rules._severity import grade
 from stepdoctor.rules._traces import share_of_kernel_time, traced_ranks
-from stepdoctor.rules.context import RuleContext, speedup_if_removed
+from stepdoctor.rules.context import RuleContext, removal_speedup
 from stepdoctor.rules.registry import rule
 
 __all__ = ["CRITICAL_IDLE", "WARNING_IDLE", "gpu_idle"]
@@ -78,9 +78,9 @@ def _rank(r: RankTrace) -> Finding | None:
             Evidence(metric="other idle", value=other, unit="µs"),
             Evidence(metric="host time in synchronisations", value=r.sync_host_us, unit="µs"),
         ),
-        speedup=Speedup(
-            factor=speedup_if_removed(share),
-            basis="all idle time removed (an upper bound)",
+        speedup=removal_speedup(
+            share,
+            "all idle time removed (an upper bound)",
         ),
         fix=Fix(summary=fix),
     )

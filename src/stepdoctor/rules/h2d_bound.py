@@ -8,10 +8,10 @@ Fix: pinned memory with non_blocking copies, fewer and larger transfers, keep da
 
 from __future__ import annotations
 
-from stepdoctor.model import Evidence, Finding, Fix, Speedup
+from stepdoctor.model import Evidence, Finding, Fix
 from stepdoctor.rules._severity import grade
 from stepdoctor.rules._traces import share_of_kernel_time, traced_ranks
-from stepdoctor.rules.context import RuleContext, speedup_if_removed
+from stepdoctor.rules.context import RuleContext, removal_speedup
 from stepdoctor.rules.registry import rule
 
 __all__ = ["CRITICAL_SHARE", "WARNING_SHARE", "h2d_bound"]
@@ -52,9 +52,9 @@ def h2d_bound(ctx: RuleContext) -> list[Finding]:
                         source="kernel types (HTA)",
                     ),
                 ),
-                speedup=Speedup(
-                    factor=speedup_if_removed(share),
-                    basis="all copy time overlapped with compute (an upper bound)",
+                speedup=removal_speedup(
+                    share,
+                    "all copy time overlapped with compute (an upper bound)",
                 ),
                 fix=Fix(
                     summary="Use DataLoader(pin_memory=True) and x.to(device, non_blocking=True); "

@@ -10,9 +10,9 @@ Fix: by cause: ND4J's periodic GC off, -XX:+DisableExplicitGC, a larger heap.
 
 from __future__ import annotations
 
-from stepdoctor.model import Evidence, Finding, Fix, Severity, Speedup
+from stepdoctor.model import Evidence, Finding, Fix, Severity
 from stepdoctor.model.jvm import GcCause, JvmGcLog
-from stepdoctor.rules.context import RuleContext, speedup_if_removed
+from stepdoctor.rules.context import RuleContext, removal_speedup
 from stepdoctor.rules.jvm_gc_overhead import MIN_PAUSES, heap_flags, log_name
 from stepdoctor.rules.registry import rule
 
@@ -103,9 +103,9 @@ def _finding(
                 source="GC log",
             ),
         ),
-        speedup=Speedup(
-            factor=speedup_if_removed(share),
-            basis=f"1 / (1 - {share:.3f}): the full collections' pauses removed",
+        speedup=removal_speedup(
+            share,
+            f"1 / (1 - {share:.3f}): the full collections' pauses removed",
         ),
         fix=Fix(summary=" ".join(fixes), snippet=snippet),
     )

@@ -13,10 +13,10 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from stepdoctor.model import Evidence, Finding, Fix, Severity, Speedup
+from stepdoctor.model import Evidence, Finding, Fix, Severity
 from stepdoctor.model.jvm import JvmGcLog
 from stepdoctor.rules._severity import grade
-from stepdoctor.rules.context import RuleContext, speedup_if_removed
+from stepdoctor.rules.context import RuleContext, removal_speedup
 from stepdoctor.rules.registry import rule
 
 __all__ = [
@@ -122,9 +122,9 @@ def _finding(ctx: RuleContext, log: JvmGcLog, share: float, severity: Severity) 
             Evidence(metric="full collections", value=log.full_gcs, unit="count", source="GC log"),
             *_iterations(ctx),
         ),
-        speedup=Speedup(
-            factor=speedup_if_removed(share),
-            basis=f"1 / (1 - {share:.2f}): every pause removed (an upper bound)",
+        speedup=removal_speedup(
+            share,
+            f"1 / (1 - {share:.2f}): every pause removed (an upper bound)",
         ),
         fix=Fix(summary=" ".join(fixes), snippet=snippet),
     )

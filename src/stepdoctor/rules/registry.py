@@ -19,6 +19,11 @@ RuleFunc = Callable[[RuleContext], list[Finding]]
 #: What a rule may require, and how to tell it is there.
 _REQUIREMENTS: dict[str, tuple[Callable[[RuleContext], bool], str]] = {
     "steps": (lambda c: len(c.steps) > 0, "no steps were recorded after warm-up"),
+    "phases": (
+        lambda c: c.steps_split,
+        "the steps were not split into phases (no data wait, forward, backward or optimizer "
+        "was timed in them): what runs between steps cannot be told from the steps themselves",
+    ),
     "system": (lambda c: len(c.system) > 0, "no system samples were recorded"),
     "env": (lambda c: len(c.record.env) > 0, "no environment facts were recorded"),
     "model": (lambda c: len(c.record.models) > 0, "no model was seen"),

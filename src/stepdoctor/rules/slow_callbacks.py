@@ -5,15 +5,18 @@ logging, ``.item()`` calls, post-processing) plus an explicit ``callbacks`` phas
 garbage-collector pauses that fell in it (``gc-pauses`` reports those). Only info when several
 threads call one model at once: a thread's time between its model calls then includes waiting
 for the other threads' calls (``shared-model-threads`` is the finding to act on).
+Skipped where the steps were not split into phases (a loop marked by ``doc.step()`` alone, a
+framework whose calls the hooks do not see): all of such a step is ``other``, which tells
+nothing of what runs between steps.
 Evidence: that share and the mean per step.
 Fix: do the work every N steps, asynchronously, or on the device.
 """
 
 from __future__ import annotations
 
-from stepdoctor.model import Evidence, Finding, Fix, Phase, Severity, Speedup
+from stepdoctor.model import Evidence, Finding, Fix, Phase, Severity
 from stepdoctor.rules._severity import grade
-from stepdoctor.rules.context import RuleContext, speedup_if_removed
+from stepdoctor.rules.context import RuleContext, removal_speedup
 from stepdoctor.rules.registry import rule
 from stepdoctor.rules.shared_model_threads import shared_model
 
@@ -27,7 +30,12 @@ WARNING_SHARE = 0.20
 CRITICAL_SHARE = 0.40
 
 
-@rule(id="slow-callbacks", title="Work between steps slows training", where=("other", "callbacks"))
+@rule(
+    id="slow-callbacks",
+    title="Work between steps slows training",
+    requires=("steps", "phases"),
+    where=("other", "callbacks"),
+)
 def slow_callbacks(ctx: RuleContext) -> list[Finding]:
     """Flag a large share of step time outside data loading and the model."""
     names = (Phase.OTHER.value, Phase.CALLBACKS.value)
@@ -73,9 +81,9 @@ def slow_callbacks(ctx: RuleContext) -> list[Finding]:
                     source="step phases",
                 ),
             ),
-            speedup=Speedup(
-                factor=speedup_if_removed(share),
-                basis=f"1 / (1 - {share:.2f}): the between-step work removed",
+            speedup=removal_speedup(
+                share,
+                f"1 / (1 - {share:.2f}): the between-step work removed",
             ),
             fix=Fix(
                 summary=(

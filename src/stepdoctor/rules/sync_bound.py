@@ -9,10 +9,10 @@ Fix: read values from the GPU every N steps, not every step; remove explicit syn
 
 from __future__ import annotations
 
-from stepdoctor.model import Evidence, Finding, Fix, Speedup
+from stepdoctor.model import Evidence, Finding, Fix
 from stepdoctor.rules._severity import grade
 from stepdoctor.rules._traces import share_of_kernel_time, traced_ranks
-from stepdoctor.rules.context import RuleContext, speedup_if_removed
+from stepdoctor.rules.context import RuleContext, removal_speedup
 from stepdoctor.rules.registry import rule
 
 __all__ = ["CRITICAL_SHARE", "WARNING_SHARE", "sync_bound"]
@@ -50,9 +50,9 @@ def sync_bound(ctx: RuleContext) -> list[Finding]:
                         source="cuda_runtime events",
                     ),
                 ),
-                speedup=Speedup(
-                    factor=speedup_if_removed(share),
-                    basis="all synchronisation waits removed (an upper bound)",
+                speedup=removal_speedup(
+                    share,
+                    "all synchronisation waits removed (an upper bound)",
                 ),
                 fix=Fix(
                     summary="Accumulate metrics on the GPU and read them every N steps; drop "
