@@ -127,6 +127,9 @@ _SEEDS = [
     "0.356: [GC pause (young) 4096K->3936K(16M), 0.0121737 secs]",
     "12.345: [GC (Allocation Failure)  262144K->2136K(1005056K), 0.0036093 secs]",
     "3.1: #12: [Full GC (System.gc())  2136K->1950K(1005056K), 0,0240000 secs]",
+    "2.473: [Full GC (System) 2.473: [CMS: 0K->1146K(1048576K), 0.0517710 secs] "
+    "27526K->1146K(1992320K), [CMS Perm : 10723K->10719K(21248K)], 0.0518910 secs]",
+    "2022-10-28T10:58:59.295-0400: [Pause Degenerated GC (Mark) 121M->19211K(122M), 9.421 ms]",
     "0.403: [GC concurrent-mark-end, 0.0126670 sec]",
     "[GC concurrent-mark-start]",
     "1.2: [CMS-concurrent-mark: 0.010/0.012 secs]",
@@ -184,6 +187,8 @@ _SEEDS = [
     "[0.303s][info][gc,phases    ] GC(7)   Evacuate Collection Set: 3.2ms",
     "[2022-08-09T17:56:59.045-0400] GC(0) Pause Init Mark (unload classes) 0.472ms",
     "[2022-08-09T17:56:59.046-0400] GC(0) Pause Degenerated GC (Mark) 10M->5M(20M) 12.5ms",
+    "[2.126s][info][gc          ] GC(33) Pause Degenerated GC (Update Refs) 91M->16M(92M) 1.2ms",
+    "[2.125s][info][gc,start    ] GC(33) Pause Degenerated GC (Update Refs)",
     "[1.491s][info][gc] GC(0) Concurrent cleanup 10M->5M(20M) 0.123ms",
     "[2022-08-09T17:56:59.057-0400] GC(0) Using 2 of 6 workers for Concurrent thread roots",
     "[0.125s] GC(0) Pause Mark Start 0.004ms",

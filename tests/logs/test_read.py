@@ -22,6 +22,7 @@ from stepdoctor.logs.dl4j import parse_dl4j
 from stepdoctor.logs.gc_jdk8 import parse_jdk8
 from stepdoctor.logs.gc_unified import parse_unified
 from stepdoctor.logs.record import FIT_PHASE
+from stepdoctor.model.jvm import JvmGcLog
 from stepdoctor.render.logs import logs_to_dict, render_logs_text
 from stepdoctor.report import build_report
 from tests.shared_data import LOGS as DATA
@@ -433,3 +434,116 @@ def test_a_training_logs_stdout_with_the_jvms_gc_lines_is_read_as_both(
     )
     assert proc.returncode == 0, proc.stderr
     assert "holds the JVM's GC lines too" in proc.stdout + proc.stderr
+
+
+def _both_readers(lines: list[str], parse: object) -> object:
+    """The log read by the C fast path (where built) and by the parser alone: equal."""
+    from stepdoctor.logs.feed import Feed, fast_path
+    from stepdoctor.logs.sources import LogSource
+
+    assert callable(parse)
+    pure = parse("gc.log", lines)
+    if fast_path() is not None:
+        data = ("\n".join(lines) + "\n").encode()
+        family = "unified" if parse is parse_unified else "jdk8"
+        source = LogSource(
+            name="gc.log", kind=f"{family}-gc", lines=iter(()), rest=io.BytesIO(data)
+        )
+        assert parse("gc.log", Feed(source)) == pure
+    return pure
+
+
+def test_a_degenerated_shenandoah_cycle_is_its_own_kind_in_both_formats() -> None:
+    """Shenandoah finishing a cycle stop-the-world is a pause and a sign of trouble, not a
+    full collection (that is ``Pause Full``, when the degenerated cycle is upgraded to one);
+    the JDK 8 builds' reader and the unified one agree. A log without its "Using" line is
+    Shenandoah's by its pauses."""
+    unified = _both_readers([
+        "[1.000s][info][gc] GC(0) Pause Init Mark (unload classes) 0.472ms",
+        "[1.100s][info][gc] GC(0) Pause Final Mark (unload classes) 0.610ms",
+        "[2.125s][info][gc,start    ] GC(1) Pause Degenerated GC (Outside of Cycle)",
+        "[2.138s][info][gc          ] GC(1) Pause Degenerated GC (Outside of Cycle) "
+        "90M->15M(96M) 13.088ms",
+        "[3.000s][info][gc] GC(2) Pause Degenerated GC (Update Refs) 91M->16M(92M) 1.271ms",
+        "[3.100s][info][gc] GC(3) Degenerated GC upgrading to Full GC",
+        "[3.400s][info][gc] GC(3) Pause Full 91M->40M(92M) 250.000ms",
+    ], parse_unified)  # fmt: skip
+    jdk8 = _both_readers([
+        "2022-10-28T10:58:59.100-0400: [Pause Init Mark, 0.472 ms]",
+        "2022-10-28T10:58:59.286-0400: [Pause Degenerated GC (Mark), start]",
+        "2022-10-28T10:58:59.295-0400: [Pause Degenerated GC (Mark) 121M->19211K(122M), "
+        "9.421 ms]",
+    ], parse_jdk8)  # fmt: skip
+    for log, degenerated, full in ((unified, 2, 1), (jdk8, 1, 0)):
+        assert isinstance(log, JvmGcLog)
+        assert log.collector == "Shenandoah" and log.full_gcs == full
+        kinds = {(c.kind, c.cause): c.count for c in log.causes}
+        assert kinds[("degenerated", "")] == degenerated
+        assert [(p.name, p.count) for p in log.problems] == [("degenerated GC", degenerated)]
+    from stepdoctor.logs.record import to_record
+
+    findings = build_report(to_record(None, [unified], ("t",))).findings
+    (failing,) = (f for f in findings if f.rule == "jvm-gc-failures")
+    assert failing.title == "Degenerated gc: 2 time(s) (gc.log)" and "-Xmx" in failing.fix.summary
+
+
+def test_jdk_6_and_7s_full_gc_system_is_a_system_gc_call() -> None:
+    log = _both_readers([
+        "2.473: [Full GC (System) 2.473: [CMS: 0K->1146K(1048576K), 0.0517710 secs] "
+        "27526K->1146K(1992320K), [CMS Perm : 10723K->10719K(21248K)], 0.0518910 secs]",
+        "3.473: [GC 3.473: [ParNew: 34944K->4352K(39296K), 0.0123 secs] 34944K->8765K(126720K), "
+        "0.0124 secs]",
+    ], parse_jdk8)  # fmt: skip
+    assert isinstance(log, JvmGcLog)
+    assert [(c.kind, c.cause) for c in log.causes if c.kind == "full"] == [("full", "System.gc()")]
+    from stepdoctor.logs.record import to_record
+
+    findings = build_report(to_record(None, [log], ("t",))).findings
+    assert [f.title for f in findings if f.rule == "jvm-full-gcs"] == [
+        "1 full collection(s) called by the program (gc.log)"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("lines", "collector"),
+    [
+        (
+            ["[0.3s][gc] GC(7) Pause Young (Normal) (G1 Evacuation Pause) 90M->9M(128M) 3.8ms"],
+            "G1",
+        ),
+        (
+            ["[0.3s][gc] GC(7) Pause Young (Mixed) (G1 Evacuation Pause) 90M->9M(128M) 3.8ms"],
+            "G1",
+        ),
+        (["[0.3s][info][gc] GC(2) Pause Final Mark 0.6ms"], "Shenandoah"),
+        # Serial's and Parallel's young pauses read alike: no guess
+        (["[0.3s][info][gc] GC(2) Pause Young (Allocation Failure) 90M->9M(128M) 3.8ms"], ""),
+    ],
+)
+def test_a_unified_excerpt_without_its_using_line_is_named_by_its_pauses(
+    lines: list[str], collector: str
+) -> None:
+    log = _both_readers(lines, parse_unified)
+    assert isinstance(log, JvmGcLog) and log.collector == collector
+
+
+#: Shenandoah logs of garbagecat's test data (mgm3746/garbagecat at fc65288e,
+#: src/test/resources/data/), read where shared/logs holds them: JDK 8 builds' format
+#: (dataset259), JDK 17's unified logging without a "Using" line (dataset285, dataset287).
+SHENANDOAH = {
+    "dataset259.txt": ("Shenandoah", 1),
+    "dataset285.txt": ("Shenandoah", 1),
+    "dataset287.txt": ("Shenandoah", 1),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SHENANDOAH))
+def test_real_shenandoah_logs_count_degenerated_cycles_apart_from_full_ones(name: str) -> None:
+    path = DATA / "gc" / "garbagecat" / name
+    if not path.exists():
+        pytest.skip(f"shared/logs/gc/garbagecat/{name} is not available here")
+    log = read_gc_log(str(path))
+    collector, degenerated = SHENANDOAH[name]
+    assert log.collector == collector and log.full_gcs == 0
+    assert sum(c.count for c in log.causes if c.kind == "degenerated") == degenerated
+    assert [(p.name, p.count) for p in log.problems] == [("degenerated GC", degenerated)]

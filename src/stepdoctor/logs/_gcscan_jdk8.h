@@ -579,6 +579,9 @@ static int jdk8_finish(Scanner *self, Text text, unsigned m, Stamp *stamp,
         Text rest = {text.s + from, text.n - from};
         Text cause = cause_of(rest, 0);
         p.cause = is_cause(cause) ? cause : (Text){"", 0};
+        /* gc_jdk8._CAUSE_NAMES: JDK 6 and 7's ``Full GC (System)`` */
+        if (p.cause.n == 6 && memcmp(p.cause.s, "System", 6) == 0)
+            p.cause = (Text){"System.gc()", 11};
     }
     /* what can send it to Python is decided before anything is added */
     int meta = (m & (M_META | M_PERM)) != 0;

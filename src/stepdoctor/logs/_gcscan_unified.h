@@ -141,7 +141,8 @@ static int unified_concurrent(Scanner *self, Text line, Text body, Py_ssize_t at
 }
 
 /* gc_unified's _KINDS by a pause's name, and what any other name is: Shenandoah's pauses
- * (``concurrent-pause``), its degenerated cycle (``full``). */
+ * (``concurrent-pause``); its degenerated cycle (a kind and a problem of its own) is left to
+ * Python. */
 static const struct {
     const char *what;
     const char *kind;
@@ -155,8 +156,7 @@ static const struct {
                      {"Final Mark", "concurrent-pause"},
                      {"Init Update Refs", "concurrent-pause"},
                      {"Final Update Refs", "concurrent-pause"},
-                     {"Final Roots", "concurrent-pause"},
-                     {"Degenerated GC", "full"}};
+                     {"Final Roots", "concurrent-pause"}};
 
 static PyObject *kind_object(const char *kind) {
     if (strcmp(kind, "young") == 0) return K_YOUNG;

@@ -65,6 +65,9 @@ _COLLECTORS = (
     ("Parallel", ("[PSYoungGen", "[ParOldGen", "[PSOldGen")),
     ("Serial", ("[DefNew", "[Tenured")),
 )
+#: Causes by the name later JDKs give them: JDK 6 and 7 logged a ``System.gc()`` call as
+#: ``Full GC (System)`` (GCViewer's ``FULL_GC_SYSTEM``).
+_CAUSE_NAMES = {"System": "System.gc()"}
 _PROBLEMS = (
     ("to-space exhausted", "(to-space exhausted)"),
     ("to-space exhausted", "(to-space overflow)"),
@@ -252,6 +255,9 @@ def _finish(
     if head.startswith(("Full GC", "Pause Full")):
         kind = "full"
         cause_text = head[7:] if head.startswith("Full GC") else ""
+    elif head.startswith("Pause Degenerated"):
+        kind = "degenerated"  # Shenandoah finishing its cycle stop-the-world
+        stats.problem("degenerated GC", t_s)
     elif head.startswith("Pause "):
         kind = "concurrent-pause"  # Shenandoah's init/final pauses
     elif head.startswith("GC pause"):
@@ -271,7 +277,7 @@ def _finish(
     cause = ""
     found = _CAUSE.match(cause_text.lstrip())
     if found is not None and found.group(1) not in ("young", "mixed", "partial", "initial-mark"):
-        cause = found.group(1)
+        cause = _CAUSE_NAMES.get(found.group(1), found.group(1))
     for name, mark in _PROBLEMS:
         if mark in text:
             stats.problem(name, t_s)

@@ -259,6 +259,11 @@ class GcStats:
         last = self._last_pause.pause_s if self._last_pause is not None else 0.0
         return max(0.0, self.last_t_s - self.first_t_s + last)
 
+    @property
+    def pause_kinds_and_causes(self) -> frozenset[tuple[str, str]]:
+        """The (kind, cause) of each pause fed so far."""
+        return frozenset(self._causes)
+
     def result(self) -> JvmGcLog:
         """The summary of what was fed so far."""
         causes = tuple(

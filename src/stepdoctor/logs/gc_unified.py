@@ -171,8 +171,9 @@ def parse_unified(source: str, lines: Iterable[str]) -> JvmGcLog:
             what = pause.group("what").strip()
             kind = _KINDS.get(what.split(" ")[0] if what not in _KINDS else what, "")
             if not kind:
-                full = what.startswith(("Full", "Degenerated"))
-                kind = "full" if full else "concurrent-pause"
+                full = what.startswith("Full")
+                degenerated = what.startswith("Degenerated")
+                kind = "full" if full else "degenerated" if degenerated else "concurrent-pause"
             pause_s = _num(pause.group("ms")) / 1000
             last = stats.last_collection
             if kind == "young" and last[1] == "full" and last[0] > gc_id:
@@ -181,7 +182,13 @@ def parse_unified(source: str, lines: Iterable[str]) -> JvmGcLog:
                 pause_s = max(0.0, pause_s - last[2])
             rest = pause.group("rest")
             causes = _PAREN.findall(rest)
-            cause = next((c for c in causes if c not in _NOT_CAUSES), "")
+            # a degenerated cycle's parentheses say where it degenerated (Mark, Outside of
+            # Cycle...), as the JDK 8 builds' reader leaves unsaid: no cause
+            cause = (
+                ""
+                if kind == "degenerated"
+                else next((c for c in causes if c not in _NOT_CAUSES), "")
+            )
             _problems(stats, body, when)
             heap = _heap(pause.group("heap"))
             stats.pause(when, pause_s, kind, cause, heap=heap, unix_s=unix_s)
@@ -215,7 +222,29 @@ def parse_unified(source: str, lines: Iterable[str]) -> JvmGcLog:
             stats.metaspace_total_bytes = int(meta.group(5)) * _UNIT[meta.group(6)]
     if stats.zgc_cycles and not stats.zgc_phases:
         stats.pause_times_known = False  # ZGC logged with -Xlog:gc: cycles, no pauses
+    stats.collector = stats.collector or collector_of(stats.pause_kinds_and_causes)
     return stats.result()
+
+
+#: Causes only G1 logs (its evacuation, humongous, compaction and preventive collections).
+_G1_CAUSES = ("G1 ",)
+
+
+def collector_of(pauses: Iterable[tuple[str, str]]) -> str:
+    """The collector of a unified log without its "Using ..." line (an excerpt, a log
+    started later), from what only one collector logs among its pauses' (kind, cause):
+    Shenandoah's degenerated cycles and its init/final pauses (ZGC's own pauses name it as
+    they are read), G1's mixed collections, cleanups and causes; "" where the pauses could be
+    several collectors' (a ``Pause Young (Allocation Failure)`` is Serial's or Parallel's)."""
+    kinds, causes = set(), set()
+    for kind, cause in pauses:
+        kinds.add(kind)
+        causes.add(cause)
+    if {"degenerated", "concurrent-pause"} & kinds:
+        return "Shenandoah"
+    if {"mixed", "cleanup"} & kinds or any(c.startswith(_G1_CAUSES) for c in causes):
+        return "G1"
+    return ""
 
 
 def _decorations(line: str, stats: GcStats) -> tuple[float | None, float | None, str | None]:
@@ -252,6 +281,8 @@ def _heap(text: str | None) -> tuple[int | None, int | None, int | None]:
 
 
 def _problems(stats: GcStats, body: str, when: float | None) -> None:
+    if "Pause Degenerated GC" in body:
+        stats.problem("degenerated GC", when)
     if "To-space exhausted" in body:
         stats.problem("to-space exhausted", when)
     if "Evacuation Failure" in body:

@@ -38,7 +38,9 @@ class GcPause:
     pause_s: float
     kind: str
     """``young``, ``mixed``, ``full``, ``remark``, ``cleanup``, ``initial-mark``,
-    ``concurrent-pause`` (Shenandoah's and ZGC's short pauses) or ``safepoint``."""
+    ``concurrent-pause`` (Shenandoah's and ZGC's short pauses), ``degenerated`` (Shenandoah
+    finishing a cycle stop-the-world: no full collection unless it is upgraded to one, logged
+    as ``Pause Full``) or ``safepoint``."""
     cause: str = ""
     heap_before_bytes: int | None = None
     heap_after_bytes: int | None = None

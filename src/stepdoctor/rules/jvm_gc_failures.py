@@ -2,7 +2,8 @@
 
 Detects, in a GC log: ZGC's allocation stalls (threads waiting for memory), G1's to-space
 exhausted / evacuation failure (no free region to copy
-survivors into), CMS's promotion failed and concurrent mode failure (the old generation
+survivors into), Shenandoah's degenerated cycles (a concurrent cycle finished stop-the-world:
+allocation outran it), CMS's promotion failed and concurrent mode failure (the old generation
 filled before the concurrent cycle ended: a full, single-threaded, stop-the-world
 collection), G1 humongous allocations (objects of half a region or more, allocated straight
 into the old generation), and collections forced by a full metaspace (Metadata GC
@@ -66,6 +67,16 @@ FIXES: dict[str, tuple[Severity, str, str, str]] = {
         "Larger regions make them ordinary objects: -XX:G1HeapRegionSize=32m (a power of two, "
         "1-32 MB); or allocate such arrays less often (reuse buffers).",
         "-XX:G1HeapRegionSize=32m",
+    ),
+    "degenerated GC": (
+        Severity.WARNING,
+        "Shenandoah could not finish a concurrent cycle before the free memory ran out (the "
+        "program allocated faster than the cycle freed) and finished it with every thread "
+        "stopped (a degenerated cycle); where that frees too little, a full collection "
+        "follows.",
+        "Give Shenandoah head-room: a larger heap (-Xmx), more concurrent GC threads "
+        "(-XX:ConcGCThreads) so its cycles end sooner; allocate less.",
+        "-Xmx<larger> -XX:ConcGCThreads=4",
     ),
     "allocation stall": (
         Severity.WARNING,
