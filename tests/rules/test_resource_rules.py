@@ -34,11 +34,19 @@ def test_competing_processes_names_the_top_ones() -> None:
     assert f.severity is Severity.CRITICAL  # 200 of 400 %: half the machine
     assert "stress (pid 42" in str({e.metric: e.value for e in f.evidence}["top other processes"])
     assert f.speedup.factor == 3.0  # min(400, 100 + 200) / 100
+    # the command names them by pid, on any machine (no core numbers it may not have)
+    assert f.fix.snippet is not None and f.fix.snippet.startswith("renice -n 19 -p 42 ")
     # A job running one thread gains one core at most: min(400, 100, 100 + 200) / 60.
     one = tuple(replace(x, top_others=hog) for x in samples(s, job_cpu=60.0, other_cpu=200.0))
     rec = record(s, system=one, facts=env(torch__num_threads=1))
     (g,) = competing_processes(RuleContext(rec))
     assert g.speedup.factor == pytest.approx(100 / 60)
+
+
+def test_competing_processes_unnamed_say_how_to_find_them() -> None:
+    s = steps(50, phases_ms={"forward": 100})
+    (f,) = competing_processes(RuleContext(record(s, system=samples(s, other_cpu=200.0))))
+    assert f.fix.snippet is not None and f.fix.snippet.startswith("top -o %CPU")
 
 
 def test_competing_processes_silent_on_a_quiet_machine() -> None:

@@ -150,9 +150,18 @@ def _cpu(ctx: RuleContext) -> Finding | None:
                 "own (taskset/numactl, container CPU limits) and size torch.set_num_threads "
                 "and num_workers to them."
             ),
-            snippet="taskset -c 0-7 stepdoctor run train.py",
+            snippet=_renice(top),
         ),
     )
+
+
+def _renice(top: list[ProcessUsage]) -> str:
+    """The command that gives the busiest other processes the lowest CPU priority, by their
+    pids (any machine: no core numbers that may not exist here)."""
+    pids = " ".join(str(p.pid) for p in top if p.pid > 0)
+    if not pids:
+        return "top -o %CPU   # find the busiest processes, then: renice -n 19 -p PID..."
+    return f"renice -n 19 -p {pids}   # the busiest other processes: lowest CPU priority"
 
 
 def _gpu(ctx: RuleContext) -> Finding | None:
