@@ -195,6 +195,25 @@ def test_not_a_leak_only_when_the_heap_was_shown_flat() -> None:
     assert alone.severity is not Severity.INFO
 
 
+def test_a_small_trend_through_large_swings_is_no_evidence_of_no_leak() -> None:
+    """A held-out job that kept every step's graph (a 2,048-wide MLP at batch 256) read "not
+    a leak" from a trend of +3 MiB through readings that swing by a step's activations: the
+    trend must be shown flat (its bound under 8 MiB) for that; otherwise no verdict."""
+    s = steps(120, phases_ms={"forward": 50})
+    swinging = [154, 263, 265, 150, 156, 262, 264, 151, 155, 263, 262, 152]
+    system = _with_heap(s, _rss, lambda i: swinging[min(max(0, i // 5 - 3), 11)] * MIB)
+    (f,) = memory_growth(RuleContext(record(s, system=system)))
+    ev = {e.metric: e.value for e in f.evidence}
+    assert abs(ev["memory in use (malloc heap), trend over the same time"]) < 8
+    assert f.severity is Severity.INFO and "too uneven to tell" in f.title
+    assert "not a leak" not in f.explanation and "may have risen by up to" in f.explanation
+    assert ev["memory in use, most its trend can have risen"] >= 8
+    # the same readings without the swing: flat, shown so
+    system = _with_heap(s, _rss, lambda i: (180 + (i // 5) % 2) * MIB)
+    (g,) = memory_growth(RuleContext(record(s, system=system)))
+    assert "not the memory in use" in g.title and "it is not a leak" in g.explanation
+
+
 def test_heap_rising_steadily_is_a_leak_while_rss_is_noisy() -> None:
     # A list of outputs kept with their graphs: the heap climbs ~1 MiB a step; RSS swings as
     # the allocator trims and grows, so RSS alone is no steady rise.

@@ -61,9 +61,10 @@ LATE_RISE_SHARE = 0.3
 HEAP_SHARE_OF_RISE = 0.25
 #: "Not a leak" must be shown: the heap read at least this often over the RSS rise (3 s at
 #: 2 Hz), and its least-squares trend over that time under ``HEAP_FLAT_BYTES``, twice its
-#: measured noise, or the heap not rising steadily. A leak of small objects (losses kept with
-#: their graphs: ~9 KiB a step of heap measured, while freed activations around them leave RSS
-#: rising ~190 KiB a step) is a leak even when the heap rises far less than RSS.
+#: measured noise, by the most it can have risen (``FLAT_BOUND_T``). A leak of small objects
+#: (losses kept with their graphs: ~9 KiB a step of heap measured, while freed activations
+#: around them leave RSS rising ~190 KiB a step) is a leak even when the heap rises far less
+#: than RSS.
 HEAP_MIN_READINGS = 6
 #: How often the heap is read on average (``collect.sampling.heap.HEAP_EVERY_NS``), in seconds.
 HEAP_READ_S = 0.5
@@ -108,6 +109,12 @@ HEAP_MIN_RISE_BYTES = 32 * 2**20
 #: oversized_network.py (a 3,072-unit layer's 36 MiB gradient) rose 47 MiB on 11 readings
 #: with t = 4.1 and was called a leak on a CI host.
 HEAP_SWING_MARGIN = 1.5
+#: "Not a leak" needs the heap's trend shown flat: its rise plus this many standard errors
+#: (about 95% one-sided from 10 readings on, Student's t) under ``HEAP_FLAT_BYTES`` and under
+#: ``HEAP_SHARE_OF_RISE`` of RSS's rise. A trend of +3 MiB through readings that swing by a
+#: step's activations (a 2,048-wide MLP at batch 256) is no evidence that nothing was kept: a
+#: held-out job that kept every step's graph read "not a leak" so.
+FLAT_BOUND_T = 2.0
 
 
 #: After the tree changes size, a new (spawned) DataLoader worker imports torch and fills its
@@ -197,7 +204,15 @@ def _weigh_heap(ctx: RuleContext, rss: list[tuple[int, int]], finding: Finding) 
         return dataclasses.replace(
             finding, evidence=(*finding.evidence, evidence, per_step, significance)
         )
-    if heap_rise >= HEAP_FLAT_BYTES:  # it rose, but not steadily: no verdict either way
+    if heap_rise >= HEAP_FLAT_BYTES or trend.rise_bound >= HEAP_FLAT_BYTES:
+        # it rose, but not steadily, or it was not shown flat: no verdict either way
+        bound = Evidence(
+            metric="memory in use, most its trend can have risen",
+            value=round(trend.rise_bound / 2**20, 1),
+            unit="MiB",
+            threshold=round(HEAP_FLAT_BYTES / 2**20, 1),
+            source=f"mallinfo2 (trend + {FLAT_BOUND_T:g} standard errors)",
+        )
         return dataclasses.replace(
             finding,
             severity=Severity.INFO,
@@ -207,9 +222,11 @@ def _weigh_heap(ctx: RuleContext, rss: list[tuple[int, int]], finding: Finding) 
                 f"(glibc malloc's heap in use) by {heap_rise / 2**20:+.0f} MiB along its trend, "
                 f"but not steadily enough to call a leak (t = {trend.t:.1f}, threshold "
                 f"{HEAP_TREND_T:g}; a swing of {trend.swing / 2**20:.0f} MiB between "
-                "readings): readings swing by what a step holds. A longer run tells."
+                "readings), nor flat enough to rule one out (it may have risen by up to "
+                f"{trend.rise_bound / 2**20:.0f} MiB): readings swing by what a step holds. "
+                "A longer run tells."
             ),
-            evidence=(*finding.evidence, evidence),
+            evidence=(*finding.evidence, evidence, bound),
         )
     return dataclasses.replace(
         finding,
@@ -453,6 +470,13 @@ class _Trend:
     late_rise: float
     swing: float = 0.0
     """The largest change between successive readings, less the trend's over that time."""
+    rise_error: float = 0.0
+    """The standard error of ``rise`` (the slope's, over the readings' span)."""
+
+    @property
+    def rise_bound(self) -> float:
+        """The most the line can have risen by, ``FLAT_BOUND_T`` standard errors above."""
+        return self.rise + FLAT_BOUND_T * self.rise_error
 
     @property
     def beyond_swing(self) -> bool:
@@ -480,7 +504,14 @@ class _Trend:
             ),
             default=0.0,
         )
-        return cls(start=intercept, rise=slope * xs[-1], t=t, late_rise=late, swing=swing)
+        return cls(
+            start=intercept,
+            rise=slope * xs[-1],
+            t=t,
+            late_rise=late,
+            swing=swing,
+            rise_error=error * xs[-1],
+        )
 
 
 def _growth(
