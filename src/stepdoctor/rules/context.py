@@ -41,7 +41,7 @@ def removal_speedup(share: float, basis: str) -> Speedup:
         return Speedup.none(
             f"not modelled: {share:.1%} of the time is in what the fix removes, and the run "
             "shows too little other work to tell how long the job would take without it (a "
-            "step not split into phases); run --verify measures the fix"
+            "step not split into phases); only timing the job with the fix can tell"
         )
     return Speedup(factor=speedup_if_removed(share), basis=basis)
 
