@@ -484,7 +484,7 @@ def test_a_degenerated_shenandoah_cycle_is_its_own_kind_in_both_formats() -> Non
 
     findings = build_report(to_record(None, [unified], ("t",))).findings
     (failing,) = (f for f in findings if f.rule == "jvm-gc-failures")
-    assert failing.title == "Degenerated gc: 2 time(s) (gc.log)" and "-Xmx" in failing.fix.summary
+    assert failing.title == "Degenerated GC: 2 time(s) (gc.log)" and "-Xmx" in failing.fix.summary
 
 
 def test_jdk_6_and_7s_full_gc_system_is_a_system_gc_call() -> None:

@@ -207,7 +207,7 @@ def test_a_small_trend_through_large_swings_is_no_evidence_of_no_leak() -> None:
     assert abs(ev["memory in use (malloc heap), trend over the same time"]) < 8
     assert f.severity is Severity.INFO and "too uneven to tell" in f.title
     assert "not a leak" not in f.explanation and "may have risen by up to" in f.explanation
-    assert ev["memory in use, most its trend can have risen"] >= 8
+    assert ev["memory in use, upper bound of its trend's rise"] >= 8
     # the same readings without the swing: flat, shown so
     system = _with_heap(s, _rss, lambda i: (180 + (i // 5) % 2) * MIB)
     (g,) = memory_growth(RuleContext(record(s, system=system)))

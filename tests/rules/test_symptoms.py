@@ -69,8 +69,8 @@ def test_outliers_without_a_finding_on_their_cause_stay_and_point_nowhere() -> N
     assert {e.metric: e.value for e in outliers.evidence}["phase that grew"] == "data_wait"
 
 
-def test_a_symptom_takes_the_more_severe_severity_and_keeps_the_causes_figure_and_fix() -> None:
-    cause = _finding("gc-pauses", Severity.INFO, 1.05, Evidence(metric="gc share", value=0.04))
+def test_a_symptom_folds_into_a_cause_as_severe_keeping_its_figure_and_fix() -> None:
+    cause = _finding("gc-pauses", Severity.WARNING, 1.2, Evidence(metric="gc share", value=0.2))
     symptom = _finding(
         "step-outliers",
         Severity.WARNING,
@@ -81,12 +81,15 @@ def test_a_symptom_takes_the_more_severe_severity_and_keeps_the_causes_figure_an
     other = _finding("input-bound", Severity.WARNING, 1.2)
     (gc, inputs) = fold_symptoms([cause, symptom, other])
     assert (gc.rule, inputs) == ("gc-pauses", other)
-    assert gc.severity is Severity.WARNING
-    assert (gc.speedup, gc.fix) == (cause.speedup, cause.fix)
+    assert (gc.severity, gc.speedup, gc.fix) == (cause.severity, cause.speedup, cause.fix)
     assert [e.metric for e in gc.evidence] == ["gc share", "symptom: outlier steps"]
     # no finding on the cause: the symptom stays, without the pointer
     (alone,) = fold_symptoms([symptom])
     assert alone.rule == "step-outliers" and [e.metric for e in alone.evidence] == ["outlier steps"]
+    # a cause its rule judged milder is not overruled, nor the symptom silenced
+    mild = dataclasses.replace(cause, severity=Severity.INFO)
+    (kept_cause, kept_symptom) = fold_symptoms([mild, symptom])
+    assert kept_cause == mild and kept_symptom == alone
 
 
 def test_a_symptom_folds_into_the_most_severe_finding_of_its_causes_rule() -> None:

@@ -48,10 +48,13 @@ def test_steps_not_split_into_phases_say_nothing_of_work_between_them() -> None:
     assert "slow-callbacks" not in {f.rule for f in report.findings}
     (skipped,) = (r for r in report.skipped if r.rule == "slow-callbacks")
     assert "not split into phases" in skipped.reason
-    assert all(f.speedup.factor <= 1 / (1 - UNSPLIT_SHARE) for f in report.findings)
-    # one timed phase anywhere is a split step: the rest of it is between phases
+    assert all(f.speedup.factor < 10 for f in report.findings)
+    # one timed phase of training anywhere is a split step: the rest of it is between phases;
+    # a checkpoint or an evaluation timed in an unsplit loop splits nothing
     split = (*s[:-1], replace(s[-1], phase_ns={"other": 6_000_000, "forward": 6_000_000}))
     assert RuleContext(record(split)).steps_split and not RuleContext(record(s)).steps_split
+    saved = (*s[:-1], replace(s[-1], phase_ns={"other": 6_000_000, "checkpoint": 6_000_000}))
+    assert not RuleContext(record(saved)).steps_split
 
 
 @pytest.mark.parametrize("share", [0.99, 0.999, 1.0])

@@ -135,14 +135,15 @@ def train(
     after_step: Callable[[int, torch.Tensor], None] | None = None,
     lr: float = 0.01,
     loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None = None,
+    min_seconds: float = MIN_SECONDS,
 ) -> int:
-    """Train for ``steps`` steps and at least ``MIN_SECONDS``; return the number of steps.
+    """Train for ``steps`` steps and at least ``min_seconds``; return the number of steps.
 
     The loss is cross-entropy unless ``loss_fn`` is given.
     """
     opt = torch.optim.SGD(model.parameters(), lr=lr, momentum=0.9)
     loss_fn = loss_fn or nn.CrossEntropyLoss()
-    done = until_done(steps, ticks=False)
+    done = until_done(steps, min_seconds, ticks=False)
     step = samples = 0
     while not done(step):
         for x, y in loader:

@@ -146,9 +146,10 @@ def _cpu(ctx: RuleContext) -> Finding | None:
         ),
         fix=Fix(
             summary=(
-                "Stop or reschedule the competing processes, or give the job cores of its "
-                "own (taskset/numactl, container CPU limits) and size torch.set_num_threads "
-                "and num_workers to them."
+                "Stop or reschedule the competing processes, or lower their priority (renice, "
+                "if they still run: the pids are from this run; another user's needs sudo), "
+                "or give the job cores of its own (taskset/numactl, container CPU limits) and "
+                "size torch.set_num_threads and num_workers to them."
             ),
             snippet=_renice(top),
         ),

@@ -20,6 +20,11 @@ from stepdoctor.rules.where import StackIndex
 __all__ = ["UNSPLIT_SHARE", "RuleContext", "removal_speedup", "speedup_if_removed"]
 
 
+#: The phases of a training step: a step with time in none of them was not split (the rest of
+#: it is not "between steps").
+TRAINING_PHASES = tuple(
+    p.value for p in (Phase.DATA_WAIT, Phase.H2D, Phase.FORWARD, Phase.BACKWARD, Phase.OPTIMIZER)
+)
 #: At or above this share of the time in what a fix removes, the run shows under 1% of other
 #: work: too little to model the job without it from (1 / (1 - share) is 100x and more on the
 #: rounding of the rest; a share of 1.0 is a step the run did not split into phases, where a
@@ -40,8 +45,8 @@ def removal_speedup(share: float, basis: str) -> Speedup:
     if share >= UNSPLIT_SHARE:
         return Speedup.none(
             f"not modelled: {share:.1%} of the time is in what the fix removes, and the run "
-            "shows too little other work to tell how long the job would take without it (a "
-            "step not split into phases); only timing the job with the fix can tell"
+            "shows too little other work to tell how long the job would take without it; only "
+            "timing the job with the fix can tell"
         )
     return Speedup(factor=speedup_if_removed(share), basis=basis)
 
@@ -66,13 +71,10 @@ class RuleContext:
 
     @cached_property
     def steps_split(self) -> bool:
-        """Whether any measured step had time in a phase of its own (data wait, forward...),
-        not all of it between phases (``other``, ``callbacks``): a loop marked only by
-        ``doc.step()``, or a framework whose calls the hooks do not see, is not split."""
-        unsplit = {Phase.OTHER.value, Phase.CALLBACKS.value}
-        return any(
-            ns > 0 and name not in unsplit for s in self.steps for name, ns in s.phase_ns.items()
-        )
+        """Whether any measured step had time in a phase of training (``TRAINING_PHASES``):
+        a loop marked only by ``doc.step()``, or a framework whose calls the hooks do not see,
+        is not split, whatever else it times (a checkpoint, an evaluation)."""
+        return any(s.phase_ns.get(name, 0) > 0 for s in self.steps for name in TRAINING_PHASES)
 
     @cached_property
     def profiled_steps(self) -> frozenset[int]:

@@ -119,7 +119,8 @@ def _finding(log: JvmGcLog, problem: GcProblem) -> Finding:
     return Finding(
         rule="jvm-gc-failures",
         severity=severity,
-        title=f"{problem.name.capitalize()}: {problem.count} time(s) ({log_name(log)})",
+        title=f"{problem.name[:1].upper()}{problem.name[1:]}: {problem.count} time(s) "
+        f"({log_name(log)})",
         explanation=f"{meaning} First at {problem.first_t_s:.3f} s of the JVM's uptime.",
         evidence=(
             Evidence(metric=problem.name, value=problem.count, unit="count", source="GC log"),

@@ -110,10 +110,10 @@ HEAP_MIN_RISE_BYTES = 32 * 2**20
 #: with t = 4.1 and was called a leak on a CI host.
 HEAP_SWING_MARGIN = 1.5
 #: "Not a leak" needs the heap's trend shown flat: its rise plus this many standard errors
-#: (about 95% one-sided from 10 readings on, Student's t) under ``HEAP_FLAT_BYTES`` and under
-#: ``HEAP_SHARE_OF_RISE`` of RSS's rise. A trend of +3 MiB through readings that swing by a
-#: step's activations (a 2,048-wide MLP at batch 256) is no evidence that nothing was kept: a
-#: held-out job that kept every step's graph read "not a leak" so.
+#: (about 95% one-sided from 10 readings on, Student's t) under ``HEAP_FLAT_BYTES``. A trend
+#: of +3 MiB through readings that swing by a step's activations (a 2,048-wide MLP at batch
+#: 256) is no evidence that nothing was kept: a held-out job that kept every step's graph read
+#: "not a leak" so.
 FLAT_BOUND_T = 2.0
 
 
@@ -207,7 +207,7 @@ def _weigh_heap(ctx: RuleContext, rss: list[tuple[int, int]], finding: Finding) 
     if heap_rise >= HEAP_FLAT_BYTES or trend.rise_bound >= HEAP_FLAT_BYTES:
         # it rose, but not steadily, or it was not shown flat: no verdict either way
         bound = Evidence(
-            metric="memory in use, most its trend can have risen",
+            metric="memory in use, upper bound of its trend's rise",
             value=round(trend.rise_bound / 2**20, 1),
             unit="MiB",
             threshold=round(HEAP_FLAT_BYTES / 2**20, 1),
@@ -219,12 +219,12 @@ def _weigh_heap(ctx: RuleContext, rss: list[tuple[int, int]], finding: Finding) 
             title=f"process RSS grew {rise / 2**20:.0f} MiB; memory in use too uneven to tell",
             explanation=(
                 f"RSS rose by {rise / 2**20:.0f} MiB and the memory the job holds allocated "
-                f"(glibc malloc's heap in use) by {heap_rise / 2**20:+.0f} MiB along its trend, "
-                f"but not steadily enough to call a leak (t = {trend.t:.1f}, threshold "
-                f"{HEAP_TREND_T:g}; a swing of {trend.swing / 2**20:.0f} MiB between "
-                "readings), nor flat enough to rule one out (it may have risen by up to "
-                f"{trend.rise_bound / 2**20:.0f} MiB): readings swing by what a step holds. "
-                "A longer run tells."
+                f"(glibc malloc's heap in use) by {heap_rise / 2**20:+.0f} MiB along its trend "
+                f"(t = {trend.t:.1f}; a leak needs a steady rise, t >= {HEAP_TREND_T:g}, past "
+                f"the {trend.swing / 2**20:.0f} MiB the readings swing by), and it may have "
+                f"risen by up to {trend.rise_bound / 2**20:.0f} MiB: neither a leak nor flat "
+                "enough to rule one out. Readings swing by what a step holds; a longer run "
+                "tells."
             ),
             evidence=(*finding.evidence, evidence, bound),
         )

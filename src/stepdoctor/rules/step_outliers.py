@@ -293,6 +293,6 @@ def _grown_phase(outliers: Sequence[StepTiming], steps: Sequence[StepTiming]) ->
     typical_gc = statistics.median(s.gc_pause_ns for s in steps)
     gc_excess = statistics.fmean(s.gc_pause_ns for s in outliers) - typical_gc
     # GC pauses overlap the phases: a pause that explains half the growth is the cause.
-    if excess and gc_excess >= 0.5 * excess[grown]:
+    if excess and gc_excess > 0 and gc_excess >= 0.5 * excess[grown]:
         return "gc"
     return grown

@@ -4,10 +4,12 @@ A rule that sees a symptom (slow steps) names the finding on its cause with the 
 ``SYMPTOM_OF`` (the cause's rule id): ``step-outliers`` names ``gc-pauses`` when a garbage
 collection ran in the slow steps, ``frequent-evaluation`` when evaluation grew in them, the
 job's helper processes, other processes or threads sharing a model when they explain them.
-Where that finding is in the report, the symptom becomes its evidence (the finding keeps its
-own speed-up and fix, which act on the cause, at the more severe of the two severities) and
-is no finding of its own, so it never ranks above its cause; where it is not, the symptom
-stays a finding and loses the pointer to a finding that is not there.
+Where that finding is in the report at least as severe as the symptom, the symptom becomes its
+evidence (the finding keeps its severity, speed-up and fix, which act on the cause) and is no
+finding of its own, so it never ranks above its cause. Where it is not there, or its rule
+judged it milder (frequent-evaluation is info for no-grad calls outside ``model.eval()``,
+sampling more likely), the symptom stays a finding and loses the pointer: folding it would
+either drop its severity or overrule that judgement.
 """
 
 from __future__ import annotations
@@ -24,8 +26,8 @@ SYMPTOM_OF = "symptom of"
 
 
 def fold_symptoms(findings: Sequence[Finding]) -> list[Finding]:
-    """``findings`` with each symptom folded into the finding on its cause (module doc); the
-    order kept otherwise (the report ranks them after)."""
+    """Return ``findings`` with each symptom folded into the finding on its cause (module
+    doc), the order kept otherwise (the report ranks them after)."""
     causes: dict[str, int] = {}  # rule -> the index of its most severe finding
     for i, f in enumerate(findings):
         if _cause_of(f) is None and (
@@ -39,11 +41,10 @@ def fold_symptoms(findings: Sequence[Finding]) -> list[Finding]:
             continue
         kept = tuple(e for e in f.evidence if e.metric != SYMPTOM_OF)
         at = causes.get(cause)
-        if at is None:
+        host = None if at is None else out[at]
+        if at is None or host is None or host.severity.rank > f.severity.rank:
             out[i] = dataclasses.replace(f, evidence=kept)
             continue
-        host = out[at]
-        assert host is not None
         out[at] = _with_symptom(host, dataclasses.replace(f, evidence=kept))
         out[i] = None
     return [f for f in out if f is not None]
@@ -58,11 +59,9 @@ def _cause_of(finding: Finding) -> str | None:
 
 def _with_symptom(cause: Finding, symptom: Finding) -> Finding:
     """``cause`` with ``symptom`` as its evidence: the symptom's title in its explanation, its
-    evidence (each metric marked as the symptom's), the more severe of their severities."""
-    severity = min(cause.severity, symptom.severity, key=lambda s: s.rank)
+    evidence (each metric marked as the symptom's)."""
     return dataclasses.replace(
         cause,
-        severity=severity,
         explanation=(
             f"{cause.explanation} Its symptom: {symptom.title[0].lower()}{symptom.title[1:]} "
             '(the evidence marked "symptom").'
