@@ -11,8 +11,8 @@ quarter of the machine more while the outliers ran than during the other steps (
 came from outside the job: ``competing-processes``).
 Evidence: how many, how long against the median, when they happen, the phase that grew, and
 the rule of the finding on their cause (``CAUSE_BY_GROWN``, or the three above): where the
-report has that finding, the outliers are folded into it as its evidence (``rules.symptoms``)
-and never rank above it.
+report has that finding at least as severe, the outliers are folded into it as its evidence
+(``rules.symptoms``) and never rank above it.
 Fix: depends on the phase that grew; the finding names it.
 """
 
@@ -76,8 +76,9 @@ _HINTS = {
 
 #: The finding on the outliers' cause by what grew in them (``_grown_phase``): a garbage
 #: collection, evaluation, or work between steps. The outliers fold into that finding where
-#: the report has it (``rules.symptoms``); a grown data wait or forward pass has no rule of
-#: its own (an epoch's worker restart, varying shapes): the outliers are the finding.
+#: the report has it at least as severe (``rules.symptoms``); a grown data wait or forward
+#: pass has no rule of its own (an epoch's worker restart, varying shapes): the outliers are
+#: the finding.
 CAUSE_BY_GROWN = {
     "gc": "gc-pauses",
     Phase.EVALUATION.value: "frequent-evaluation",
