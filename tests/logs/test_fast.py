@@ -19,12 +19,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from stepdoctor.logs import feed, read_gc_log, read_logs
-from stepdoctor.logs.feed import Feed, fast_path
+from stepdoctor.logs.feed import fast_path
 from stepdoctor.logs.gc_jdk8 import parse_jdk8
 from stepdoctor.logs.gc_stats import KEPT_PAUSES
-from stepdoctor.logs.gc_unified import parse_unified
-from stepdoctor.logs.sources import LogSource
-from stepdoctor.model.jvm import JvmGcLog
+from tests.logs._readers import read_both
 from tests.shared_data import LOGS as DATA
 from tests.shared_data import needs
 
@@ -33,7 +31,6 @@ ORACLES = json.loads(ORACLE_FILE.read_text()) if ORACLE_FILE.exists() else []
 corpus = needs(ORACLE_FILE)
 GC_FILES = sorted(DATA / e["file"] for e in ORACLES if e["file"].startswith("gc/"))
 REQUIRED = os.environ.get("STEPDOCTOR_REQUIRE_C_PARTS", "") == "1"
-PARSERS = {"jdk8": parse_jdk8, "unified": parse_unified}
 
 
 @pytest.fixture(autouse=True)
@@ -43,25 +40,11 @@ def _built() -> None:
         pytest.skip("the C fast path is not built (or STEPDOCTOR_PURE_PYTHON is set)")
 
 
-def _family(data: bytes) -> str:
-    return "unified" if data.lstrip()[:1] == b"[" and b"][" in data[:2000] else "jdk8"
-
-
-def _both(data: bytes, family: str | None = None) -> tuple[JvmGcLog, JvmGcLog, Feed]:
-    """The log read by the fast path from its first line on, and by the parser alone."""
-    family = family or _family(data)
-    parse = PARSERS[family]
-    lines = [raw.decode("utf-8", "replace").rstrip("\r\n") for raw in io.BytesIO(data)]
-    source = LogSource(name="f", kind=f"{family}-gc", lines=iter(()), rest=io.BytesIO(data))
-    fed = Feed(source)
-    return parse("f", fed), parse("f", lines), fed
-
-
 @corpus
 @pytest.mark.parametrize("path", GC_FILES, ids=lambda p: p.name)
 def test_every_corpus_log_reads_the_same_through_the_fast_path(path: Path) -> None:
     data = path.read_bytes()
-    fast, pure, fed = _both(data)
+    fast, pure, fed = read_both(data)
     assert fast == pure
     assert fed.handed <= fast.lines == pure.lines
 
@@ -73,7 +56,7 @@ def test_the_fast_path_takes_most_lines_of_logs_of_each_family() -> None:
     rest."""
     for name in ("SampleSun1_6_0G1_gc_verbose.txt", "sample-ujl-g1-gc-all,safepoint,os+cpu.txt"):
         data = (DATA / "gc" / "gcviewer" / name).read_bytes()
-        fast, pure, fed = _both(data)
+        fast, pure, fed = read_both(data)
         assert fast == pure
         assert fed.handed < fast.lines / 3, (name, fed.handed, fast.lines)
 
@@ -85,7 +68,7 @@ def test_a_large_log_thins_its_timeline_alike() -> None:
     same ones either way (the log repeated end to end, its clock starting over each time)."""
     data = (DATA / "gc" / "gcviewer" / "SampleSun1_6_0G1_gc_verbose.txt").read_bytes()
     big = data * 12
-    fast, pure, _ = _both(big)
+    fast, pure, _ = read_both(big)
     assert fast.pauses > KEPT_PAUSES and fast.pause_stride >= 2
     assert fast == pure
 
@@ -98,7 +81,7 @@ def test_many_causes_and_kinds_alike() -> None:
     data = "".join(
         (full if i % 7 == 0 else line).format(t=f"{i * 0.5:.3f}", i=i % 40) for i in range(3000)
     ).encode()
-    fast, pure, fed = _both(data, "jdk8")
+    fast, pure, fed = read_both(data, "jdk8")
     assert fast == pure and len(fast.causes) == 80  # 40 causes, young and full
     assert fed.handed < 1100  # the first 1000 events are the parser's (the collector's)
 
@@ -109,7 +92,7 @@ def test_chunks_of_any_size_read_alike(monkeypatch: pytest.MonkeyPatch, chunk: i
     monkeypatch.setattr(feed, "CHUNK_BYTES", chunk)
     for name in ("sample-ujl-g1-gc-all,safepoint,os+cpu.txt", "SampleSun1_6_0G1_gc_verbose.txt"):
         data = (DATA / "gc" / "gcviewer" / name).read_bytes()[:60_000]
-        fast, pure, _ = _both(data)
+        fast, pure, _ = read_both(data)
         assert fast == pure
 
 
@@ -118,7 +101,7 @@ def test_the_last_line_without_its_end_and_crlf_lines_read_alike() -> None:
     data = (DATA / "gc" / "gcviewer" / "SampleSun1_6_0G1_gc_verbose.txt").read_bytes()
     crlf = data.replace(b"\n", b"\r\n")
     for variant in (data.rstrip(b"\n"), crlf, crlf.rstrip(b"\n")):
-        fast, pure, _ = _both(variant)
+        fast, pure, _ = read_both(variant)
         assert fast == pure
 
 
@@ -237,7 +220,7 @@ def test_mutated_lines_read_alike(
         lines[which % len(lines)] = line
     head = [f"{i}.0: [GC (Allocation Failure)  4K->2K(8K), 0.001 secs]" for i in range(prefix)]
     data = "\n".join(head + lines).encode()
-    fast, pure, _ = _both(data, family)
+    fast, pure, _ = read_both(data, family)
     assert fast == pure
 
 
@@ -304,7 +287,7 @@ _PRE = "".join(f"{i}.0: [GC (Allocation Failure)  4K->2K(8K), 0.001 secs]\n" for
     ],
 )  # fmt: skip
 def test_lines_found_in_review_read_alike(family: str, data: str) -> None:
-    fast, pure, _ = _both(data.encode(), family)
+    fast, pure, _ = read_both(data.encode(), family)
     assert fast == pure
 
 

@@ -19,12 +19,14 @@ from hypothesis import strategies as st
 from stepdoctor.errors import LogError
 from stepdoctor.logs import read_gc_log, read_logs
 from stepdoctor.logs.dl4j import parse_dl4j
+from stepdoctor.logs.feed import fast_path
 from stepdoctor.logs.gc_jdk8 import parse_jdk8
 from stepdoctor.logs.gc_unified import parse_unified
 from stepdoctor.logs.record import FIT_PHASE
 from stepdoctor.model.jvm import JvmGcLog
 from stepdoctor.render.logs import logs_to_dict, render_logs_text
 from stepdoctor.report import build_report
+from tests.logs._readers import PARSERS, read_both
 from tests.shared_data import LOGS as DATA
 from tests.shared_data import needs
 
@@ -436,20 +438,12 @@ def test_a_training_logs_stdout_with_the_jvms_gc_lines_is_read_as_both(
     assert "holds the JVM's GC lines too" in proc.stdout + proc.stderr
 
 
-def _both_readers(lines: list[str], parse: object) -> object:
-    """The log read by the C fast path (where built) and by the parser alone: equal."""
-    from stepdoctor.logs.feed import Feed, fast_path
-    from stepdoctor.logs.sources import LogSource
-
-    assert callable(parse)
-    pure = parse("gc.log", lines)
+def _both_readers(lines: list[str], family: str) -> JvmGcLog:
+    """The log read by its parser alone, equal to it through the C fast path where built."""
+    pure = PARSERS[family]("gc.log", lines)
     if fast_path() is not None:
-        data = ("\n".join(lines) + "\n").encode()
-        family = "unified" if parse is parse_unified else "jdk8"
-        source = LogSource(
-            name="gc.log", kind=f"{family}-gc", lines=iter(()), rest=io.BytesIO(data)
-        )
-        assert parse("gc.log", Feed(source)) == pure
+        fast, alone, _ = read_both(("\n".join(lines) + "\n").encode(), family, name="gc.log")
+        assert fast == alone == pure
     return pure
 
 
@@ -467,13 +461,13 @@ def test_a_degenerated_shenandoah_cycle_is_its_own_kind_in_both_formats() -> Non
         "[3.000s][info][gc] GC(2) Pause Degenerated GC (Update Refs) 91M->16M(92M) 1.271ms",
         "[3.100s][info][gc] GC(3) Degenerated GC upgrading to Full GC",
         "[3.400s][info][gc] GC(3) Pause Full 91M->40M(92M) 250.000ms",
-    ], parse_unified)  # fmt: skip
+    ], "unified")  # fmt: skip
     jdk8 = _both_readers([
         "2022-10-28T10:58:59.100-0400: [Pause Init Mark, 0.472 ms]",
         "2022-10-28T10:58:59.286-0400: [Pause Degenerated GC (Mark), start]",
         "2022-10-28T10:58:59.295-0400: [Pause Degenerated GC (Mark) 121M->19211K(122M), "
         "9.421 ms]",
-    ], parse_jdk8)  # fmt: skip
+    ], "jdk8")  # fmt: skip
     for log, degenerated, full in ((unified, 2, 1), (jdk8, 1, 0)):
         assert isinstance(log, JvmGcLog)
         assert log.collector == "Shenandoah" and log.full_gcs == full
@@ -493,7 +487,7 @@ def test_jdk_6_and_7s_full_gc_system_is_a_system_gc_call() -> None:
         "27526K->1146K(1992320K), [CMS Perm : 10723K->10719K(21248K)], 0.0518910 secs]",
         "3.473: [GC 3.473: [ParNew: 34944K->4352K(39296K), 0.0123 secs] 34944K->8765K(126720K), "
         "0.0124 secs]",
-    ], parse_jdk8)  # fmt: skip
+    ], "jdk8")  # fmt: skip
     assert isinstance(log, JvmGcLog)
     assert [(c.kind, c.cause) for c in log.causes if c.kind == "full"] == [("full", "System.gc()")]
     from stepdoctor.logs.record import to_record
@@ -523,7 +517,7 @@ def test_jdk_6_and_7s_full_gc_system_is_a_system_gc_call() -> None:
 def test_a_unified_excerpt_without_its_using_line_is_named_by_its_pauses(
     lines: list[str], collector: str
 ) -> None:
-    log = _both_readers(lines, parse_unified)
+    log = _both_readers(lines, "unified")
     assert isinstance(log, JvmGcLog) and log.collector == collector
 
 
