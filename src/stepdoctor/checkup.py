@@ -126,7 +126,7 @@ def checkup(
         close = getattr(reader, "close", None)
         if callable(close):
             close()
-    findings, skipped = run_rules(RuleContext(record), scopes=("env",))
+    findings, skipped = run_rules(RuleContext(record, checkup=True), scopes=("env",))
     why = {s.rule: s.reason for s in skipped}
     checks = []
     for rule in RULES.values():

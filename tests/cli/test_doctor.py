@@ -42,8 +42,11 @@ def test_doctor_on_this_machine_is_honest(tmp_path: Path) -> None:
     assert statuses["wrong-backend"] == "ok" and statuses["cudnn-disabled"] == "ok"
     # AVX-512 used where the CPU has it; its absence is worth knowing, never a warning
     facts = data["facts"]
-    has_avx512 = facts["cpu.avx512"] and facts["torch.cpu_capability"] == "AVX512"
-    assert statuses["cpu-features"] == ("ok" if has_avx512 else "info"), facts
+    if "probe.cpuinfo" in facts:  # py-cpuinfo's child out of time on a busy machine
+        assert statuses["cpu-features"] == "skipped", facts
+    else:
+        has_avx512 = facts["cpu.avx512"] and facts["torch.cpu_capability"] == "AVX512"
+        assert statuses["cpu-features"] == ("ok" if has_avx512 else "info"), facts
     assert set(statuses) == {
         "competing-processes",
         "cpu-features",
@@ -52,7 +55,7 @@ def test_doctor_on_this_machine_is_honest(tmp_path: Path) -> None:
         "thread-oversubscription",
         "wrong-backend",
     }
-    for key in ("python.version", "torch.version", "cpu.avx2", "pools.summary", "shm.total_bytes"):
+    for key in ("python.version", "torch.version", "pools.summary", "shm.total_bytes"):
         assert key in data["facts"], key
 
 
@@ -102,9 +105,16 @@ def test_a_later_doctor_answers_from_what_the_first_one_kept_without_importing_t
     assert decided["torch.version"] == torch.__version__
     assert {k: later["facts"][k] for k in decided} == decided
     assert later["fact_sources"]["torch.version"] == "torch (kept from earlier this boot)"
-    assert [c["status"] for c in later["checks"] if c["rule"] != "competing-processes"] == [
-        c["status"] for c in first["checks"] if c["rule"] != "competing-processes"
+    # the machine's load now, and the CPU's flags where py-cpuinfo's child ran out of time
+    # (a busy machine): those the first doctor skipped saying so, and a later one may read
+    timed_out = "probe.cpuinfo" in first["facts"]
+    moving = {"competing-processes"} | ({"cpu-features"} if timed_out else set())
+    assert [c["status"] for c in later["checks"] if c["rule"] not in moving] == [
+        c["status"] for c in first["checks"] if c["rule"] not in moving
     ]
+    if timed_out:
+        (cpu,) = (c for c in first["checks"] if c["rule"] == "cpu-features")
+        assert cpu["status"] == "skipped" and "flags were not read" in cpu["reason"]
 
 
 class _Seen:

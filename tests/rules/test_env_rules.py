@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from stepdoctor.model import LoaderInfo, ModelInfo, Severity
-from stepdoctor.rules import RuleContext
+from stepdoctor.rules import RULES, RuleContext
 from stepdoctor.rules.cpu_features import cpu_features
 from stepdoctor.rules.cudnn_disabled import cudnn_disabled
 from stepdoctor.rules.memory_limits import memory_limits
@@ -119,6 +119,15 @@ def test_cpu_features_forced_down_missing_avx2_and_not_on_arm() -> None:
     (info,) = cpu_features(_ctx(cpu__avx512=False, torch__cpu_capability="AVX2"))
     assert info.severity is Severity.INFO
     assert cpu_features(_ctx(cpu__arch="aarch64", cpu__avx2=False)) == []
+
+
+def test_cpu_features_unread_flags_skip_the_check_saying_so() -> None:
+    """py-cpuinfo out of time (a busy machine) leaves no flags: skipped, not "ok"."""
+    check = RULES["cpu-features"]
+    unread = check.missing(_ctx(cpu__avx2=None, cpu__avx512=None))
+    assert unread is not None and unread.startswith("the CPU's flags were not read")
+    assert check.missing(_ctx()) is None
+    assert check.missing(_ctx(cpu__arch="aarch64", cpu__avx2=None)) is None  # not judged there
 
 
 def test_memory_limits_rss_near_cgroup_limit_swap_and_small_shm() -> None:

@@ -15,6 +15,7 @@ from stepdoctor.model import (
     ModelInfo,
     ProcessUsage,
     Severity,
+    SpeedupKind,
     StepTiming,
 )
 from stepdoctor.rules import RuleContext
@@ -41,6 +42,24 @@ def test_competing_processes_names_the_top_ones() -> None:
     rec = record(s, system=one, facts=env(torch__num_threads=1))
     (g,) = competing_processes(RuleContext(rec))
     assert g.speedup.factor == pytest.approx(100 / 60)
+
+
+def test_competing_processes_in_the_doctor_give_no_figure_and_warn_at_most() -> None:
+    """No job ran in the doctor's second-long look: the busy others are named, with no
+    speed-up (the doctor's own CPU is no job's) and no critical (they may stop before a job
+    starts)."""
+    hog = (ProcessUsage(pid=42, name="pip", cpu_pct=190.0),)
+    s = steps(10, phases_ms={"forward": 100})
+    system = tuple(replace(x, top_others=hog) for x in samples(s, job_cpu=10.0, other_cpu=380.0))
+    (run,) = competing_processes(RuleContext(record(s, system=system)))
+    assert run.severity is Severity.CRITICAL and run.speedup.factor > 1.0
+    (f,) = competing_processes(RuleContext(record((), system=system), checkup=True))
+    assert f.severity is Severity.WARNING
+    assert f.speedup.kind is SpeedupKind.NONE
+    assert f.speedup.basis.startswith("not modelled: no job ran")
+    assert f.explanation.startswith("In stepdoctor's look at the machine (1.0 s), processes ")
+    assert "job CPU" not in {e.metric for e in f.evidence}
+    assert f.fix.snippet is not None and f.fix.snippet.startswith("renice -n 19 -p 42 ")
 
 
 def test_competing_processes_unnamed_say_how_to_find_them() -> None:

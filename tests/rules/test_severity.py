@@ -7,7 +7,7 @@ import pytest
 
 from stepdoctor.model import Finding, Fix, Severity, Speedup
 from stepdoctor.rules._severity import (
-    CRITICAL_MIN_SAVED_S,
+    MIN_SAVED_S,
     THIN_SECONDS,
     THIN_STEPS,
     Rung,
@@ -111,9 +111,17 @@ def test_temper_caps_what_the_evidence_cannot_carry() -> None:
     assert temper(big, measured_s=10.0, thin=True, timed=True).severity is Severity.WARNING
     assert temper(big, measured_s=10.0, thin=True, timed=False) is big  # a fact, not a timing
     small = temper(big, measured_s=1.5, thin=False, timed=False)  # saves 0.75 s
-    assert small.severity is Severity.WARNING
+    assert small.severity is Severity.INFO
     assert small.evidence[-1].value == 0.75
-    assert small.evidence[-1].threshold == CRITICAL_MIN_SAVED_S
+    assert small.evidence[-1].threshold == MIN_SAVED_S
+    assert small.explanation.endswith(
+        "Its fix would save 0.75 s over this run's 1.50 s of steps, too little to notice (info, "
+        "not critical); on a longer run it saves the same share, 50% of the time: 30 minutes "
+        "of an hour."
+    )
+    warning = dataclasses.replace(big, severity=Severity.WARNING)
+    assert temper(warning, measured_s=1.9, thin=False, timed=True).severity is Severity.INFO
+    assert temper(warning, measured_s=2.0, thin=False, timed=True) is warning  # saves 1 s
     # A measured speed-up counts over the estimate.
     assert temper(_critical(1.1, 3.0), measured_s=3.0, thin=False, timed=True).severity is (
         Severity.CRITICAL
@@ -121,6 +129,12 @@ def test_temper_caps_what_the_evidence_cannot_carry() -> None:
     # Not estimated (a crash prevented, a GPU unused): the saving is unknown, not small.
     unknown = dataclasses.replace(_critical(1.0), speedup=Speedup.none("not estimated"))
     assert temper(unknown, measured_s=0.1, thin=False, timed=False) is unknown
+    # ... but from under a second of steps no timing is graded above info.
+    short = temper(unknown, measured_s=0.18, thin=True, timed=True)
+    assert short.severity is Severity.INFO
+    assert (short.evidence[-1].metric, short.evidence[-1].value) == ("measured steps", 0.18)
+    assert "The steps measured only 0.18 s" in short.explanation
+    assert temper(unknown, measured_s=5.0, thin=True, timed=True).severity is Severity.WARNING
 
 
 def test_thin_evidence_line() -> None:

@@ -40,9 +40,9 @@ def _finding(rule: str, severity: Severity, factor: float, *evidence: Evidence) 
 
 
 def test_outliers_a_collection_ran_in_are_the_gc_findings_evidence() -> None:
-    """Every 20th step a 60 ms collection: gc-pauses is the finding, the outliers its
-    evidence; the outlier rule alone names it as their cause."""
-    s = _gc_in(steps(300, phases_ms={"forward": 10}, every={20: {"forward": 60}}), 60)
+    """Every 20th step a 60 ms collection (1.7 s to win back): gc-pauses is the finding, the
+    outliers its evidence; the outlier rule alone names it as their cause."""
+    s = _gc_in(steps(600, phases_ms={"forward": 10}, every={20: {"forward": 60}}), 60)
     ctx = RuleContext(record(s))
     (alone,) = step_outliers(ctx)
     said = {e.metric: e.value for e in alone.evidence}

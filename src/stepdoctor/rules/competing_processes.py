@@ -11,11 +11,12 @@ from __future__ import annotations
 from stepdoctor.model import Evidence, Finding, Fix, ProcessUsage, Severity, Speedup
 from stepdoctor.rules._facts import fact_int
 from stepdoctor.rules._gpu import job_gpus
-from stepdoctor.rules._severity import grade
+from stepdoctor.rules._severity import at_most, grade
 from stepdoctor.rules.context import RuleContext
 from stepdoctor.rules.registry import rule
 
 __all__ = [
+    "CHECKUP_CEILING",
     "CRITICAL_SHARE",
     "OTHERS_GPU_BUSY",
     "OTHERS_GPU_MEMORY",
@@ -35,6 +36,9 @@ CRITICAL_SHARE = 0.50
 #: tenth busy with only them on it: more than an idle context's housekeeping) or hold a
 #: quarter of its memory (the job's batch and cache must fit in the rest); else they are noted.
 OTHERS_GPU_BUSY = 0.10
+#: The doctor's look at the machine lasts about a second: others busy in it may stop before a
+#: job starts (a package install), so it warns at most (issue 39: a critical from `doctor`).
+CHECKUP_CEILING = Severity.WARNING
 OTHERS_GPU_MEMORY = 0.25
 
 
@@ -113,16 +117,35 @@ def _cpu(ctx: RuleContext) -> Finding | None:
     wanted = capacity if threads is None else min(capacity, 100.0 * (threads + workers))
     usable = min(capacity, wanted, job + other)
     factor = usable / job if job > 0 else 1.0
+    speedup = Speedup(
+        factor=max(1.0, factor),
+        basis="the job could use the CPU the others take, up to a core per thread it runs: "
+        "min(CPUs, torch threads + loader workers, job + others) / job",
+    )
+    explanation = (
+        f"While the job ran, processes outside it used {other / 100:.1f} of the "
+        f"{capacity / 100:.0f} CPUs on average, and the job itself {job / 100:.1f}. "
+        f"Top: {names}."
+    )
+    severity = rung.severity
+    if ctx.checkup:
+        seconds = (ctx.system[-1].t_ns - ctx.system[0].t_ns) / 1e9 if ctx.system else 0.0
+        severity = at_most(severity, CHECKUP_CEILING)
+        speedup = Speedup.none(
+            "not modelled: no job ran; `stepdoctor run` measures what they take from yours"
+        )
+        explanation = (
+            f"In stepdoctor's look at the machine ({seconds:.1f} s), processes other than it "
+            f"used {other / 100:.1f} of the {capacity / 100:.0f} CPUs on average. Top: "
+            f"{names}. A look this short cannot tell whether they keep running while a job "
+            "does (a warning at most): `stepdoctor run` your job to see."
+        )
     return Finding(
         rule="competing-processes",
         span_ns=(busy[0], busy[-1]) if busy else None,
-        severity=rung.severity,
+        severity=severity,
         title=f"Other processes use {share:.0%} of the CPUs",
-        explanation=(
-            f"While the job ran, processes outside it used {other / 100:.1f} of the "
-            f"{capacity / 100:.0f} CPUs on average, and the job itself "
-            f"{job / 100:.1f}. Top: {names}."
-        ),
+        explanation=explanation,
         evidence=(
             Evidence(
                 metric="other processes' share of CPU",
@@ -131,19 +154,21 @@ def _cpu(ctx: RuleContext) -> Finding | None:
                 threshold=WARNING_SHARE,
                 source="psutil",
             ),
-            Evidence(
-                metric="job CPU",
-                value=round(job / 100, 2),
-                unit="cores",
-                source="psutil (process tree)",
+            *(
+                ()
+                if ctx.checkup  # the doctor's own CPU, not a job's
+                else (
+                    Evidence(
+                        metric="job CPU",
+                        value=round(job / 100, 2),
+                        unit="cores",
+                        source="psutil (process tree)",
+                    ),
+                )
             ),
             Evidence(metric="top other processes", value=names, source="psutil"),
         ),
-        speedup=Speedup(
-            factor=max(1.0, factor),
-            basis="the job could use the CPU the others take, up to a core per thread it runs: "
-            "min(CPUs, torch threads + loader workers, job + others) / job",
-        ),
+        speedup=speedup,
         fix=Fix(
             summary=(
                 "Stop or reschedule the competing processes, or lower their priority (renice, "

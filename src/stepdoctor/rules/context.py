@@ -58,6 +58,9 @@ class RuleContext:
     record: RunRecord
     trace: TraceSummary | None = None
     """Profiler-trace analysis, for the trace rules (``stepdoctor trace``)."""
+    checkup: bool = False
+    """The record is ``stepdoctor doctor``'s look at the machine: no job ran, so nothing is
+    known of what a job would gain (the rules give no speed-up figure from it)."""
 
     @cached_property
     def summary(self) -> Summary:

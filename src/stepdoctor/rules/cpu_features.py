@@ -33,7 +33,7 @@ def _level(name: str) -> int:
 @rule(
     id="cpu-features",
     title="CPU vector instructions unused or missing",
-    requires=("env",),
+    requires=("env", "cpu_flags"),
     scope="env",
 )
 def cpu_features(ctx: RuleContext) -> list[Finding]:

@@ -16,6 +16,9 @@ __all__ = ["RULES", "SCOPES", "Rule", "rule", "run_rules"]
 
 RuleFunc = Callable[[RuleContext], list[Finding]]
 
+#: The architectures whose CPU flags (AVX2, AVX-512) the CPU checks read.
+_X86 = ("x86_64", "amd64", "i386", "i686")
+
 #: What a rule may require, and how to tell it is there.
 _REQUIREMENTS: dict[str, tuple[Callable[[RuleContext], bool], str]] = {
     "steps": (lambda c: len(c.steps) > 0, "no steps were recorded after warm-up"),
@@ -27,6 +30,14 @@ _REQUIREMENTS: dict[str, tuple[Callable[[RuleContext], bool], str]] = {
     "system": (lambda c: len(c.system) > 0, "no system samples were recorded"),
     "env": (lambda c: len(c.record.env) > 0, "no environment facts were recorded"),
     "model": (lambda c: len(c.record.models) > 0, "no model was seen"),
+    "cpu_flags": (
+        lambda c: (
+            c.record.env_value("cpu.avx2") is not None
+            or str(c.record.env_value("cpu.arch")).lower() not in _X86
+        ),
+        "the CPU's flags were not read (py-cpuinfo gave none in time: see the probe.cpuinfo "
+        "fact); run `stepdoctor doctor` again",
+    ),
     "trace": (
         lambda c: c.trace is not None and any(r.temporal for r in c.trace.ranks),
         "no profiler trace with GPU events",
