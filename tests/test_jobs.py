@@ -4,11 +4,11 @@ the all-reduces), its cause from its own phases, and silence when the ranks wait
 from __future__ import annotations
 
 import dataclasses
+import json
 from pathlib import Path
 
 import pytest
 
-from stepdoctor.cli.launch import job_text
 from stepdoctor.jobs import (
     CRITICAL_WAIT_SHARE,
     MIN_CRITICAL_STEPS,
@@ -16,12 +16,25 @@ from stepdoctor.jobs import (
     comm_findings,
     hang_findings,
     job_findings,
+    job_report,
+    rank_findings,
+    rank_record,
     rank_rows,
     summarise_job,
 )
-from stepdoctor.model import Collective, DdpStats, RunEnd, RunRecord, Severity
+from stepdoctor.model import (
+    Collective,
+    DdpStats,
+    Finding,
+    Fix,
+    Report,
+    RunEnd,
+    RunRecord,
+    Severity,
+    Speedup,
+)
 from stepdoctor.record import RecordWriter
-from stepdoctor.render.job import JOB_HEADING
+from stepdoctor.render.job import JOB_HEADING, RANKS_HEADING, render_job_as, render_job_report
 from stepdoctor.report import build_report
 from tests.builders import meta, record, samples, stacked, steps
 from tests.marks import needs_module
@@ -131,8 +144,8 @@ def test_a_job_with_nothing_found_says_so_under_its_own_heading(tmp_path: Path) 
                                                     "backward": 10}))  # fmt: skip
         w.write_end(RunEnd(t_ns=10**10, status="ok"))
         w.close()
-    text = job_text(tmp_path, executor="serial")
-    verdict = text.split(JOB_HEADING, 1)[1]
+    text = render_job_report(job_report(tmp_path, executor="serial"))
+    verdict = text.split(JOB_HEADING, 1)[1].split(RANKS_HEADING, 1)[0]
     assert "No problems found" in verdict
 
 
@@ -146,7 +159,8 @@ def test_a_job_with_nothing_found_says_so_under_its_own_heading(tmp_path: Path) 
 )
 def test_the_job_is_mapped_rank_by_rank_on_any_executor(tmp_path: Path, executor: str) -> None:
     _job_folder(tmp_path, slow_rank=2)
-    rows, problems = summarise_job(tmp_path, executor=executor)
+    rows, reports, problems = summarise_job(tmp_path, executor=executor)
+    assert sorted(reports) == [0, 1, 2] and reports[2].meta.rank == 2
     assert [r.rank for r in rows] == [0, 1, 2] and [r.comm_ms for r in rows] == [9.0, 9.0, 1.0]
     assert len(problems) == 1 and problems[0].startswith("rank-9: its record could not be read")
     (f,) = job_findings(rows)
@@ -367,3 +381,103 @@ def test_cpu_all_reduces_on_a_busy_host_are_said_as_info_below_critical() -> Non
     assert comm_findings(heavy)[0].severity == Severity.CRITICAL
     nccl = [dataclasses.replace(r, ddp=dataclasses.replace(r.ddp, backend="nccl")) for r in busy]
     assert comm_findings(nccl)[0].severity == Severity.WARNING
+
+
+SCHEMA = Path(__file__).resolve().parents[1] / "docs" / "job-report.schema.json"
+
+
+def test_a_jobs_report_leads_with_the_job_in_every_format(tmp_path: Path) -> None:
+    """Rank 2 waits least, for data: the JSON (valid against its documented schema) names it
+    and its cause, with the ranks' table and each rank's report; the ranks' own findings are
+    labelled by rank, said once where every rank says the same; the text and the page put the
+    job first."""
+    jsonschema = pytest.importorskip("jsonschema")
+    _job_folder(tmp_path, slow_rank=2)
+    job = job_report(tmp_path, executor="serial")
+    data = json.loads(render_job_as("json", job, _first(tmp_path)))
+    jsonschema.validate(data, json.loads(SCHEMA.read_text()))
+    section = data["job"]
+    assert (data["kind"], section["world_size"], section["ranks_read"]) == ("job", 3, [0, 1, 2])
+    assert section["straggler"]["rank"] == 2 and section["straggler"]["cause"] == "data_wait"
+    assert section["verdict"][0]["rule"] == "stragglers" and section["hang"] is None
+    assert [row["rank"] for row in section["ranks_table"]] == [0, 1, 2]
+    assert section["problems"][0].startswith("rank-9: its record could not be read")
+    assert [r["meta"]["rank"] for r in data["ranks"]] == [0, 1, 2]
+    # every rank waits for input (info: a second of steps), said once with the figures of
+    # rank 2, whose wait is the longest
+    (waits,) = (f for f in section["rank_findings"] if f["rule"] == "input-bound")
+    assert (waits["ranks"], waits["every_rank"], waits["figures_of"]) == ([0, 1, 2], True, 2)
+    assert waits["label"] == "every rank (rank 2's figures)"
+    own = {r["meta"]["rank"]: r["findings"] for r in data["ranks"]}
+    assert waits["title"] == next(f["title"] for f in own[2] if f["rule"] == "input-bound")
+    text = render_job_as("text", job, _first(tmp_path))
+    assert text.index("Ranks") < text.index(JOB_HEADING) < text.index(RANKS_HEADING)
+    assert "every rank (rank 2's figures): " in text.split(RANKS_HEADING, 1)[1]
+    page = render_job_as("html", job, _first(tmp_path))
+    assert page.index('id="job"') < page.index("Rank 0 in detail")
+    assert page.index("Rank 2 holds back") < page.index("Rank 0 in detail")
+
+
+def test_ranks_findings_are_said_once_by_the_ranks_that_make_them() -> None:
+    """Four ranks: what all say is said once; what two say, once with both; what one says,
+    with its rank; a rule at two severities is two findings."""
+
+    def report(rank: int, *findings: Finding) -> Report:
+        base = build_report(record(steps(30, phases_ms={"forward": 10})))
+        return dataclasses.replace(
+            base, meta=dataclasses.replace(base.meta, rank=rank), findings=findings
+        )
+
+    def said(rule: str, share: float, severity: Severity = Severity.WARNING) -> Finding:
+        return Finding(rule=rule, severity=severity, title=f"{rule} takes {share:.0%}",
+                       explanation="e", evidence=(), fix=Fix(summary="f"),
+                       speedup=Speedup(factor=1 / (1 - share), basis="b"))  # fmt: skip
+
+    reports = {
+        0: report(0, said("gc-pauses", 0.1), said("input-bound", 0.3)),
+        1: report(1, said("gc-pauses", 0.2), said("input-bound", 0.4)),
+        2: report(2, said("gc-pauses", 0.1), said("slow-callbacks", 0.5)),
+        3: report(3, said("gc-pauses", 0.1, Severity.CRITICAL)),
+    }
+    found = {(f.finding.rule, f.label): f for f in rank_findings(reports)}
+    assert set(found) == {
+        ("gc-pauses", "ranks 0, 1, 2 (rank 1's figures)"),
+        ("gc-pauses", "rank 3"),
+        ("input-bound", "ranks 0, 1 (rank 1's figures)"),
+        ("slow-callbacks", "rank 2"),
+    }
+    assert found[("gc-pauses", "rank 3")].finding.severity is Severity.CRITICAL
+    everyone = rank_findings({n: reports[n] for n in (0, 1)})
+    assert {f.label for f in everyone} == {"every rank (rank 1's figures)"}
+    assert [f.finding.title for f in everyone] == ["input-bound takes 40%", "gc-pauses takes 20%"]
+
+
+def test_a_jobs_page_escapes_what_comes_from_its_records(tmp_path: Path) -> None:
+    _job_folder(tmp_path, slow_rank=1)
+    job = job_report(tmp_path, executor="serial")
+    evil = "<script>alert(1)</script>"
+    rows = tuple(dataclasses.replace(r, host=evil) for r in job.rows)
+    page = render_job_as("html", dataclasses.replace(job, rows=rows, folder=evil),
+                         _first(tmp_path))  # fmt: skip
+    assert evil not in page and "&lt;script&gt;alert(1)&lt;/script&gt;" in page
+
+
+def test_report_of_a_jobs_folder_writes_the_jobs_json_and_refuses_one_ranks_formats(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from stepdoctor.cli import main
+
+    _job_folder(tmp_path / "job", slow_rank=1)
+    out = tmp_path / "job.json"
+    argv = ["report", str(tmp_path / "job"), "--executor", "serial", "--format", "json"]
+    assert main([*argv, "-o", str(out)]) == 0
+    data = json.loads(out.read_text())
+    assert data["kind"] == "job" and data["job"]["straggler"]["rank"] == 1
+    assert main([*argv[:-1], "perfetto"]) == 2
+    assert "its report is text, json, html" in capsys.readouterr().err
+
+
+def _first(job: Path) -> RunRecord:
+    first = rank_record(job)
+    assert first is not None
+    return first

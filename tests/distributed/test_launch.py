@@ -3,20 +3,24 @@ and by torchrun, each with a record of its own; module-style jobs (``-m``)."""
 
 from __future__ import annotations
 
+import json
 import os
 import statistics
 import subprocess
 import sys
 from pathlib import Path
 
+import jsonschema
 import pytest
 
 from stepdoctor.jobs.stragglers import WAIT_SHARE
 from stepdoctor.record import load_run
+from stepdoctor.render.job import JOB_HEADING, RANKS_HEADING
 from tests._machine import busy_cores
 from tests._zygote import stepdoctor_run
 
 HERE = Path(__file__).parent
+SCHEMA = HERE.parents[1] / "docs" / "job-report.schema.json"
 #: Cores other processes may keep busy for the planted CPU hog to be the only competitor.
 QUIET_CORES = 0.3
 pytestmark = pytest.mark.scenario
@@ -46,12 +50,16 @@ def test_nproc_per_node_runs_each_rank_watched_and_reports_the_job(tmp_path: Pat
         assert len(record.steps) == 14 and record.end is not None
         # the other rank's CPU is the job's, not a competing process's
         assert any(s.ranks_cpu_pct for s in record.system)
-    assert "Ranks\nrank  steps" in proc.stderr and (tmp_path / "report.json").is_file()
-    assert "the report above is rank 0's" in proc.stderr
-    job = proc.stderr.split("Ranks\n", 1)[1]
+    # the job first: its ranks' table, its verdict, then the ranks' own findings
+    assert proc.stderr.index("Ranks\nrank  steps") < proc.stderr.index(JOB_HEADING)
+    job = proc.stderr.split(JOB_HEADING, 1)[1].split(RANKS_HEADING, 1)[0]
     # healthy ranks wait alike: no straggler (on a busy machine, one that other processes
     # slowed is said as info)
     assert "[WARNING]" not in job and "[CRITICAL]" not in job, job
+    data = json.loads((tmp_path / "report.json").read_text())  # the job's, not rank 0's
+    jsonschema.validate(data, json.loads(SCHEMA.read_text()))
+    assert data["job"]["world_size"] == 2 and data["job"]["straggler"] is None
+    assert [r["meta"]["rank"] for r in data["ranks"]] == [0, 1]
     for rank in (0, 1):  # DDP's own timings kept, of every iteration (by default: 1 in 100)
         (ddp,) = load_run(out / f"rank-{rank}").ddp
         assert ddp.iterations >= 13 and ddp.backward_comm_ns and ddp.backend == "gloo"
@@ -64,7 +72,7 @@ def test_all_reduces_that_take_half_a_step_are_the_jobs_cost(tmp_path: Path) -> 
     proc = _stepdoctor("run", "--nproc-per-node", "2", "--width", "1000", "--out", str(out),
                        str(HERE / "ddp_job.py"), DDP_STEPS="60", DDP_HOOK="fp16")  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
-    job = proc.stderr.split("The job, all ranks together:", 1)[1]
+    job = proc.stderr.split(JOB_HEADING, 1)[1]
     assert "Gradient all-reduces take" in job and "(comm-bound)" in job, job
     assert "comm hook fp16_compress_hook" in job and "backend gloo" in job
     assert "a larger batch" in job and "register_comm_hook" not in job
@@ -96,7 +104,7 @@ def test_a_rank_beside_a_cpu_hog_on_its_core_is_named(tmp_path: Path) -> None:
             hog.kill()
             hog.wait()
     assert proc.returncode == 0, proc.stderr[-3000:]
-    job = proc.stderr.split("The job, all ranks together:", 1)[1]
+    job = proc.stderr.split(JOB_HEADING, 1)[1]
     if "Rank 1 holds back the other rank:" not in job:
         # other load that began during the run takes rank 0's core too (seen beside a
         # fresh-clone check run at the same time): the planted hog was not alone
@@ -141,10 +149,28 @@ def test_torchrun_with_stepdoctor_as_the_module_records_each_rank_and_names_a_sl
     assert proc.stderr.count("Findings") <= 1  # only rank 0 prints its report
     report = _stepdoctor("report", "--width", "1000", str(out))
     assert report.returncode == 0, report.stderr[-3000:]
-    job = report.stdout.split("The job, all ranks together:", 1)[1]
+    job = report.stdout.split(JOB_HEADING, 1)[1].split(RANKS_HEADING, 1)[0]
     assert "Rank 1 holds back the other rank:" in job, job
     assert "because of its data loading" in job, job
-    refused = _stepdoctor("report", "--format", "json", str(out))
+    # the JSON and the page are the job's too: the straggler and its cause first
+    written = _stepdoctor("report", "--format", "json", "-o", str(tmp_path / "job.json"), str(out))
+    assert written.returncode == 0, written.stderr[-3000:]
+    data = json.loads((tmp_path / "job.json").read_text())
+    jsonschema.validate(data, json.loads(SCHEMA.read_text()))
+    assert data["job"]["straggler"]["rank"] == 1
+    assert data["job"]["straggler"]["cause"] == "data_wait"
+    # no rank calls its sibling rank (or the launcher) a competing process
+    pids = {load_run(out / f"rank-{rank}").meta.pid for rank in (0, 1)}
+    for rank in data["ranks"]:
+        for finding in rank["findings"]:
+            named = str({e["metric"]: e["value"] for e in finding["evidence"]}
+                        .get("top other processes", ""))  # fmt: skip
+            assert not any(f"pid {pid}," in named for pid in pids), finding
+    page = _stepdoctor("report", "--format", "html", "-o", str(tmp_path / "job.html"), str(out))
+    assert page.returncode == 0, page.stderr[-3000:]
+    html = (tmp_path / "job.html").read_text()
+    assert html.index("Rank 1 holds back the other rank") < html.index("Rank 0 in detail")
+    refused = _stepdoctor("report", "--format", "perfetto", str(out))
     assert refused.returncode == 2 and "rank-0" in refused.stderr
     assert "Traceback" not in refused.stderr
 

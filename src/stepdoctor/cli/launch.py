@@ -13,15 +13,15 @@ from pathlib import Path
 from stepdoctor.cli._common import error_line
 from stepdoctor.errors import UsageError
 from stepdoctor.jobs.stall import StallWatch, stall_findings
-from stepdoctor.jobs.verdict import judge_job, load_or_none, rank_record
+from stepdoctor.jobs.verdict import job_report, load_or_none, rank_record
 from stepdoctor.probes.flight import STALL_VARIABLE
 from stepdoctor.probes.ranks import RANK_DIR_PREFIX, rank_dirs, rank_from_env
 from stepdoctor.render.formats import RENDERERS, RenderInput
-from stepdoctor.render.job import render_job, render_stall
+from stepdoctor.render.job import render_job_as, render_job_report, render_stall
 from stepdoctor.report import build_report
 from stepdoctor.watching import stderr_line
 
-__all__ = ["POLL_S", "job_text", "launch"]
+__all__ = ["POLL_S", "launch"]
 
 #: How often the launcher looks at its ranks' records (they are flushed every second).
 POLL_S = 1.0
@@ -66,23 +66,33 @@ def launch(args: argparse.Namespace, out: Path, target: list[str]) -> int:
     if not folders and not alone:
         error_line(f"no rank wrote a record under {out} (torch.distributed.run exit code {code})")
         return code or 1
-    first = load_or_none(out) if alone else rank_record(out)
-    view = None if first is None else RenderInput(record=first, report=build_report(first),
-                                                  width=args.width)  # fmt: skip
-    if not args.no_report:
-        if view is not None:
-            sys.stderr.write(RENDERERS["text"].render(view))
-        if folders:
-            sys.stderr.write(job_text(out, width=args.width))
-    for name, path in (("json", args.json_path), ("html", args.html_path)):
-        if path is not None and view is not None:
-            path.write_text(RENDERERS[name].render(view), encoding="utf-8")
     if alone:
-        stderr_line(f"run record: {out / 'run.jsonl'} (a world of one rank)")
-    else:
-        shown = "" if first is None else f" (the report above is rank {first.meta.rank}'s)"
-        stderr_line(f"ranks' records: {out}{shown}")
+        _report_alone(out, args)
+        return code
+    job = job_report(out)
+    if not args.no_report:
+        sys.stderr.write(render_job_report(job, width=args.width))
+    first = rank_record(out)
+    for name, path in (("json", args.json_path), ("html", args.html_path)):
+        if path is not None and first is not None:
+            path.write_text(render_job_as(name, job, first), encoding="utf-8")
+    stderr_line(f"ranks' records: {out}")
     return code
+
+
+def _report_alone(out: Path, args: argparse.Namespace) -> None:
+    """A world of one rank: its report, as a single run's."""
+    record = load_or_none(out)
+    if record is None:
+        error_line(f"the record in {out} could not be read")
+        return
+    view = RenderInput(record=record, report=build_report(record), width=args.width)
+    if not args.no_report:
+        sys.stderr.write(RENDERERS["text"].render(view))
+    for name, path in (("json", args.json_path), ("html", args.html_path)):
+        if path is not None:
+            path.write_text(RENDERERS[name].render(view), encoding="utf-8")
+    stderr_line(f"run record: {out / 'run.jsonl'} (a world of one rank)")
 
 
 def _run_watched(command: list[str], out: Path, args: argparse.Namespace) -> int:
@@ -105,13 +115,3 @@ def _run_watched(command: list[str], out: Path, args: argparse.Namespace) -> int
                     error_line(f"the ranks' records could not be read for the stall: {exc!r}")
     except KeyboardInterrupt:  # the launcher got it too (one process group): let it stop
         return proc.wait()
-
-
-def job_text(job: Path, *, width: int = 100, executor: str = "process",
-             scheduler: str | None = None) -> str:  # fmt: skip
-    """The job's table of ranks and its findings as terminal text (``jobs.judge_job``,
-    ``render.job.render_job``); a rank that could not be read is said on stderr."""
-    rows, findings, problems = judge_job(job, executor=executor, scheduler=scheduler)
-    for line in problems:
-        error_line(line)
-    return render_job(rows, findings, width=width)

@@ -9,12 +9,12 @@ from pathlib import Path
 
 from stepdoctor.cli import summary
 from stepdoctor.cli._common import write_output
-from stepdoctor.cli.launch import job_text
 from stepdoctor.errors import UsageError
-from stepdoctor.jobs.verdict import is_job_dir
+from stepdoctor.jobs.verdict import is_job_dir, job_report, rank_record
 from stepdoctor.model import Report, RunRecord, TraceSummary
 from stepdoctor.record import load_run
 from stepdoctor.render.formats import RENDERERS, RenderInput
+from stepdoctor.render.job import JOB_FORMATS, render_job_as
 from stepdoctor.report import attach_verify, build_report, fold_trace, trace_of_run, verify_of_run
 
 __all__ = ["add_parser", "run"]
@@ -63,20 +63,7 @@ def run(args: argparse.Namespace) -> int:
     """Print the report (or write it to ``--output``); a profiler trace the run captured
     (``run --trace``) is analysed and folded in."""
     if is_job_dir(Path(args.run_path)):  # a distributed job's folder: every rank's record
-        if args.format != "text" or args.speedscope is not None:
-            raise UsageError(
-                f"{args.run_path} holds a distributed job's ranks: its report is text; for "
-                f"one rank's {args.format} give that rank's folder ({args.run_path}/rank-0)"
-            )
-        text = job_text(
-            Path(args.run_path), width=args.width, executor=args.executor,
-            scheduler=args.dask_scheduler,
-        )  # fmt: skip
-        if args.output is None:
-            sys.stdout.write(text)
-        else:
-            write_output(args.output, text)
-        return 0
+        return _job(args)
     record = load_run(args.run_path)
     renderer = RENDERERS[args.format]
     report, trace = (
@@ -91,6 +78,28 @@ def run(args: argparse.Namespace) -> int:
     if args.speedscope is not None:
         write_output(args.speedscope, RENDERERS["speedscope"].render(RenderInput(record=record)))
         print(f"stepdoctor: wrote {args.speedscope}", file=sys.stderr)
+    return 0
+
+
+def _job(args: argparse.Namespace) -> int:
+    """A distributed job's folder: the job's report (text, JSON or HTML)."""
+    folder = Path(args.run_path)
+    if args.format not in JOB_FORMATS or args.speedscope is not None:
+        raise UsageError(
+            f"{folder} holds a distributed job's ranks: its report is "
+            f"{', '.join(JOB_FORMATS)}; for one rank's {args.format} give that rank's folder "
+            f"({folder}/rank-0)"
+        )
+    job = job_report(folder, executor=args.executor, scheduler=args.dask_scheduler)
+    first = rank_record(folder)
+    if first is None:
+        raise UsageError(f"no rank's record in {folder} could be read: {'; '.join(job.problems)}")
+    text = render_job_as(args.format, job, first, width=args.width)
+    if args.output is None:
+        sys.stdout.write(text)
+    else:
+        write_output(args.output, text)
+        print(f"stepdoctor: wrote {args.output}", file=sys.stderr)
     return 0
 
 

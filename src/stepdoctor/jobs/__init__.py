@@ -25,7 +25,12 @@ from stepdoctor.jobs.stragglers import (
     WAIT_SHARE,
     job_findings,
 )
-from stepdoctor.jobs.verdict import is_job_dir, judge_job, rank_record
+from stepdoctor.jobs.verdict import (
+    is_job_dir,
+    job_report,
+    rank_findings,
+    rank_record,
+)
 
 __all__ = [
     "CAUSE_SHARE",
@@ -43,7 +48,8 @@ __all__ = [
     "hang_findings",
     "is_job_dir",
     "job_findings",
-    "judge_job",
+    "job_report",
+    "rank_findings",
     "rank_record",
     "rank_row",
     "rank_rows",

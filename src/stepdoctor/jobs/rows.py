@@ -124,8 +124,9 @@ def rank_rows(records: Mapping[int, RunRecord], reports: Mapping[int, Report]) -
     return [rank_row(rank, records[rank], reports[rank]) for rank in sorted(records)]
 
 
-def summarise_rank(folder: Path) -> RankRow | str:
-    """The map step: one rank's folder read into its row (a str: why it could not be read)."""
+def summarise_rank(folder: Path) -> tuple[RankRow, Report] | str:
+    """The map step: one rank's folder read into its row and its report (a str: why it could
+    not be read)."""
     try:
         record = load_run(folder)
     except (RecordError, OSError) as exc:
@@ -133,16 +134,17 @@ def summarise_rank(folder: Path) -> RankRow | str:
     rank = record.meta.rank if record.meta.rank is not None else rank_of_dir(folder)
     if rank is None:
         return f"{folder.name}: not a rank's folder"
-    return rank_row(rank, record, build_report(record))
+    report = build_report(record)
+    return rank_row(rank, record, report), report
 
 
 def summarise_job(
     job: Path, *, executor: str = "process", scheduler: str | None = None
-) -> tuple[list[RankRow], list[str]]:
-    """Every rank's row of a job's folder (``rank-N`` folders), and a line for each rank whose
-    record could not be read. The map runs on ``executor``: ``process`` (a process pool, one
-    process per core at most), ``serial``, or ``dask`` (a Dask cluster: the scheduler at
-    ``scheduler``, or a local one; the ``[dask]`` extra).
+) -> tuple[list[RankRow], dict[int, Report], list[str]]:
+    """Every rank's row and report of a job's folder (``rank-N`` folders), and a line for each
+    rank whose record could not be read. The map runs on ``executor``: ``process`` (a process
+    pool, one process per core at most), ``serial``, or ``dask`` (a Dask cluster: the scheduler
+    at ``scheduler``, or a local one; the ``[dask]`` extra).
 
     Raises:
         MissingExtraError: ``dask`` without Dask's ``distributed`` installed.
@@ -160,11 +162,15 @@ def summarise_job(
         results = _on_dask(folders, scheduler)
     else:
         raise ValueError(f"executor must be process, serial or dask, not {executor!r}")
-    rows = sorted((r for r in results if isinstance(r, RankRow)), key=lambda r: r.rank)
-    return rows, [r for r in results if isinstance(r, str)]
+    read = sorted((r for r in results if not isinstance(r, str)), key=lambda r: r[0].rank)
+    return (
+        [row for row, _ in read],
+        {row.rank: report for row, report in read},
+        [r for r in results if isinstance(r, str)],
+    )
 
 
-def _on_dask(folders: list[Path], scheduler: str | None) -> list[RankRow | str]:
+def _on_dask(folders: list[Path], scheduler: str | None) -> list[tuple[RankRow, Report] | str]:
     """The map on a Dask cluster: the scheduler at ``scheduler``, or a local one."""
     try:
         from distributed import Client, LocalCluster

@@ -119,5 +119,5 @@ def stall_findings(job: Path) -> tuple[list[RankRow], list[Finding]]:
     """The ranks of a job that waits, read from their records as they are (serially: the
     launcher's own process), and what they say of the stall: the rank the others wait for,
     where one stands out (``hang_findings``)."""
-    rows, _ = summarise_job(job, executor="serial")
+    rows, _, _ = summarise_job(job, executor="serial")
     return rows, hang_findings(rows, ended=False)

@@ -26,6 +26,7 @@ __all__ = [
     "CRITICAL_WAIT_SHARE",
     "MIN_CRITICAL_STEPS",
     "OTHERS_NOTED",
+    "STRAGGLER_CAUSE",
     "UNEXPLAINED_SHARE",
     "WAIT_SHARE",
     "job_findings",
@@ -48,6 +49,9 @@ CAUSE_SHARE = 0.5
 #: two busy processes on the 2 cores, one rank's backward 1.4x the other's, 16% of the step
 #: lost). Beyond that the other processes single it out (a hog on its cores): graded as usual.
 COMPUTE_PHASES = frozenset({"forward", "backward_compute", "optimizer"})
+#: The straggler finding's evidence naming its cause: a phase of its step (``_CAUSES``' keys),
+#: ``gpu_clock`` or ``cpu_clock``, or "none stands out".
+STRAGGLER_CAUSE = "cause"
 CONTENDED_SHARE = COMPETING_SHARE
 #: Other processes using this share of the straggler's host are named beside a cause in its
 #: computation (one on its cores slows it; with ``CONTENDED_SHARE`` or more it is info).
@@ -143,8 +147,10 @@ def job_findings(rows: list[RankRow]) -> list[Finding]:
         and lost < CRITICAL_WAIT_SHARE
     )
     everyone = f"{len(others)} other ranks" if len(others) > 1 else "the other rank"
+    # what made it late, as a word a tool can match (the job's JSON: ``straggler.cause``)
+    kind = clock[2] if clock else phase if found else ""
     if clock is not None:
-        cause, advice = clock
+        cause, advice, _ = clock
     elif found:
         what, advice = _CAUSES[phase]
         cause = (
@@ -201,6 +207,11 @@ def job_findings(rows: list[RankRow]) -> list[Finding]:
                     source="DDP logging data, steps",
                 ),
                 Evidence(
+                    metric=STRAGGLER_CAUSE,
+                    value=kind or "none stands out",
+                    source="step phases, clocks",
+                ),
+                Evidence(
                     metric=f"straggler's {phase} a step beyond the others'",
                     value=round(extra, 2),
                     unit="ms",
@@ -238,11 +249,11 @@ def _others_note(slow: RankRow, *, contended: bool, computing: bool) -> str:
     )
 
 
-def _clock_cause(slow: RankRow, others: list[RankRow], gap: float) -> tuple[str, str] | None:
+def _clock_cause(slow: RankRow, others: list[RankRow], gap: float) -> tuple[str, str, str] | None:
     """The straggler's lower clock as its cause, when its computation at the others' clock
     would save at least ``CAUSE_SHARE`` of the wait: its GPU's SM clock (a share of its
     maximum over its busy readings, with the throttling reasons NVML gave), else its host's
-    CPU clock against other hosts'."""
+    CPU clock against other hosts'. (the cause, its advice, ``gpu_clock`` or ``cpu_clock``)"""
     compute = sum(slow.phase_ms.get(p, 0.0) for p in COMPUTE_PHASES)
     theirs = [r.gpu_clock for r in others if r.gpu_clock]
     if (
@@ -257,6 +268,7 @@ def _clock_cause(slow: RankRow, others: list[RankRow], gap: float) -> tuple[str,
             "Its GPU runs slower than the others': look at its power limit and cooling "
             "(nvidia-smi -q -d PERFORMANCE,POWER,TEMPERATURE); a node whose GPUs throttle "
             "holds back the whole job, so fix or drain it.",
+            "gpu_clock",
         )
     # ranks on one host share its CPUs' clock: only other hosts' compare
     mhz = [r.cpu_mhz for r in others if r.cpu_mhz and r.host != slow.host]
@@ -270,5 +282,6 @@ def _clock_cause(slow: RankRow, others: list[RankRow], gap: float) -> tuple[str,
             f"{statistics.median(mhz):.0f} MHz.",
             "Its host's CPUs run at a lower clock than the others': look at its frequency "
             "governor (cpupower frequency-info), power limits and cooling.",
+            "cpu_clock",
         )
     return None

@@ -31,7 +31,7 @@ if TYPE_CHECKING:
         SpeedupKind,
         Summary,
     )
-    from stepdoctor.model.jobs import RankRow
+    from stepdoctor.model.jobs import JobReport, RankFinding, RankRow
     from stepdoctor.model.jvm import JvmGcLog
     from stepdoctor.model.measured import (
         OUTLIER_SIGMAS,
@@ -119,6 +119,7 @@ __all__ = [
     "GpuProcess",
     "GpuSample",
     "HookTime",
+    "JobReport",
     "JvmGcLog",
     "KernelStat",
     "LaunchStats",
@@ -131,6 +132,7 @@ __all__ = [
     "Phase",
     "ProcessUsage",
     "ProfiledSpan",
+    "RankFinding",
     "RankRow",
     "RankTrace",
     "Report",
@@ -195,6 +197,8 @@ _HOMES = {
     "ProcessUsage": "run",
     "ProfiledSpan": "run",
     "RankRow": "jobs",
+    "JobReport": "jobs",
+    "RankFinding": "jobs",
     "RankTrace": "traces",
     "Report": "findings",
     "RunEnd": "run",

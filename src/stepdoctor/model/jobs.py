@@ -1,14 +1,16 @@
-"""A distributed job's ranks as rows: what the job's diagnosis (``stepdoctor.jobs``) reads of
-each rank's record and report, and what its table shows."""
+"""A distributed job's ranks as rows (what the job's diagnosis, ``stepdoctor.jobs``, reads of
+each rank's record and report, and what its table shows) and the job's report."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from stepdoctor.model.findings import Finding, Report
 from stepdoctor.model.run import Collective, DdpStats
 
-__all__ = ["RankRow"]
+__all__ = ["JobReport", "RankFinding", "RankRow"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,3 +54,51 @@ class RankRow:
     """The processes outside the job that used the most CPU on its host during its steps."""
     collectives: tuple[Collective, ...] = ()
     """Its last collectives (flight recorder), as read last."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RankFinding:
+    """A finding of the ranks' own reports, labelled with the ranks that made it."""
+
+    ranks: tuple[int, ...]
+    every: bool
+    """Every rank read made it."""
+    figures_of: int
+    """The rank whose finding (and figures) this is: of several, the one whose fix saves the
+    most."""
+    finding: Finding
+
+    @property
+    def label(self) -> str:
+        """``every rank (rank 2's figures)``, ``rank 1`` or ``ranks 0, 2 (rank 0's figures)``."""
+        if len(self.ranks) == 1:
+            return f"rank {self.ranks[0]}"
+        who = "every rank" if self.every else "ranks " + ", ".join(str(r) for r in self.ranks)
+        return f"{who} (rank {self.figures_of}'s figures)"
+
+    def labelled(self) -> Finding:
+        """The finding with its label before its title (``every rank: ...``)."""
+        return dataclasses.replace(self.finding, title=f"{self.label}: {self.finding.title}")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class JobReport:
+    """A distributed job's report: its verdict from all ranks together, its ranks' table,
+    then each rank's own report (``stepdoctor.jobs.job_report``)."""
+
+    schema_version: int
+    folder: str
+    """The job's folder (a ``rank-N`` folder per rank)."""
+    world_size: int | None
+    """The ranks the job was launched with (their records' ``world_size``)."""
+    rows: tuple[RankRow, ...]
+    findings: tuple[Finding, ...]
+    """The job's own verdict, ranked: a hang or desync, else the straggler and the
+    communication's exposed cost."""
+    rank_findings: tuple[RankFinding, ...]
+    """The ranks' own findings, ranked, each labelled by the ranks that made it (said once
+    where several ranks make it)."""
+    ranks: tuple[Report, ...]
+    """Each rank's report, in rank order (the ranks whose records could be read)."""
+    problems: tuple[str, ...] = ()
+    """A line for each rank whose record could not be read."""

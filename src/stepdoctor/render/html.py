@@ -24,7 +24,15 @@ from typing import Any
 import jinja2
 from markupsafe import Markup
 
-from stepdoctor.model import SETUP_PHASE, Report, RunRecord, Severity, TraceSummary, to_jsonable
+from stepdoctor.model import (
+    SETUP_PHASE,
+    JobReport,
+    Report,
+    RunRecord,
+    Severity,
+    TraceSummary,
+    to_jsonable,
+)
 from stepdoctor.model.jvm import JvmGcLog
 from stepdoctor.render.names import (
     PHASE_LABELS,
@@ -37,7 +45,7 @@ from stepdoctor.render.names import (
 )
 from stepdoctor.timeline import MAX_POINTS, Timelines, timelines
 
-__all__ = ["html_context", "render_html"]
+__all__ = ["html_context", "render_html", "render_job_html"]
 
 
 def html_context(
@@ -353,16 +361,61 @@ def _template() -> jinja2.Template:
     return env.get_template(PAGE_TEMPLATE)
 
 
+def render_job_html(job: JobReport, record: RunRecord, *, max_points: int = MAX_POINTS) -> str:
+    """Return a distributed job's page: the job first (its verdict, the ranks' table, the
+    ranks' own findings labelled by rank), then the page of ``record`` (the lowest rank read,
+    whose report is ``job.ranks[0]``) in detail."""
+    report = next((r for r in job.ranks if r.meta.run_id == record.meta.run_id), job.ranks[0])
+    cwd = record.meta.cwd
+    size = f"world size {job.world_size}" if job.world_size else "world size not recorded"
+    context = {
+        "ranks_read": len(job.ranks),
+        "size": size,
+        "folder": job.folder,
+        "detail_rank": report.meta.rank,
+        "findings": [_card(_finding(f, cwd)) for f in job.findings],
+        "rank_findings": [_card(_finding(f.labelled(), cwd)) for f in job.rank_findings],
+        "headers": [h for h, _ in _RANK_COLUMNS],
+        "rows": [[cell(row) for _, cell in _RANK_COLUMNS] for row in job.rows],
+        "problems": list(job.problems),
+    }
+    return render_html(record, report, max_points=max_points, job=context)
+
+
+def _ms(value: float | None) -> str:
+    return MISSING if value is None else f"{value:.1f} ms"
+
+
+def _share(value: float | None) -> str:
+    return MISSING if value is None else f"{value:.0%}"
+
+
+#: The ranks' table's columns: heading, cell (as the terminal's table).
+_RANK_COLUMNS: tuple[tuple[str, Any], ...] = (
+    ("rank", lambda r: r.rank),
+    ("steps", lambda r: r.steps),
+    ("mean step", lambda r: _ms(r.mean_step_ms)),
+    ("samples/s", lambda r: MISSING if r.samples_per_sec is None else f"{r.samples_per_sec:.0f}"),
+    ("data wait", lambda r: _share(r.data_wait_share)),
+    ("all-reduce", lambda r: _ms(r.comm_ms)),
+    ("other processes", lambda r: _share(r.others_cpu_share)),
+    ("host", lambda r: r.host),
+)
+
+
 def render_html(
     record: RunRecord,
     report: Report,
     trace: TraceSummary | None = None,
     *,
     max_points: int = MAX_POINTS,
+    job: dict[str, Any] | None = None,
 ) -> str:
-    """Return the page (with the profiler trace's tables when ``trace`` is given)."""
+    """Return the page (with the profiler trace's tables when ``trace`` is given; after a
+    distributed job's section when ``job`` is given: ``render_job_html``)."""
     ctx = html_context(record, report, max_points=max_points)
     return _template().render(
+        job=job,
         title=ctx["title"],
         run_id=ctx["run_id"],
         hostname=ctx["hostname"],

@@ -1,17 +1,65 @@
-"""A distributed job as terminal text: the table of its ranks and its verdict, and what its
-records say of a stall while it waits."""
+"""A distributed job as terminal text: the job first (the table of its ranks and its verdict),
+then its ranks' own findings labelled by rank; and what its records say of a stall while it
+waits."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from stepdoctor.model import Finding, RankRow
+from stepdoctor.model import Finding, JobReport, RankRow, RunRecord
+from stepdoctor.render.json import render_job_json
 from stepdoctor.render.text import render_findings
 
-__all__ = ["JOB_HEADING", "rank_table", "render_job", "render_stall"]
+__all__ = [
+    "JOB_FORMATS",
+    "JOB_HEADING",
+    "RANKS_HEADING",
+    "rank_table",
+    "render_job",
+    "render_job_as",
+    "render_job_report",
+    "render_stall",
+]
 
 #: The heading of the job's own verdict (its findings, or that there are none).
 JOB_HEADING = "The job, all ranks together:"
+#: The heading of the ranks' own findings, after the job's.
+RANKS_HEADING = "Each rank's own findings (said once where several ranks say the same):"
+
+
+#: The formats a distributed job's report is written in (``render_job_as``).
+JOB_FORMATS = ("text", "json", "html")
+
+
+def render_job_as(name: str, job: JobReport, first: RunRecord, *, width: int = 100) -> str:
+    """A distributed job's report in format ``name`` (``JOB_FORMATS``); the HTML page shows
+    ``first``, the lowest rank read, in detail after the job."""
+    if name == "json":
+        return render_job_json(job)
+    if name == "html":
+        from stepdoctor.render.html import render_job_html
+
+        return render_job_html(job, first)
+    if name == "text":
+        return render_job_report(job, width=width)
+    raise ValueError(f"a job's report is {', '.join(JOB_FORMATS)}, not {name!r}")
+
+
+def render_job_report(job: JobReport, *, width: int = 100) -> str:
+    """The job's report as terminal text: what it is, the ranks' table and the job's verdict
+    (``render_job``), then the ranks' own findings labelled by rank and the ranks that could
+    not be read."""
+    size = f"world size {job.world_size}" if job.world_size else "world size not recorded"
+    head = f"\nDistributed job: {len(job.ranks)} rank(s) read ({size}), records in {job.folder}\n"
+    text = head + render_job(job.rows, job.findings, width=width)
+    labelled = [f.labelled() for f in job.rank_findings]
+    if labelled:
+        text += render_findings(labelled, width=width, heading=RANKS_HEADING)
+    elif job.ranks:
+        text += f"{RANKS_HEADING}\nNone: no rank's own report has a finding.\n"
+    for problem in job.problems:
+        text += f"not read: {problem}\n"
+    return text
 
 
 def render_job(rows: Sequence[RankRow], findings: Sequence[Finding], *, width: int = 100) -> str:

@@ -7,14 +7,16 @@ from collections.abc import Sequence
 from typing import Any
 
 from stepdoctor._version import __version__
-from stepdoctor.model import Checkup, Finding, Report, to_jsonable
+from stepdoctor.model import Checkup, Finding, JobReport, Report, to_jsonable
 
 __all__ = [
     "HEADLINE_KEYS",
     "TOOL",
     "checkup_to_dict",
     "findings_to_list",
+    "job_to_dict",
     "render_checkup_json",
+    "render_job_json",
     "render_json",
     "report_to_dict",
 ]
@@ -82,3 +84,67 @@ def checkup_to_dict(checkup: Checkup) -> dict[str, Any]:
 def render_checkup_json(checkup: Checkup) -> str:
     """Return the doctor's answer as indented JSON text."""
     return json.dumps(checkup_to_dict(checkup), indent=2, allow_nan=False) + "\n"
+
+
+#: The evidence of the job's straggler finding that the JSON's ``straggler`` reads
+#: (``jobs.stragglers``: its ``STRAGGLER_CAUSE`` and the others' wait).
+_CAUSE, _LOST = "cause", "other ranks' step lost waiting"
+
+
+def job_to_dict(job: JobReport) -> dict[str, Any]:
+    """Return a distributed job's report as JSON values (docs/job-report.schema.json): the
+    job's section first (its verdict ranked, the straggler and its cause, a hang, the ranks'
+    table, the ranks' own findings labelled by rank), then each rank's report."""
+    straggler = next((f for f in job.findings if f.rule == "stragglers"), None)
+    hang = next((f for f in job.findings if f.rule in ("hang", "desync")), None)
+    said = {e.metric: e.value for e in straggler.evidence} if straggler else {}
+    return {
+        **TOOL,
+        "kind": "job",
+        "schema_version": job.schema_version,
+        "job": {
+            "folder": job.folder,
+            "world_size": job.world_size,
+            "ranks_read": [r.meta.rank for r in job.ranks],
+            "problems": list(job.problems),
+            "verdict": findings_to_list(job.findings),
+            "straggler": None
+            if straggler is None
+            else {
+                "rank": straggler.ranks[0],
+                "cause": said.get(_CAUSE),
+                "lost_share": said.get(_LOST),
+                "severity": straggler.severity.value,
+                "title": straggler.title,
+            },
+            "hang": None
+            if hang is None
+            else {"kind": hang.rule, "ranks": list(hang.ranks), "title": hang.title},
+            "ranks_table": [_row(row) for row in job.rows],
+            "rank_findings": [
+                {
+                    **_finding(i, to_jsonable(f.finding)),
+                    "ranks": list(f.ranks),
+                    "every_rank": f.every,
+                    "figures_of": f.figures_of,
+                    "label": f.label,
+                }
+                for i, f in enumerate(job.rank_findings)
+            ],
+        },
+        "ranks": [report_to_dict(report) for report in job.ranks],
+    }
+
+
+def _row(row: object) -> dict[str, Any]:
+    """A rank's row of the table, without its last collectives and stack (in its report's
+    record)."""
+    data: dict[str, Any] = to_jsonable(row)
+    for key in ("collectives", "last_stack"):
+        data.pop(key, None)
+    return data
+
+
+def render_job_json(job: JobReport) -> str:
+    """Return a distributed job's report as indented JSON text."""
+    return json.dumps(job_to_dict(job), indent=2, allow_nan=False) + "\n"
