@@ -23,6 +23,7 @@ from stepdoctor.model import Evidence, Finding, Severity
 
 __all__ = [
     "MIN_SAVED_S",
+    "SAVED_METRIC",
     "THIN_SECONDS",
     "THIN_STEPS",
     "Rung",
@@ -48,6 +49,8 @@ THIN_SECONDS = 1.0
 #: changing your code for", which needs time to win back (issue 39: a 0.18 s Lightning run's
 #: input-bound warning, 17% of it).
 MIN_SAVED_S = 1.0
+#: The evidence a finding made info by ``MIN_SAVED_S`` carries: what its fix would have saved.
+SAVED_METRIC = "time the fix would have saved over the measured steps"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -174,7 +177,7 @@ def temper(finding: Finding, *, measured_s: float, thin: bool, timed: bool) -> F
             evidence=(
                 *finding.evidence,
                 Evidence(
-                    metric="time the fix would have saved over the measured steps",
+                    metric=SAVED_METRIC,
                     value=round(saved, 2),
                     unit="s",
                     threshold=MIN_SAVED_S,

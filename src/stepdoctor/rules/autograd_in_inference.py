@@ -1,9 +1,10 @@
 """autograd-in-inference: an inference loop that records autograd graphs or runs in train mode.
 
 Detects, in a job that never steps an optimizer and never runs backward: model calls made with
-autograd enabled (every activation is kept for a backward that never comes), and calls made
-in train mode on a model with dropout or batch-norm layers (its outputs are randomised and
-its statistics drift).
+autograd enabled (every activation is kept for a backward that never comes: a speed-up
+figure), and calls made in train mode on a model with dropout or batch-norm layers (its
+outputs are randomised and its statistics drift: a fault of the results, with no figure, so
+no short run makes it info). One finding each.
 Evidence: calls with grad on, calls in train mode, the layer kinds.
 Fix: ``torch.inference_mode()`` and ``model.eval()`` around the loop.
 """
@@ -41,60 +42,77 @@ def autograd_in_inference(ctx: RuleContext) -> list[Finding]:
         sensitive = sorted(k for k in _MODE_SENSITIVE if info and info.kinds.get(k))
         grad = stat.grad_calls / stat.calls
         train = stat.train_mode_calls / stat.calls
-        if grad < 0.5 and not (sensitive and train >= 0.5):
-            continue
-        problems = []
-        if grad >= 0.5:
-            problems.append(f"{grad:.0%} of its calls record autograd graphs")
-        if sensitive and train >= 0.5:
-            problems.append(f"{train:.0%} run in train mode with {', '.join(sensitive)} layers")
-        forward = ctx.share(Phase.FORWARD)
-        factor = 1.0 / (1.0 - forward * (1 - 1 / GRAD_COST)) if grad >= 0.5 else 1.0
-        findings.append(
-            Finding(
-                rule="autograd-in-inference",
-                severity=Severity.WARNING,
-                title=f"{stat.class_name} runs inference with "
-                + " and ".join(
-                    p
-                    for p, on in (("autograd on", grad >= 0.5), ("train mode on", train >= 0.5))
-                    if on
-                ),
-                explanation=(
-                    f"The job never runs backward or an optimizer step, yet {stat.class_name}: "
-                    + "; ".join(problems)
-                    + ". Autograd keeps every activation alive for a backward that never "
-                    "comes; train mode makes dropout drop and batch-norm update its statistics, "
-                    "so the outputs are not the model's eval outputs."
-                ),
-                evidence=(
-                    Evidence(metric="model calls", value=stat.calls, source="forward hook"),
-                    Evidence(
-                        metric="calls with grad enabled",
-                        value=stat.grad_calls,
-                        source="torch.is_grad_enabled()",
-                    ),
-                    Evidence(
-                        metric="calls in train mode",
-                        value=stat.train_mode_calls,
-                        source="model.training",
-                    ),
-                    Evidence(
-                        metric="mode-sensitive layers",
-                        value=", ".join(sensitive) or "none",
-                        source="model",
-                    ),
-                ),
-                speedup=Speedup(
-                    factor=factor,
-                    basis=f"forward share x {GRAD_COST}x autograd cost measured on the "
-                    "reference CPU; the memory saved is larger",
-                ),
-                fix=Fix(
-                    summary="Call model.eval() and run the loop under torch.inference_mode().",
-                    snippet="model.eval()\nwith torch.inference_mode():\n    for x in loader:\n"
-                    "        y = model(x)",
-                ),
-            )
+        evidence = (
+            Evidence(metric="model calls", value=stat.calls, source="forward hook"),
+            Evidence(
+                metric="calls with grad enabled",
+                value=stat.grad_calls,
+                source="torch.is_grad_enabled()",
+            ),
+            Evidence(
+                metric="calls in train mode", value=stat.train_mode_calls, source="model.training"
+            ),
+            Evidence(
+                metric="mode-sensitive layers",
+                value=", ".join(sensitive) or "none",
+                source="model",
+            ),
         )
+        if sensitive and train >= 0.5:
+            findings.append(_train_mode(stat.class_name, train, sensitive, evidence))
+        if grad >= 0.5:
+            forward = ctx.share(Phase.FORWARD)
+            factor = 1.0 / (1.0 - forward * (1 - 1 / GRAD_COST))
+            findings.append(_grad_on(stat.class_name, grad, factor, evidence))
     return findings
+
+
+def _train_mode(
+    name: str, train: float, sensitive: list[str], evidence: tuple[Evidence, ...]
+) -> Finding:
+    """Calls in train mode with dropout or batch-norm: outputs that are not the model's (a
+    fault of the results, whatever the run's length: no speed-up figure)."""
+    return Finding(
+        rule="autograd-in-inference",
+        severity=Severity.WARNING,
+        title=f"{name} runs inference in train mode",
+        explanation=(
+            f"The job never runs backward or an optimizer step, yet {train:.0%} of {name}'s "
+            f"calls run in train mode with {', '.join(sensitive)} layers: dropout drops and "
+            "batch-norm updates its statistics, so the outputs are not the model's eval "
+            "outputs."
+        ),
+        evidence=evidence,
+        speedup=Speedup.none(
+            "no speed figure: the fault is in the outputs (train mode's dropout and batch-norm)"
+        ),
+        fix=Fix(
+            summary="Call model.eval() before inference.",
+            snippet="model.eval()\nwith torch.inference_mode():\n    for x in loader:\n"
+            "        y = model(x)",
+        ),
+    )
+
+
+def _grad_on(name: str, grad: float, factor: float, evidence: tuple[Evidence, ...]) -> Finding:
+    """Calls that record autograd graphs for a backward that never comes."""
+    return Finding(
+        rule="autograd-in-inference",
+        severity=Severity.WARNING,
+        title=f"{name} runs inference with autograd on",
+        explanation=(
+            f"The job never runs backward or an optimizer step, yet {grad:.0%} of {name}'s "
+            "calls record autograd graphs: autograd keeps every activation alive for a "
+            "backward that never comes."
+        ),
+        evidence=evidence,
+        speedup=Speedup(
+            factor=factor,
+            basis=f"forward share x {GRAD_COST}x autograd cost measured on the reference CPU; "
+            "the memory saved is larger",
+        ),
+        fix=Fix(
+            summary="Run the loop under torch.inference_mode().",
+            snippet="with torch.inference_mode():\n    for x in loader:\n        y = model(x)",
+        ),
+    )
