@@ -21,7 +21,7 @@ from stepdoctor.model import RunRecord
 from stepdoctor.record import load_run
 from tests._machine import judged
 from tests._zygote import stepdoctor_run
-from tests.scenarios._verdicts import LOUD, about_the_job, warmup_of
+from tests.scenarios._verdicts import LOUD, about_the_job, saves_under_a_second, warmup_of
 
 HERE = Path(__file__).parents[2] / "examples" / "frameworks"
 pytestmark = pytest.mark.scenario
@@ -79,8 +79,14 @@ def _clean(report: dict[str, object], out: Path) -> None:
 
 
 def _on_top(rule: str) -> Callable[[dict[str, object], Path], None]:
+    """The planted rule's finding on top, loud; or info where its fix saves under a second
+    of the run's steps (the job is short) and nothing about the job is louder."""
+
     def judge(report: dict[str, object], out: Path) -> None:
         top = _top(report, out)
+        if saves_under_a_second(about_the_job(report, out), rule):
+            assert top["rule"] == rule, top
+            return
         assert top["rule"] == rule and top["severity"] in LOUD, top
 
     return judge
@@ -122,7 +128,7 @@ def test_a_slow_lightning_callback_is_named_with_its_hook(tmp_path: Path) -> Non
         LIGHTNING_STEPS="60",
     )
     top = _top(report, out)
-    assert top["rule"] == "slow-callbacks" and top["severity"] in LOUD, top
+    assert top["rule"] == "slow-callbacks", top
     fix = top["fix"]
     assert isinstance(fix, dict) and "WeightStats.on_train_batch_end" in fix["summary"]
     assert "batch_idx % 50 == 0" in fix["summary"]
@@ -181,7 +187,7 @@ def test_a_slow_data_collator_is_the_trainers_data_wait(tmp_path: Path) -> None:
         "hf_job.py", tmp_path, _on_top("input-bound"), HF_FAULT="collator", HF_STEPS="20"
     )
     top = _top(report, out)
-    assert top["rule"] == "input-bound" and top["severity"] in LOUD, top
+    assert top["rule"] == "input-bound", top
     where = top["where"]
     assert isinstance(where, list) and where and "slow_pad" in where[0]["function"]
 
@@ -197,7 +203,7 @@ def test_evaluation_every_few_steps_is_named_with_the_trainers_argument(tmp_path
         HF_SAVE_STEPS="5",
     )
     top = _top(report, out)
-    assert top["rule"] == "frequent-evaluation" and top["severity"] in LOUD, top
+    assert top["rule"] == "frequent-evaluation", top
     fix = top["fix"]
     assert isinstance(fix, dict) and "eval_steps=2" in fix["summary"]
     assert "eval_steps=1000" in fix["snippet"]
@@ -212,10 +218,17 @@ def test_evaluation_every_few_steps_is_named_with_the_trainers_argument(tmp_path
 
 
 def test_keras_fit_is_one_step_per_batch_and_a_healthy_job_stays_clean(tmp_path: Path) -> None:
-    _, record, _ = _judged("keras_job.py", tmp_path, _clean)
+    report, record, _ = _judged("keras_job.py", tmp_path, _clean)
     assert len(record.steps) == 2 * 58  # 2 epochs of 14,746 samples in batches of 256
     _phases_add_up(record)
     assert record.env_value("keras.batch_size") == 256
+    # fit() was given arrays: any word on its input is about them, not a DataLoader
+    assert record.env_value("keras.data") == "arrays"
+    findings = report["findings"]
+    assert isinstance(findings, list)
+    for finding in (f for f in findings if f["rule"] == "input-bound"):
+        fix = finding["fix"]
+        assert "DataLoader" not in fix["summary"] + (fix["snippet"] or ""), fix
     phases = {name for s in record.steps for name in s.phase_ns}
     assert {"data_wait", "forward", "backward", "optimizer", "evaluation"} <= phases
 
@@ -225,7 +238,7 @@ def test_a_tiny_keras_batch_is_named_with_fits_batch_size(tmp_path: Path) -> Non
         "keras_job.py", tmp_path, _on_top("small-batch"), KERAS_FAULT="batch", KERAS_EPOCHS="1"
     )
     top = _top(report, out)
-    assert top["rule"] == "small-batch" and top["severity"] in LOUD, top
+    assert top["rule"] == "small-batch", top
     fix = top["fix"]
     assert isinstance(fix, dict) and "fit()'s batch_size (now 4)" in fix["summary"]
     assert "model.fit(x, y, batch_size=" in fix["snippet"]

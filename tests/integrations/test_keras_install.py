@@ -100,3 +100,27 @@ def test_fit_given_one_callback_or_a_list_of_its_own_and_fit_that_raises(
             undo()
     rec = doc.record
     assert rec is not None and len(rec.steps) >= 8
+
+
+def test_what_fit_was_given_is_named_in_the_fixes_words(keras: ModuleType) -> None:
+    import torch
+
+    from stepdoctor.integrations.keras import data_kind
+
+    class Batches(keras.utils.PyDataset):  # type: ignore[name-defined,misc]
+        def __len__(self) -> int:
+            return 1
+
+        def __getitem__(self, i: int) -> Any:
+            return np.zeros((2, 3)), np.zeros(2)
+
+    def gen() -> Any:
+        yield np.zeros((2, 3)), np.zeros(2)
+
+    loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(torch.zeros(4, 3)))
+    assert data_kind(np.zeros((4, 3))) == "arrays"
+    assert data_kind({"a": np.zeros(3)}) == "arrays" and data_kind(torch.zeros(3)) == "arrays"
+    assert data_kind(Batches()) == "PyDataset"
+    assert data_kind(gen()) == "generator"
+    assert data_kind(loader) == "DataLoader"
+    assert data_kind(object()) == "object"

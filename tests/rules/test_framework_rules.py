@@ -108,3 +108,37 @@ def test_workers_and_checkpoints_are_told_in_the_trainers_arguments() -> None:
     )
     h = _findings(record(saving, facts=hf))["checkpoint-stalls"]
     assert "save_steps=5" in h.fix.summary and "save_total_limit" in h.fix.snippet  # type: ignore[attr-defined]
+
+
+def test_input_waits_in_keras_are_told_by_what_fit_was_given() -> None:
+    """Keras builds the batches from arrays, a PyDataset or a tf.data pipeline: the fix is in
+    that (no DataLoader the user never built); a torch DataLoader given to fit() is the
+    job's own, and keeps the generic fix."""
+    s = steps(100, phases_ms={"data_wait": 40, "forward": 30, "backward": 30})
+    loader = LoaderInfo(loader_id=1, num_workers=0, batch_size=32, dataset_type="Decoded")
+
+    def fix(data: str) -> object:
+        facts = env(framework="keras", keras__data=data, cpu__affinity=8, torch__num_threads=2)
+        return _findings(record(s, cores=8, loaders=[loader], facts=facts))["input-bound"].fix  # type: ignore[attr-defined]
+
+    said = {data: fix(data) for data in ("arrays", "PyDataset", "tf.data", "generator", "Odd")}
+    for data, told in said.items():
+        assert "DataLoader(" not in told.summary + (told.snippet or ""), (data, told)  # type: ignore[attr-defined]
+    assert said["arrays"].summary.startswith("fit() was given arrays")  # type: ignore[attr-defined]
+    assert "use_multiprocessing=True" in said["PyDataset"].snippet  # type: ignore[attr-defined]
+    assert "num_parallel_calls=tf.data.AUTOTUNE" in said["tf.data"].snippet  # type: ignore[attr-defined]
+    own = fix("DataLoader")
+    assert "DataLoader(" in own.snippet and "change it where you build it" in own.summary  # type: ignore[attr-defined]
+
+
+def test_the_trainers_loader_is_changed_through_its_arguments_not_a_dataloader_call() -> None:
+    """Per-sample Python work in a loader that yields batches fast: the generic fix builds a
+    DataLoader with a BatchSampler, which the Trainer's user never calls."""
+    s = steps(200, phases_ms={"data_wait": 6, "forward": 10, "backward": 10})
+    loader = LoaderInfo(loader_id=1, num_workers=0, batch_size=64, dataset_type="TensorDataset")
+    plain = _findings(record(s, cores=2, loaders=[loader]))["input-bound"]
+    assert "BatchSampler" in plain.fix.snippet  # type: ignore[attr-defined]  # the premise
+    facts = env(framework="transformers", transformers__dataloader_num_workers=0)
+    told = _findings(record(s, cores=2, loaders=[loader], facts=facts))["input-bound"]
+    assert "DataLoader(" not in told.fix.summary + told.fix.snippet  # type: ignore[attr-defined]
+    assert "TrainingArguments(" in told.fix.snippet  # type: ignore[attr-defined]

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from stepdoctor.model.measured import measured_steps
 from stepdoctor.record import load_run
+from stepdoctor.rules._severity import MIN_SAVED_S, SAVED_METRIC
 from stepdoctor.rules.competing_processes import WARNING_SHARE
 
 __all__ = [
@@ -21,6 +22,7 @@ __all__ = [
     "about_the_job",
     "machine_was_busy",
     "others_share",
+    "saves_under_a_second",
     "warmup_of",
 ]
 
@@ -70,3 +72,14 @@ def about_the_job(report: dict[str, object], run_dir: Path) -> list[dict[str, ob
             share = others_share(run_dir, warm)
             assert busy, f"{finding['rule']} on a machine {share:.0%} busy"
     return [f for f in findings if f["rule"] not in MACHINE_RULES]
+
+
+def saves_under_a_second(findings: list[dict[str, object]], rule_id: str) -> bool:
+    """Whether the planted rule's finding is info because its fix would save under
+    ``MIN_SAVED_S`` over the run's steps (a mild dose of a few percent: autograd left on in
+    inference), and nothing about the job is louder."""
+    planted = [f for f in findings if f["rule"] == rule_id]
+    if not planted or any(f["severity"] in LOUD for f in findings):
+        return False
+    saved = {e["metric"]: e["value"] for e in planted[0]["evidence"]}.get(SAVED_METRIC)  # type: ignore[union-attr]
+    return planted[0]["severity"] == "info" and isinstance(saved, float) and saved < MIN_SAVED_S

@@ -19,7 +19,6 @@ from pathlib import Path
 import pytest
 
 from stepdoctor.record import load_run
-from stepdoctor.rules._severity import MIN_SAVED_S, SAVED_METRIC
 from tests._machine import judged
 from tests._zygote import stepdoctor_run
 
@@ -30,7 +29,7 @@ from ._catalog import (
     MAGNITUDES,
     PLANTED_CODE,
 )
-from ._verdicts import LOUD, MACHINE_RULES, about_the_job, warmup_of
+from ._verdicts import LOUD, MACHINE_RULES, about_the_job, saves_under_a_second, warmup_of
 
 HERE = Path(__file__).parent
 # The jobs run in processes of their own, not measured; what runs here reads their records,
@@ -118,7 +117,7 @@ def test_planted_fault_comes_out_on_top(
         job = about_the_job(report, run_dir)
         findings = report["findings"] if rule_id in MACHINE_RULES else job
         assert isinstance(findings, list) and findings, "no findings"
-        if _saves_under_a_second(findings, rule_id):
+        if saves_under_a_second(findings, rule_id):
             return  # info is the verdict on a fault this small in a run this short
         top = findings[0]
         assert top["rule"] == rule_id, _describe(report)
@@ -129,17 +128,6 @@ def test_planted_fault_comes_out_on_top(
 
     env = {"ZOO_MAGNITUDE": magnitude, "ZOO_FIXED": "0"}
     judged(lambda folder: run_scenario(script, folder, env), _window, judge, tmp_path)
-
-
-def _saves_under_a_second(findings: list[dict[str, object]], rule_id: str) -> bool:
-    """Whether the planted rule's finding is info because its fix would save under
-    ``MIN_SAVED_S`` over the run's steps (a mild dose of a few percent: autograd left on in
-    inference), and nothing about the job is louder."""
-    planted = [f for f in findings if f["rule"] == rule_id]
-    if not planted or any(f["severity"] in LOUD for f in findings):
-        return False
-    saved = {e["metric"]: e["value"] for e in planted[0]["evidence"]}.get(SAVED_METRIC)  # type: ignore[union-attr]
-    return planted[0]["severity"] == "info" and isinstance(saved, float) and saved < MIN_SAVED_S
 
 
 def _names_the_planted_code(

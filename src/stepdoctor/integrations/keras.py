@@ -38,7 +38,7 @@ try:
 except ImportError as exc:  # pragma: no cover - depends on what is installed
     raise UsageError("the Keras integration needs keras: pip install stepdoctor[keras]") from exc
 
-__all__ = ["StepdoctorCallback", "install"]
+__all__ = ["StepdoctorCallback", "data_kind", "install"]
 
 _EVALUATION = Phase.EVALUATION.value
 _OPTIMIZER = Phase.OPTIMIZER.value
@@ -159,6 +159,26 @@ def _setting(value: object) -> Setting:
     return value if value is None or isinstance(value, str | int | float | bool) else str(value)
 
 
+def data_kind(x: Any) -> str:
+    """What ``fit`` was given to train on, in the words the fixes use: ``arrays`` (NumPy
+    arrays or tensors, which Keras slices into batches itself), ``tf.data``, ``PyDataset``,
+    ``DataLoader`` (a torch DataLoader: the job's own), ``generator``, or the type's name."""
+    kind = type(x)
+    names = {c.__name__ for c in kind.__mro__}
+    module = kind.__module__ or ""
+    if "PyDataset" in names:  # keras.utils.Sequence is its old name
+        return "PyDataset"
+    if "DataLoader" in names:
+        return "DataLoader"
+    if module.startswith("tensorflow") and "Dataset" in kind.__name__:
+        return "tf.data"
+    if inspect.isgenerator(x):
+        return "generator"
+    if hasattr(x, "shape") or isinstance(x, dict | list | tuple):
+        return "arrays"
+    return kind.__name__
+
+
 def install(session: BaseSession) -> Callable[[], None]:
     """Give every ``fit`` from now on a ``StepdoctorCallback`` (which joins the running
     session) that also notes the ``batch_size`` given to ``fit``; return the undo."""
@@ -176,7 +196,7 @@ def install(session: BaseSession) -> Callable[[], None]:
         given = bound.arguments.get("callbacks")
         ours = None
         if not _has_ours(given):
-            settings: dict[str, Setting] = {}
+            settings: dict[str, Setting] = {"data": data_kind(bound.arguments.get("x"))}
             for name in ("batch_size", "validation_freq"):
                 if bound.arguments.get(name) is not None:
                     settings[name] = _setting(bound.arguments[name])

@@ -119,7 +119,20 @@ def _number(pattern: re.Pattern[str], fix: Fix | None) -> str | None:
 
 
 def _workers(record: RunRecord, framework: str, finding: Finding) -> Finding:
+    if framework == "keras":
+        return _keras_input(record, finding)
     workers = _number(_WORKERS, finding.fix)
+    builds_loader = finding.fix is not None and "DataLoader(" in (finding.fix.snippet or "")
+    if framework == "transformers" and workers is None and builds_loader:
+        return _instead(
+            finding,
+            "The Trainer makes the DataLoader from the data set and data_collator you give "
+            "it: make the data set's samples (or the collator's batches) cheaper, prepared "
+            "once ahead of training (datasets' map(..., batched=True)), and set its loader's "
+            "settings in TrainingArguments.",
+            "train_dataset = train_dataset.map(prepare, batched=True)  # once, before training\n"
+            "TrainingArguments(..., dataloader_num_workers=2, dataloader_persistent_workers=True)",
+        )
     if workers is None:
         return finding
     if framework == "transformers":
@@ -138,13 +151,68 @@ def _workers(record: RunRecord, framework: str, finding: Finding) -> Finding:
             "train_dataloader() returns (or the one given to fit): set num_workers there.",
             None,
         )
-    return _told(
-        finding,
-        "Keras 3 reads arrays given to fit() in the loop itself: give it a "
-        f"keras.utils.PyDataset with workers={workers} (use_multiprocessing=True for Python "
-        "work) or a DataLoader with num_workers.",
-        f"model.fit(MyPyDataset(..., workers={workers}, use_multiprocessing=True))",
-    )
+    return finding
+
+
+#: Input-bound in Keras's terms, by what fit() was given (``integrations.keras.data_kind``):
+#: what the user can change in their own call (Keras builds the loop's batches itself from
+#: arrays, a tf.data pipeline or a PyDataset), replacing the generic DataLoader fix.
+_KERAS_INPUT = {
+    "arrays": (
+        "fit() was given arrays: Keras slices them into batches itself, so there is no "
+        "DataLoader of yours to change. Its slicing per batch is the wait: give fit() larger "
+        "batches (batch_size), or, for per-sample work, a keras.utils.PyDataset whose "
+        "__getitem__ returns a whole batch, with workers.",
+        "model.fit(x, y, batch_size=512, ...)",
+    ),
+    "PyDataset": (
+        "fit() was given a keras.utils.PyDataset: make its __getitem__ (a whole batch) "
+        "cheaper, and let Keras prepare batches ahead in workers: pass workers= and "
+        "use_multiprocessing=True (for Python work) to its constructor.",
+        "class Batches(keras.utils.PyDataset):\n"
+        "    def __init__(self, ..., **kwargs):\n"
+        "        super().__init__(workers=4, use_multiprocessing=True, **kwargs)",
+    ),
+    "tf.data": (
+        "fit() was given a tf.data pipeline: run its map in parallel "
+        "(num_parallel_calls=tf.data.AUTOTUNE), batch before a vectorised map, cache what "
+        "does not change between epochs, and end it with prefetch(tf.data.AUTOTUNE).",
+        "ds = ds.map(prepare, num_parallel_calls=tf.data.AUTOTUNE)"
+        ".cache().batch(256).prefetch(tf.data.AUTOTUNE)",
+    ),
+    "generator": (
+        "fit() was given a Python generator: it runs in the training loop, batch by batch. "
+        "Turn it into a keras.utils.PyDataset (a whole batch per __getitem__) with workers, "
+        "or prepare the data once ahead of training.",
+        "class Batches(keras.utils.PyDataset):\n"
+        "    def __getitem__(self, i): ...  # batch i\n"
+        "model.fit(Batches(workers=4, use_multiprocessing=True))",
+    ),
+}
+
+
+def _keras_input(record: RunRecord, finding: Finding) -> Finding:
+    """The input wait in Keras's terms: the generic fix stands where fit() was given the job's
+    own torch DataLoader; else it is replaced by what fit()'s data can change."""
+    given = _setting(record, "keras", "data")
+    if given == "DataLoader":
+        return _told(
+            finding, "fit() was given this DataLoader: change it where you build it.", None
+        )
+    said = _KERAS_INPUT.get(str(given))
+    if said is None:
+        return _instead(
+            finding,
+            "Keras makes the batches from what fit() was given: make each batch cheaper to "
+            "produce there, or give fit() a keras.utils.PyDataset with workers.",
+            "model.fit(Batches(workers=4, use_multiprocessing=True))",
+        )
+    return _instead(finding, *said)
+
+
+def _instead(finding: Finding, summary: str, snippet: str | None) -> Finding:
+    """``finding`` with its fix replaced: the generic one names objects the framework built."""
+    return dataclasses.replace(finding, fix=Fix(summary=summary, snippet=snippet))
 
 
 def _dl4j(record: RunRecord, finding: Finding) -> Finding:
