@@ -16,6 +16,7 @@ import statistics
 from collections.abc import Sequence
 
 from stepdoctor.model import Evidence, Finding, Fix, Severity, Speedup
+from stepdoctor.rules._trend import Trend, moving_average
 from stepdoctor.rules.context import RuleContext
 from stepdoctor.rules.registry import rule
 from stepdoctor.rules.where import allocation_sites
@@ -170,9 +171,9 @@ def _weigh_heap(ctx: RuleContext, rss: list[tuple[int, int]], finding: Finding) 
         if not any(s.main_heap_bytes is not None for s in ctx.record.system):
             return finding  # no heap to read (not glibc, older records): RSS is all there is
         return _untold(finding, heap, (end - start) / 1e9)
-    trend = _Trend.of(heap)
+    trend = Trend.of(heap)
     heap_rise = trend.rise
-    averages = _moving_average([float(v) for _, v in rss], _window(rss))
+    averages = moving_average([float(v) for _, v in rss], _window(rss))
     rise = averages[-1] - averages[0]
     between = sum(start <= st.end_ns <= end for st in ctx.steps) or 1
     evidence = Evidence(
@@ -185,7 +186,7 @@ def _weigh_heap(ctx: RuleContext, rss: list[tuple[int, int]], finding: Finding) 
     steady = (
         _rising_share([v for _, v in heap]) >= RISING_WINDOWS
         and trend.t >= HEAP_TREND_T
-        and trend.beyond_swing
+        and trend.beyond_swing(HEAP_SWING_MARGIN)
     )
     if steady and (heap_rise >= HEAP_FLAT_BYTES or heap_rise >= HEAP_SHARE_OF_RISE * rise):
         per_step = Evidence(
@@ -204,11 +205,12 @@ def _weigh_heap(ctx: RuleContext, rss: list[tuple[int, int]], finding: Finding) 
         return dataclasses.replace(
             finding, evidence=(*finding.evidence, evidence, per_step, significance)
         )
-    if heap_rise >= HEAP_FLAT_BYTES or trend.rise_bound >= HEAP_FLAT_BYTES:
+    upper = trend.rise_bound(FLAT_BOUND_T)
+    if heap_rise >= HEAP_FLAT_BYTES or upper >= HEAP_FLAT_BYTES:
         # it rose, but not steadily, or it was not shown flat: no verdict either way
         bound = Evidence(
             metric="memory in use, upper bound of its trend's rise",
-            value=round(trend.rise_bound / 2**20, 1),
+            value=round(upper / 2**20, 1),
             unit="MiB",
             threshold=round(HEAP_FLAT_BYTES / 2**20, 1),
             source=f"mallinfo2 (trend + {FLAT_BOUND_T:g} standard errors)",
@@ -222,7 +224,7 @@ def _weigh_heap(ctx: RuleContext, rss: list[tuple[int, int]], finding: Finding) 
                 f"(glibc malloc's heap in use) by {heap_rise / 2**20:+.0f} MiB along its trend "
                 f"(t = {trend.t:.1f}; a leak needs a steady rise, t >= {HEAP_TREND_T:g}, past "
                 f"the {trend.swing / 2**20:.0f} MiB the readings swing by), and it may have "
-                f"risen by up to {trend.rise_bound / 2**20:.0f} MiB: neither a leak nor flat "
+                f"risen by up to {upper / 2**20:.0f} MiB: neither a leak nor flat "
                 "enough to rule one out. Readings swing by what a step holds; a longer run "
                 "tells."
             ),
@@ -334,15 +336,6 @@ def _rising_share(values: Sequence[int]) -> float:
     return sum(rises) / len(rises) if rises else 0.0
 
 
-def _trend_rise(points: Sequence[tuple[int, int]]) -> float:
-    """The rise of the least-squares line through ``points`` from the first to the last."""
-    t0 = points[0][0]
-    slope, _ = statistics.linear_regression(
-        [(t - t0) / 1e9 for t, _ in points], [float(v) for _, v in points]
-    )
-    return slope * (points[-1][0] - t0) / 1e9
-
-
 def _held(finding: Finding) -> Finding:
     """A rise of the heap in use, told as what it is: the job keeps what it allocates."""
     rate = next(e.value for e in finding.evidence if e.metric == "rate per step")
@@ -365,20 +358,6 @@ def _window(points: Sequence[object]) -> int:
     return max(3, int(len(points) * WINDOW_SHARE))
 
 
-def _moving_average(values: Sequence[float], window: int) -> list[float]:
-    """Means of every ``window`` consecutive values, from a running sum (linear: an hour at
-    10 Hz has 36,000 samples and a window of 3,600). The values are byte counts, whole numbers
-    far below 2**53, so the sums are exact, as a fresh sum of each window is."""
-    if len(values) < window:
-        return []
-    total = sum(values[:window])
-    out = [total / window]
-    for i in range(window, len(values)):
-        total += values[i] - values[i - window]
-        out.append(total / window)
-    return out
-
-
 def _check(
     ctx: RuleContext,
     points: list[tuple[int, int]],
@@ -389,7 +368,7 @@ def _check(
     if len(points) < MIN_SAMPLES:
         return None
     window = _window(points)
-    averages = _moving_average([float(v) for _, v in points], window)
+    averages = moving_average([float(v) for _, v in points], window)
     chunks = averages[::window]
     rises = [b > a for a, b in itertools.pairwise(chunks)]
     if not rises:
@@ -423,13 +402,13 @@ def _check(
 def _heap_leak(
     ctx: RuleContext, heap: list[tuple[int, int]], capacity: int | None
 ) -> Finding | None:
-    """The heap in use rising along a significant trend, through the run (``_Trend``), or
+    """The heap in use rising along a significant trend, through the run (``_trend.Trend``), or
     None."""
     if len(heap) < HEAP_MIN_LEAK_READINGS:
         return None
-    trend = _Trend.of(heap)
+    trend = Trend.of(heap)
     floor = max(HEAP_MIN_RISE_BYTES, MIN_RISE_SHARE * trend.start)
-    if trend.t < HEAP_TREND_T or trend.rise < floor or not trend.beyond_swing:
+    if trend.t < HEAP_TREND_T or trend.rise < floor or not trend.beyond_swing(HEAP_SWING_MARGIN):
         return None
     if trend.late_rise < LATE_RISE_SHARE * trend.rise:
         return None
@@ -456,62 +435,6 @@ def _heap_leak(
         floor=HEAP_MIN_RISE_BYTES,
     )
     return _held(dataclasses.replace(found, evidence=(*found.evidence, swing)))
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class _Trend:
-    """The least-squares line through readings: where it starts, how much it rises over
-    them, its slope in standard errors, how much the line through their second half rises
-    over that half (a rise that stopped: ~0), and the readings' swing about it."""
-
-    start: float
-    rise: float
-    t: float
-    late_rise: float
-    swing: float = 0.0
-    """The largest change between successive readings, less the trend's over that time."""
-    rise_error: float = 0.0
-    """The standard error of ``rise`` (the slope's, over the readings' span)."""
-
-    @property
-    def rise_bound(self) -> float:
-        """The most the line can have risen by, ``FLAT_BOUND_T`` standard errors above."""
-        return self.rise + FLAT_BOUND_T * self.rise_error
-
-    @property
-    def beyond_swing(self) -> bool:
-        """Whether the line rose past what the readings' swing can fake
-        (``HEAP_SWING_MARGIN``)."""
-        return self.rise >= HEAP_SWING_MARGIN * self.swing
-
-    @classmethod
-    def of(cls, points: Sequence[tuple[int, int]]) -> _Trend:
-        t0 = points[0][0]
-        xs = [(t - t0) / 1e9 for t, _ in points]
-        ys = [float(v) for _, v in points]
-        slope, intercept = statistics.linear_regression(xs, ys)
-        n = len(xs)
-        spread = sum((x - statistics.fmean(xs)) ** 2 for x in xs)
-        residual = sum((y - (intercept + slope * x)) ** 2 for x, y in zip(xs, ys, strict=True))
-        error = (residual / (n - 2) / spread) ** 0.5 if n > 2 and spread > 0 else 0.0
-        t = slope / error if error > 0 else (float("inf") if slope > 0 else 0.0)
-        half = points[len(points) // 2 :]
-        late = _trend_rise(half) if len(half) >= 2 and half[-1][0] > half[0][0] else 0.0
-        swing = max(
-            (
-                abs(y1 - y0 - slope * (x1 - x0))
-                for (x0, y0), (x1, y1) in itertools.pairwise(zip(xs, ys, strict=True))
-            ),
-            default=0.0,
-        )
-        return cls(
-            start=intercept,
-            rise=slope * xs[-1],
-            t=t,
-            late_rise=late,
-            swing=swing,
-            rise_error=error * xs[-1],
-        )
 
 
 def _growth(
