@@ -179,7 +179,8 @@ def test_torchrun_with_stepdoctor_as_the_module_records_each_rank_and_names_a_sl
 def test_eight_ranks_on_one_host_write_eight_whole_records(tmp_path: Path) -> None:
     out = tmp_path / "job"
     proc = _stepdoctor("run", "--nproc-per-node", "8", "--no-report", "--stacks", "off",
-                       "--out", str(out), str(HERE / "tiny_job.py"))  # fmt: skip
+                       "--json", str(tmp_path / "job.json"), "--out", str(out),
+                       str(HERE / "tiny_job.py"))  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
     records = {int(p.name.split("-")[1]): load_run(p) for p in out.iterdir()}
     assert sorted(records) == list(range(8))
@@ -187,6 +188,16 @@ def test_eight_ranks_on_one_host_write_eight_whole_records(tmp_path: Path) -> No
         assert record.meta.rank == rank and record.meta.world_size == 8
         assert len(record.steps) == 40 and record.end is not None and record.end.status == "ok"
     assert len({r.meta.pid for r in records.values()}) == 8
+    # the job's JSON: eight rows and reports; a finding every rank makes is said once
+    data = json.loads((tmp_path / "job.json").read_text())
+    jsonschema.validate(data, json.loads(SCHEMA.read_text()))
+    assert [row["rank"] for row in data["job"]["ranks_table"]] == list(range(8))
+    assert [r["meta"]["rank"] for r in data["ranks"]] == list(range(8))
+    made = sum(len(r["findings"]) for r in data["ranks"])
+    said = data["job"]["rank_findings"]
+    assert sum(len(f["ranks"]) for f in said) == made  # each rank's finding said once
+    for f in said:
+        assert f["every_rank"] == (f["ranks"] == list(range(8)))
 
 
 def test_a_module_runs_as_python_m_would(tmp_path: Path) -> None:

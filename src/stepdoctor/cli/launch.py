@@ -74,8 +74,12 @@ def launch(args: argparse.Namespace, out: Path, target: list[str]) -> int:
         sys.stderr.write(render_job_report(job, width=args.width))
     first = rank_record(out)
     for name, path in (("json", args.json_path), ("html", args.html_path)):
-        if path is not None and first is not None:
-            path.write_text(render_job_as(name, job, first), encoding="utf-8")
+        if path is None:
+            continue
+        if first is None:
+            error_line(f"no rank's record under {out} could be read: {path} not written")
+            continue
+        path.write_text(render_job_as(name, job, first), encoding="utf-8")
     stderr_line(f"ranks' records: {out}")
     return code
 
