@@ -54,9 +54,9 @@ def render_job_report(job: JobReport, *, width: int = 100) -> str:
     text = head + render_job(job.rows, job.findings, width=width)
     labelled = [f.labelled() for f in job.rank_findings]
     if labelled:
-        text += render_findings(labelled, width=width, heading=RANKS_HEADING)
+        text += "\n" + render_findings(labelled, width=width, heading=RANKS_HEADING)
     elif job.ranks:
-        text += f"{RANKS_HEADING}\nNone: no rank's own report has a finding.\n"
+        text += f"\n{RANKS_HEADING}\nNone: no rank's own report has a finding.\n"
     for problem in job.problems:
         text += f"not read: {problem}\n"
     return text
