@@ -119,6 +119,9 @@ def test_temper_caps_what_the_evidence_cannot_carry() -> None:
         "not critical); on a longer run it saves the same share, 50% of the time: 30 minutes "
         "of an hour."
     )
+    for factor, said in ((1.02, "1 minute of an hour"), (1.005, "18 seconds of an hour")):
+        tiny = temper(_critical(factor), measured_s=2.0, thin=False, timed=True)
+        assert tiny.explanation.endswith(f"of the time: {said}."), tiny.explanation
     warning = dataclasses.replace(big, severity=Severity.WARNING)
     assert temper(warning, measured_s=1.9, thin=False, timed=True).severity is Severity.INFO
     assert temper(warning, measured_s=2.0, thin=False, timed=True) is warning  # saves 1 s

@@ -172,7 +172,7 @@ def temper(finding: Finding, *, measured_s: float, thin: bool, timed: bool) -> F
                 f"{finding.explanation} Its fix would save {_seconds(saved)} over this run's "
                 f"{_seconds(measured_s)} of steps, too little to notice (info, not "
                 f"{finding.severity.value}); on a longer run it saves the same share, "
-                f"{share:.0%} of the time: {60 * share:.0f} minutes of an hour."
+                f"{share:.0%} of the time: {_of_an_hour(share)}."
             ),
             evidence=(
                 *finding.evidence,
@@ -208,6 +208,17 @@ def temper(finding: Finding, *, measured_s: float, thin: bool, timed: bool) -> F
     if finding.severity is Severity.CRITICAL and thin and timed:
         return dataclasses.replace(finding, severity=Severity.WARNING)
     return finding
+
+
+def _of_an_hour(share: float) -> str:
+    """``share`` of an hour in words: ``15 minutes of an hour``, ``1 minute ...``,
+    ``36 seconds ...``."""
+    minutes = 60 * share
+    if minutes < 0.95:
+        return f"{60 * minutes:.0f} seconds of an hour"
+    if minutes < 1.5:
+        return "1 minute of an hour"
+    return f"{minutes:.0f} minutes of an hour"
 
 
 def _seconds(value: float) -> str:
