@@ -152,6 +152,17 @@ def test_memory_limits_rss_near_cgroup_limit_swap_and_small_shm() -> None:
     assert "available" in low.title
 
 
+def test_ranks_pinned_to_cores_of_their_own_are_not_oversubscribed() -> None:
+    """Each of 2 ranks pinned to one of 2 cores, one thread each: nothing shares its core (a
+    real pinned job read "2 compute threads on 1 cores"); 4 ranks pinned over 2 cores do
+    share."""
+    pinned = {"cpu__affinity": 1, "torch__num_threads": 1, "env__OMP_NUM_THREADS": "1"}
+    assert thread_oversubscription(_ctx(env__LOCAL_WORLD_SIZE="2", **pinned)) == []
+    (f,) = thread_oversubscription(_ctx(env__LOCAL_WORLD_SIZE="4", **pinned))
+    assert f.title == "2 compute threads on 1 cores"
+    assert {e.metric: e.value for e in f.evidence}["ranks sharing its cores"] == 2
+
+
 def test_thread_oversubscription_static_ranks_and_unset_omp() -> None:
     (f,) = thread_oversubscription(_ctx(env__LOCAL_WORLD_SIZE="4"))
     assert f.severity is Severity.WARNING and f.title == "8 compute threads on 2 cores"

@@ -15,6 +15,7 @@ Fix: one intra-op thread per core the training process owns.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from stepdoctor.model import WORKER_PHASE, Evidence, Finding, Fix, Severity, Speedup
@@ -53,8 +54,13 @@ class ComputeThreads:
     intra: int
     """torch's intra-op threads a process."""
     ranks: int
+    """The job's ranks on this machine (LOCAL_WORLD_SIZE)."""
     workers: int
     cores: int
+    sharing: int = 0
+    """The ranks whose threads share this process's usable cores (0: ``ranks``): a rank
+    pinned to some of the machine's cores shares them with its part of the ranks, the ranks
+    spread over the machine's cores alike (its siblings' pinning is not in its record)."""
     workers_idle: float | None = None
     """The share of the DataLoader workers' stack samples that found them waiting for their
     next indices (``workers_idle``), or None where not sampled (no run, too few samples)."""
@@ -63,14 +69,14 @@ class ComputeThreads:
     def demand(self) -> int:
         """Threads that may compute at once: every rank's intra-op pool, and the DataLoader
         workers (one intra-op thread each, as torch sets them)."""
-        return self.intra * self.ranks + self.workers
+        return self.intra * (self.sharing or self.ranks) + self.workers
 
     @property
     def busy(self) -> float:
         """Threads that compute at once: the intra-op pools, and the workers for the share of
         their time they were not waiting for work (all of it where not sampled)."""
         idle = self.workers_idle or 0.0
-        return self.intra * self.ranks + self.workers * (1.0 - idle)
+        return self.intra * (self.sharing or self.ranks) + self.workers * (1.0 - idle)
 
     @property
     def per_core(self) -> float:
@@ -89,11 +95,16 @@ def compute_threads(ctx: RuleContext) -> ComputeThreads | None:
     if intra is None:
         return None
     workers = max((lo.num_workers for lo in record.loaders), default=0)
+    ranks = max(1, fact_int(record, "env.LOCAL_WORLD_SIZE") or 1)
+    machine = record.meta.cpu_count or ctx.cores
     return ComputeThreads(
         intra=intra,
-        ranks=max(1, fact_int(record, "env.LOCAL_WORLD_SIZE") or 1),
+        ranks=ranks,
         workers=workers,
         cores=ctx.cores,
+        # pinned to some of the cores: its share of the ranks (2 ranks, each pinned to one
+        # of 2 cores, share none: one read "2 compute threads on 1 cores")
+        sharing=max(1, math.ceil(ranks * ctx.cores / machine)) if ctx.cores < machine else 0,
         workers_idle=workers_idle(ctx) if workers else None,
     )
 
@@ -132,6 +143,7 @@ def thread_oversubscription(ctx: RuleContext) -> list[Finding]:
     threads = record.env_value("torch.num_threads")
     omp = record.env_value("env.OMP_NUM_THREADS")
     intra, ranks, workers, cores = found.intra, found.ranks, found.workers, found.cores
+    sharing = found.sharing or ranks
     demand, ratio, idle = found.demand, found.per_core, found.workers_idle
     unset_with_ranks = ranks > 1 and omp is None
     maybe = idle is not None and MAYBE_OVERSUBSCRIBED <= ratio < OVERSUBSCRIBED
@@ -147,6 +159,17 @@ def thread_oversubscription(ctx: RuleContext) -> list[Finding]:
             source="environment",
         ),
         Evidence(metric="ranks on this machine", value=ranks, source="LOCAL_WORLD_SIZE"),
+        *(
+            [
+                Evidence(
+                    metric="ranks sharing its cores",
+                    value=sharing,
+                    source="pinned: the ranks spread over the machine's cores alike",
+                )
+            ]
+            if found.sharing
+            else []
+        ),
         Evidence(metric="DataLoader workers", value=workers, source="DataLoader"),
         *(
             [
@@ -185,7 +208,7 @@ def thread_oversubscription(ctx: RuleContext) -> list[Finding]:
                 source="psutil (process tree)",
             )
         )
-    best = max(1, (cores - workers) // ranks) if workers < cores else 1
+    best = max(1, (cores - workers) // sharing) if workers < cores else 1
     over = ratio >= OVERSUBSCRIBED
     busy_workers = (
         f" and {workers} DataLoader workers"
@@ -195,7 +218,7 @@ def thread_oversubscription(ctx: RuleContext) -> list[Finding]:
     )
     explanation = (
         f"torch runs {intra} intra-op threads"
-        + (f" in each of {ranks} ranks" if ranks > 1 else "")
+        + (f" in each of {sharing} ranks sharing them" if sharing > 1 else "")
         + busy_workers
         + f" on {cores} usable cores ({ratio:.1f} per core)."
     )
