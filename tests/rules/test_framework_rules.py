@@ -127,6 +127,12 @@ def test_input_waits_in_keras_are_told_by_what_fit_was_given() -> None:
     assert said["arrays"].summary.startswith("fit() was given arrays")  # type: ignore[attr-defined]
     assert "use_multiprocessing=True" in said["PyDataset"].snippet  # type: ignore[attr-defined]
     assert "num_parallel_calls=tf.data.AUTOTUNE" in said["tf.data"].snippet  # type: ignore[attr-defined]
+    facts = env(framework="keras", keras__data="arrays", cpu__affinity=8, torch__num_threads=2)
+    told = _findings(record(s, cores=8, loaders=[loader], facts=facts))["input-bound"]
+    metrics = [e.metric for e in told.evidence]  # type: ignore[attr-defined]
+    assert (
+        "Keras's own DataLoader num_workers" in metrics and "DataLoader num_workers" not in metrics
+    )
     own = fix("DataLoader")
     assert "DataLoader(" in own.snippet and "change it where you build it" in own.summary  # type: ignore[attr-defined]
 

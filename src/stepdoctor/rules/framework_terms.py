@@ -199,6 +199,17 @@ def _keras_input(record: RunRecord, finding: Finding) -> Finding:
         return _told(
             finding, "fit() was given this DataLoader: change it where you build it.", None
         )
+    # the DataLoader's settings in the evidence are of the one Keras built on the torch
+    # backend, not of one in the job's code: said so
+    finding = dataclasses.replace(
+        finding,
+        evidence=tuple(
+            dataclasses.replace(e, metric=f"Keras's own {e.metric}")
+            if e.metric.startswith("DataLoader ")
+            else e
+            for e in finding.evidence
+        ),
+    )
     said = _KERAS_INPUT.get(str(given))
     if said is None:
         return _instead(
