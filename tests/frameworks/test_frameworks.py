@@ -228,7 +228,8 @@ def test_keras_fit_is_one_step_per_batch_and_a_healthy_job_stays_clean(tmp_path:
     assert isinstance(findings, list)
     for finding in (f for f in findings if f["rule"] == "input-bound"):
         fix = finding["fix"]
-        assert "DataLoader" not in fix["summary"] + (fix["snippet"] or ""), fix
+        assert "DataLoader(" not in fix["summary"] + (fix["snippet"] or ""), fix
+        assert fix["summary"].startswith("fit() was given arrays"), fix
     phases = {name for s in record.steps for name in s.phase_ns}
     assert {"data_wait", "forward", "backward", "optimizer", "evaluation"} <= phases
 
