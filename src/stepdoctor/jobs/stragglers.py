@@ -16,7 +16,15 @@ import statistics
 from collections.abc import Mapping
 
 from stepdoctor.jobs.rows import RankRow
-from stepdoctor.model import Evidence, Finding, Fix, Severity, Speedup
+from stepdoctor.model import (
+    STRAGGLER_CAUSE,
+    STRAGGLER_LOST,
+    Evidence,
+    Finding,
+    Fix,
+    Severity,
+    Speedup,
+)
 from stepdoctor.rules.competing_processes import WARNING_SHARE as COMPETING_SHARE
 
 __all__ = [
@@ -26,7 +34,6 @@ __all__ = [
     "CRITICAL_WAIT_SHARE",
     "MIN_CRITICAL_STEPS",
     "OTHERS_NOTED",
-    "STRAGGLER_CAUSE",
     "UNEXPLAINED_SHARE",
     "WAIT_SHARE",
     "job_findings",
@@ -49,9 +56,6 @@ CAUSE_SHARE = 0.5
 #: two busy processes on the 2 cores, one rank's backward 1.4x the other's, 16% of the step
 #: lost). Beyond that the other processes single it out (a hog on its cores): graded as usual.
 COMPUTE_PHASES = frozenset({"forward", "backward_compute", "optimizer"})
-#: The straggler finding's evidence naming its cause: a phase of its step (``_CAUSES``' keys),
-#: ``gpu_clock`` or ``cpu_clock``, or "none stands out".
-STRAGGLER_CAUSE = "cause"
 CONTENDED_SHARE = COMPETING_SHARE
 #: Other processes using this share of the straggler's host are named beside a cause in its
 #: computation (one on its cores slows it; with ``CONTENDED_SHARE`` or more it is info).
@@ -200,7 +204,7 @@ def job_findings(rows: list[RankRow]) -> list[Finding]:
                     source="DDP logging data",
                 ),
                 Evidence(
-                    metric="other ranks' step lost waiting",
+                    metric=STRAGGLER_LOST,
                     value=round(lost, 3),
                     unit="share",
                     threshold=WAIT_SHARE,

@@ -31,7 +31,13 @@ if TYPE_CHECKING:
         SpeedupKind,
         Summary,
     )
-    from stepdoctor.model.jobs import JobReport, RankFinding, RankRow
+    from stepdoctor.model.jobs import (
+        STRAGGLER_CAUSE,
+        STRAGGLER_LOST,
+        JobReport,
+        RankFinding,
+        RankRow,
+    )
     from stepdoctor.model.jvm import JvmGcLog
     from stepdoctor.model.measured import (
         OUTLIER_SIGMAS,
@@ -98,6 +104,8 @@ __all__ = [
     "OUTLIER_SIGMAS",
     "SCHEMA_VERSION",
     "SETUP_PHASE",
+    "STRAGGLER_CAUSE",
+    "STRAGGLER_LOST",
     "UNPHASED",
     "WARMUP_SAMPLES",
     "WORKER_PHASE",
@@ -198,6 +206,8 @@ _HOMES = {
     "ProfiledSpan": "run",
     "RankRow": "jobs",
     "JobReport": "jobs",
+    "STRAGGLER_CAUSE": "jobs",
+    "STRAGGLER_LOST": "jobs",
     "RankFinding": "jobs",
     "RankTrace": "traces",
     "Report": "findings",

@@ -10,7 +10,13 @@ from dataclasses import dataclass, field
 from stepdoctor.model.findings import Finding, Report
 from stepdoctor.model.run import Collective, DdpStats
 
-__all__ = ["JobReport", "RankFinding", "RankRow"]
+__all__ = ["STRAGGLER_CAUSE", "STRAGGLER_LOST", "JobReport", "RankFinding", "RankRow"]
+
+#: The straggler finding's evidence that a job's JSON reads (``jobs.stragglers`` writes it):
+#: its cause (a phase of its step, ``gpu_clock`` or ``cpu_clock``, or "none stands out") and
+#: the share of the other ranks' step lost waiting for it.
+STRAGGLER_CAUSE = "cause"
+STRAGGLER_LOST = "other ranks' step lost waiting"
 
 
 @dataclass(frozen=True, slots=True)

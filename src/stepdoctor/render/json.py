@@ -7,7 +7,15 @@ from collections.abc import Sequence
 from typing import Any
 
 from stepdoctor._version import __version__
-from stepdoctor.model import Checkup, Finding, JobReport, Report, to_jsonable
+from stepdoctor.model import (
+    STRAGGLER_CAUSE,
+    STRAGGLER_LOST,
+    Checkup,
+    Finding,
+    JobReport,
+    Report,
+    to_jsonable,
+)
 
 __all__ = [
     "HEADLINE_KEYS",
@@ -86,11 +94,6 @@ def render_checkup_json(checkup: Checkup) -> str:
     return json.dumps(checkup_to_dict(checkup), indent=2, allow_nan=False) + "\n"
 
 
-#: The evidence of the job's straggler finding that the JSON's ``straggler`` reads
-#: (``jobs.stragglers``: its ``STRAGGLER_CAUSE`` and the others' wait).
-_CAUSE, _LOST = "cause", "other ranks' step lost waiting"
-
-
 def job_to_dict(job: JobReport) -> dict[str, Any]:
     """Return a distributed job's report as JSON values (docs/job-report.schema.json): the
     job's section first (its verdict ranked, the straggler and its cause, a hang, the ranks'
@@ -112,8 +115,8 @@ def job_to_dict(job: JobReport) -> dict[str, Any]:
             if straggler is None
             else {
                 "rank": straggler.ranks[0],
-                "cause": said.get(_CAUSE),
-                "lost_share": said.get(_LOST),
+                "cause": said.get(STRAGGLER_CAUSE),
+                "lost_share": said.get(STRAGGLER_LOST),
                 "severity": straggler.severity.value,
                 "title": straggler.title,
             },
