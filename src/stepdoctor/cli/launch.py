@@ -72,11 +72,11 @@ def launch(args: argparse.Namespace, out: Path, target: list[str]) -> int:
     job = job_report(out)
     if not args.no_report:
         sys.stderr.write(render_job_report(job, width=args.width))
-    first = rank_record(out)
+    first = rank_record(out) if args.html_path is not None else None  # the page's detail
     for name, path in (("json", args.json_path), ("html", args.html_path)):
         if path is None:
             continue
-        if first is None:
+        if not job.ranks or (name == "html" and first is None):
             error_line(f"no rank's record under {out} could be read: {path} not written")
             continue
         path.write_text(render_job_as(name, job, first), encoding="utf-8")

@@ -91,8 +91,8 @@ def _job(args: argparse.Namespace) -> int:
             f"({folder}/rank-0)"
         )
     job = job_report(folder, executor=args.executor, scheduler=args.dask_scheduler)
-    first = rank_record(folder)
-    if first is None:
+    first = rank_record(folder) if args.format == "html" else None  # the page's detail
+    if not job.ranks or (args.format == "html" and first is None):
         raise UsageError(f"no rank's record in {folder} could be read: {'; '.join(job.problems)}")
     text = render_job_as(args.format, job, first, width=args.width)
     if args.output is None:

@@ -31,12 +31,20 @@ RANKS_HEADING = "Each rank's own findings (said once where several ranks say the
 JOB_FORMATS = ("text", "json", "html")
 
 
-def render_job_as(name: str, job: JobReport, first: RunRecord, *, width: int = 100) -> str:
+def render_job_as(
+    name: str, job: JobReport, first: RunRecord | None = None, *, width: int = 100
+) -> str:
     """A distributed job's report in format ``name`` (``JOB_FORMATS``); the HTML page shows
-    ``first``, the lowest rank read, in detail after the job."""
+    ``first``, the lowest rank read, in detail after the job (only HTML reads it).
+
+    Raises:
+        ValueError: an unknown format, or HTML without ``first``.
+    """
     if name == "json":
         return render_job_json(job)
     if name == "html":
+        if first is None:
+            raise ValueError("a job's page shows its lowest rank in detail: pass its record")
         from stepdoctor.render.html import render_job_html
 
         return render_job_html(job, first)
