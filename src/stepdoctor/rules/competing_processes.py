@@ -110,27 +110,9 @@ def _cpu(ctx: RuleContext) -> Finding | None:
         for s in ctx.system
         if s.other_cpu_pct is not None and s.other_cpu_pct / capacity >= WARNING_SHARE
     ]
-    # The job cannot use more cores than it runs threads for: torch's intra-op threads and
-    # its DataLoader workers (a one-thread job gains one core at most, whatever the others).
-    threads = fact_int(ctx.record, "torch.num_threads")
-    workers = max((lo.num_workers for lo in ctx.record.loaders), default=0)
-    wanted = capacity if threads is None else min(capacity, 100.0 * (threads + workers))
-    usable = min(capacity, wanted, job + other)
-    factor = usable / job if job > 0 else 1.0
-    speedup = Speedup(
-        factor=max(1.0, factor),
-        basis="the job could use the CPU the others take, up to a core per thread it runs: "
-        "min(CPUs, torch threads + loader workers, job + others) / job",
-    )
-    explanation = (
-        f"While the job ran, processes outside it used {other / 100:.1f} of the "
-        f"{capacity / 100:.0f} CPUs on average, and the job itself {job / 100:.1f}. "
-        f"Top: {names}."
-    )
-    severity = rung.severity
-    if ctx.checkup:
+    if ctx.checkup:  # no job ran: the doctor's own CPU is no job's to model a gain from
         seconds = (ctx.system[-1].t_ns - ctx.system[0].t_ns) / 1e9 if ctx.system else 0.0
-        severity = at_most(severity, CHECKUP_CEILING)
+        severity = at_most(rung.severity, CHECKUP_CEILING)
         speedup = Speedup.none(
             "not modelled: no job ran; `stepdoctor run` measures what they take from yours"
         )
@@ -139,6 +121,14 @@ def _cpu(ctx: RuleContext) -> Finding | None:
             f"used {other / 100:.1f} of the {capacity / 100:.0f} CPUs on average. Top: "
             f"{names}. A look this short cannot tell whether they keep running while a job "
             "does (a warning at most): `stepdoctor run` your job to see."
+        )
+    else:
+        severity = rung.severity
+        speedup = _job_speedup(ctx, capacity, job, other)
+        explanation = (
+            f"While the job ran, processes outside it used {other / 100:.1f} of the "
+            f"{capacity / 100:.0f} CPUs on average, and the job itself {job / 100:.1f}. "
+            f"Top: {names}."
         )
     return Finding(
         rule="competing-processes",
@@ -178,6 +168,22 @@ def _cpu(ctx: RuleContext) -> Finding | None:
             ),
             snippet=_renice(top),
         ),
+    )
+
+
+def _job_speedup(ctx: RuleContext, capacity: float, job: float, other: float) -> Speedup:
+    """The job's gain from the CPU the others take. The job cannot use more cores than it
+    runs threads for: torch's intra-op threads and its DataLoader workers (a one-thread job
+    gains one core at most, whatever the others)."""
+    threads = fact_int(ctx.record, "torch.num_threads")
+    workers = max((lo.num_workers for lo in ctx.record.loaders), default=0)
+    wanted = capacity if threads is None else min(capacity, 100.0 * (threads + workers))
+    usable = min(capacity, wanted, job + other)
+    factor = usable / job if job > 0 else 1.0
+    return Speedup(
+        factor=max(1.0, factor),
+        basis="the job could use the CPU the others take, up to a core per thread it runs: "
+        "min(CPUs, torch threads + loader workers, job + others) / job",
     )
 
 
