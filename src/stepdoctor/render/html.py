@@ -36,9 +36,11 @@ from stepdoctor.model import (
 from stepdoctor.model.jvm import JvmGcLog
 from stepdoctor.render.names import (
     PHASE_LABELS,
+    RANK_COLUMNS,
     SEVERITY_LABELS,
     allocation_words,
     phase_label,
+    rank_cells,
     short_path,
     site_words,
     speedup_words,
@@ -375,32 +377,11 @@ def render_job_html(job: JobReport, record: RunRecord, *, max_points: int = MAX_
         "detail_rank": report.meta.rank,
         "findings": [_card(_finding(f, cwd)) for f in job.findings],
         "rank_findings": [_card(_finding(f.labelled(), cwd)) for f in job.rank_findings],
-        "headers": [h for h, _ in _RANK_COLUMNS],
-        "rows": [[cell(row) for _, cell in _RANK_COLUMNS] for row in job.rows],
+        "headers": list(RANK_COLUMNS),
+        "rows": [[rank_cells(row, MISSING)[c] for c in RANK_COLUMNS] for row in job.rows],
         "problems": list(job.problems),
     }
     return render_html(record, report, max_points=max_points, job=context)
-
-
-def _ms(value: float | None) -> str:
-    return MISSING if value is None else f"{value:.1f} ms"
-
-
-def _share(value: float | None) -> str:
-    return MISSING if value is None else f"{value:.0%}"
-
-
-#: The ranks' table's columns: heading, cell (as the terminal's table).
-_RANK_COLUMNS: tuple[tuple[str, Any], ...] = (
-    ("rank", lambda r: r.rank),
-    ("steps", lambda r: r.steps),
-    ("mean step", lambda r: _ms(r.mean_step_ms)),
-    ("samples/s", lambda r: MISSING if r.samples_per_sec is None else f"{r.samples_per_sec:.0f}"),
-    ("data wait", lambda r: _share(r.data_wait_share)),
-    ("all-reduce", lambda r: _ms(r.comm_ms)),
-    ("other processes", lambda r: _share(r.others_cpu_share)),
-    ("host", lambda r: r.host),
-)
 
 
 def render_html(

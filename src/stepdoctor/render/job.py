@@ -8,6 +8,7 @@ from collections.abc import Mapping, Sequence
 
 from stepdoctor.model import Finding, JobReport, RankRow, RunRecord
 from stepdoctor.render.json import render_job_json
+from stepdoctor.render.names import rank_cells
 from stepdoctor.render.text import render_findings
 
 __all__ = [
@@ -87,13 +88,10 @@ def rank_table(rows: Sequence[RankRow]) -> str:
         "rank  steps  mean step  samples/s  data wait  all-reduce  host",
     ]
     for row in rows:
-        step = f"{row.mean_step_ms:.1f} ms" if row.mean_step_ms is not None else "-"
-        rate = f"{row.samples_per_sec:.0f}" if row.samples_per_sec is not None else "-"
-        wait = "-" if row.data_wait_share is None else f"{row.data_wait_share:.0%}"
-        comm = "-" if row.comm_ms is None else f"{row.comm_ms:.1f} ms"
+        c = rank_cells(row, "-")
         lines.append(
-            f"{row.rank:>4}  {row.steps:>5}  {step:>9}  {rate:>9}  {wait:>9}  {comm:>10}  "
-            f"{row.host}"
+            f"{c['rank']:>4}  {c['steps']:>5}  {c['mean step']:>9}  {c['samples/s']:>9}  "
+            f"{c['data wait']:>9}  {c['all-reduce']:>10}  {c['host']}"
         )
     return "\n".join(lines) + "\n\n"
 

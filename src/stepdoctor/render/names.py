@@ -13,6 +13,7 @@ from stepdoctor.model import (
     AllocationSite,
     CodeSite,
     Phase,
+    RankRow,
     Severity,
     Speedup,
     SpeedupKind,
@@ -20,9 +21,11 @@ from stepdoctor.model import (
 
 __all__ = [
     "PHASE_LABELS",
+    "RANK_COLUMNS",
     "SEVERITY_LABELS",
     "allocation_words",
     "phase_label",
+    "rank_cells",
     "short_path",
     "site_words",
     "speedup_words",
@@ -105,3 +108,39 @@ def allocation_words(site: AllocationSite, cwd: str = "") -> str:
     where = f"{site.function} ({short_path(site.file, cwd)}:{site.line})"
     caller = f", called from {site.caller}" if site.caller else ""
     return f"{site.share:.0%} {what}: {where}{caller}, {site.count:,} objects, {size:.1f} MiB"
+
+
+#: The columns of a job's table of ranks (``rank_cells``' keys, in order).
+RANK_COLUMNS = (
+    "rank",
+    "steps",
+    "mean step",
+    "samples/s",
+    "data wait",
+    "all-reduce",
+    "other processes",
+    "host",
+)
+
+
+def rank_cells(row: RankRow, missing: str) -> dict[str, str]:
+    """A rank's row of a job's table as its columns' texts (``RANK_COLUMNS``), ``missing``
+    where a value is not known (the terminal's table and the page's)."""
+
+    def ms(value: float | None) -> str:
+        return missing if value is None else f"{value:.1f} ms"
+
+    def share(value: float | None) -> str:
+        return missing if value is None else f"{value:.0%}"
+
+    rate = row.samples_per_sec
+    return {
+        "rank": str(row.rank),
+        "steps": str(row.steps),
+        "mean step": ms(row.mean_step_ms),
+        "samples/s": missing if rate is None else f"{rate:.0f}",
+        "data wait": share(row.data_wait_share),
+        "all-reduce": ms(row.comm_ms),
+        "other processes": share(row.others_cpu_share),
+        "host": row.host,
+    }
