@@ -165,49 +165,46 @@ def temper(finding: Finding, *, measured_s: float, thin: bool, timed: bool) -> F
     saved = saved_seconds(factor, measured_s)
     if factor > 1.0 and saved < MIN_SAVED_S:
         share = 1.0 - 1.0 / factor
-        return dataclasses.replace(
+        return _as_info(
             finding,
-            severity=Severity.INFO,
-            explanation=(
-                f"{finding.explanation} Its fix would save {_seconds(saved)} over this run's "
-                f"{_seconds(measured_s)} of steps, too little to notice (info, not "
-                f"{finding.severity.value}); on a longer run it saves the same share, "
-                f"{share:.0%} of the time: {_of_an_hour(share)}."
-            ),
-            evidence=(
-                *finding.evidence,
-                Evidence(
-                    metric=SAVED_METRIC,
-                    value=round(saved, 2),
-                    unit="s",
-                    threshold=MIN_SAVED_S,
-                    source="speed-up x measured time (a warning needs at least the threshold)",
-                ),
+            f"Its fix would save {_seconds(saved)} over this run's {_seconds(measured_s)} of "
+            f"steps, too little to notice (info, not {finding.severity.value}); on a longer "
+            f"run it saves the same share, {share:.0%} of the time: {_of_an_hour(share)}.",
+            Evidence(
+                metric=SAVED_METRIC,
+                value=round(saved, 2),
+                unit="s",
+                threshold=MIN_SAVED_S,
+                source="speed-up x measured time (a warning needs at least the threshold)",
             ),
         )
     if timed and measured_s < THIN_SECONDS:
-        return dataclasses.replace(
+        return _as_info(
             finding,
-            severity=Severity.INFO,
-            explanation=(
-                f"{finding.explanation} The steps measured only {_seconds(measured_s)}: too "
-                f"little to grade (info, not {finding.severity.value}); run the job longer to "
-                "tell."
-            ),
-            evidence=(
-                *finding.evidence,
-                Evidence(
-                    metric="measured steps",
-                    value=round(measured_s, 3),
-                    unit="s",
-                    threshold=THIN_SECONDS,
-                    source="the run's steps after warm-up (a warning needs at least the threshold)",
-                ),
+            f"The steps measured only {_seconds(measured_s)}: too little to grade (info, not "
+            f"{finding.severity.value}); run the job longer to tell.",
+            Evidence(
+                metric="measured steps",
+                value=round(measured_s, 3),
+                unit="s",
+                threshold=THIN_SECONDS,
+                source="the run's steps after warm-up (a warning needs at least the threshold)",
             ),
         )
     if finding.severity is Severity.CRITICAL and thin and timed:
         return dataclasses.replace(finding, severity=Severity.WARNING)
     return finding
+
+
+def _as_info(finding: Finding, why: str, evidence: Evidence) -> Finding:
+    """``finding`` as info, its explanation ending with ``why`` and its evidence with
+    ``evidence``."""
+    return dataclasses.replace(
+        finding,
+        severity=Severity.INFO,
+        explanation=f"{finding.explanation} {why}",
+        evidence=(*finding.evidence, evidence),
+    )
 
 
 def _of_an_hour(share: float) -> str:
