@@ -99,3 +99,39 @@ def test_a_job_without_torch_is_watched_and_diagnosed(tmp_path: Path, pure: bool
     steps = load_run(run_dir).steps
     assert len(steps) == STEPS
     assert all(sum(s.phase_ns.values()) == s.wall_ns for s in steps)
+
+
+#: A process that spins until it is killed; its last argument is what the report must show.
+SPIN = "while True: pass"
+
+
+@pytest.mark.serial  # its planted process loads a core: beside no other test
+def test_a_process_competing_with_a_short_job_is_named_by_pid_and_command(
+    tmp_path: Path,
+) -> None:
+    """A job of ~3 s (shorter than the listing's period) beside a busy process that is not
+    its own: the run's last listing names it by pid and command line, and so does the
+    report where the others' share makes a finding."""
+    script = tmp_path / "job.py"
+    script.write_text("import time\ntime.sleep(3)\n")
+    out, run_dir = tmp_path / "report.json", tmp_path / "run"
+    hog = subprocess.Popen([sys.executable, "-c", SPIN, "stepdoctor-test-hog"])
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-m", "stepdoctor", "run", "--no-report", "--json", str(out)]
+            + ["--out", str(run_dir), str(script)],
+            capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+    finally:
+        hog.kill()
+        hog.wait()
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    named = {p.pid: p for s in load_run(run_dir).system for p in s.top_others}
+    assert hog.pid in named, named
+    command = f"{sys.executable} -c {SPIN} stepdoctor-test-hog"
+    assert named[hog.pid].command == command
+    findings = json.loads(out.read_text())["findings"]
+    for finding in findings:
+        if finding["rule"] == "competing-processes":
+            top = {e["metric"]: e["value"] for e in finding["evidence"]}["top other processes"]
+            assert f"(pid {hog.pid}, " in top and command in top

@@ -7,13 +7,21 @@ import subprocess
 import sys
 import time
 from collections.abc import Sequence
+from multiprocessing import resource_tracker
 from pathlib import Path
 
 import psutil
 import pytest
 
 from stepdoctor.collect.sampling.heap import HEAP_EVERY_NS, HeapReader
-from stepdoctor.collect.sampling.procfs import PAGE_SIZE, ProcFs, ProcStat
+from stepdoctor.collect.sampling.procfs import (
+    COMMAND_MAX,
+    PAGE_SIZE,
+    ProcFs,
+    ProcStat,
+    command_proc,
+    command_psutil,
+)
 from stepdoctor.collect.sampling.readers import PsutilReader
 from stepdoctor.model import GpuSample, SystemSample
 from tests._zygote import stop_zygote
@@ -24,8 +32,11 @@ SECOND = 1_000_000_000
 @pytest.fixture
 def childless() -> None:
     """This test process with no child: the zygote a test before started (``tests/_zygote.py``)
-    stopped."""
+    stopped, and multiprocessing's resource tracker, which a spawned pool an earlier test ran
+    (``jobs/rows.py``'s) leaves for the process's life, stopped too (the next pool starts
+    another)."""
     stop_zygote()
+    resource_tracker._resource_tracker._stop()
     assert psutil.Process().children() == []
 
 
@@ -177,6 +188,61 @@ def test_children_files_find_the_tree_and_the_walk_only_names_the_others() -> No
     # 7.5 s of CPU in 10 s; the tree's own processes are not "others", whatever their
     # parent in the walk says.
     assert [(u.name, u.cpu_pct) for u in named.top_others] == [("spinner", 75.0)]
+
+
+def test_the_last_reading_walks_and_names_the_others_by_their_command_lines() -> None:
+    """A run shorter than the walk's period names the others at its last reading (the
+    monitor's ``walk_next``), each with its command line, read once per process."""
+    me = os.getpid()
+    walks = iter(
+        [
+            {me: (1, "python", 1.0), 900001: (1, "python3", 10.0), 900002: (1, "sh", 0.0)},
+            {me: (1, "python", 2.0), 900001: (1, "python3", 13.0), 900002: (1, "sh", 0.0)},
+            {me: (1, "python", 3.0), 900001: (1, "python3", 14.0), 900003: (1, "x", 0.0)},
+        ]
+    )
+    read: list[int] = []
+
+    def command(pid: int) -> str:
+        read.append(pid)
+        return f"python3 hog.py --pid {pid}"
+
+    reader = PsutilReader(
+        scan_every_ns=2 * SECOND, walk_every_ns=10 * SECOND, walk=lambda: next(walks),
+        children=lambda pid: [], command=command,
+    )  # fmt: skip
+    (first,) = reader.read(0)
+    (before,) = reader.read(4 * SECOND)  # no walk due before 10 s
+    assert isinstance(first, SystemSample) and isinstance(before, SystemSample)
+    assert first.top_others == () and before.top_others == ()
+    reader.walk_next()
+    (last,) = reader.read(6 * SECOND)  # 3 s of CPU in 6 s: half a core
+    assert isinstance(last, SystemSample)
+    assert [(u.pid, u.cpu_pct, u.command) for u in last.top_others] == [
+        (900001, 50.0, "python3 hog.py --pid 900001")
+    ]
+    reader.walk_next()  # a walk comes again only when asked or due; the command is kept
+    (again,) = reader.read(8 * SECOND)
+    assert isinstance(again, SystemSample)
+    assert [u.command for u in again.top_others] == ["python3 hog.py --pid 900001"]
+    assert read == [900001]  # the idle shell was not named, so not read
+
+
+def test_command_lines_are_read_from_proc_on_one_line_and_cut() -> None:
+    code = "import time\ntime.sleep(30)  # " + "x" * (COMMAND_MAX + 50)
+    child = subprocess.Popen([sys.executable, "-c", code])
+    try:
+        for read in (command_proc, command_psutil):
+            text = read(child.pid)
+            assert text.startswith(f"{sys.executable} -c import time time.sleep(30) # xx")
+            assert len(text) == COMMAND_MAX and text.endswith("…")
+    finally:
+        child.kill()
+        child.wait()
+    # an ended process, and a kernel thread (kthreadd, pid 2, where this machine shows it)
+    assert command_proc(child.pid) == "" and command_psutil(child.pid) == ""
+    if Path("/proc/2/cmdline").exists():
+        assert command_proc(2) == ""
 
 
 def test_look_again_finds_new_children_at_the_next_reading_not_the_next_scan() -> None:

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from stepdoctor.collect.sampling.readers import IO_EVERY_NS
 from stepdoctor.model import ProfiledSpan
 from stepdoctor.record import load_run
 from stepdoctor.render.html import render_html
@@ -91,9 +92,10 @@ def _open(
 
 @needs_torch
 def test_report_of_a_real_run_renders_in_chromium(tmp_path: Path) -> None:
-    # A DataLoader loop of 128 steps, ~3 s: disk and network are read once a second, and the
-    # I/O plot needs two readings.
-    rec = load_run(_real_run(tmp_path, "run", 0.02))
+    # A DataLoader loop of 128 steps asleep 2.5 I/O periods in all: disk and network are read
+    # every IO_EVERY_NS (2 s) from the monitor's first sample on, and the I/O plot needs two
+    # readings (at 1.3 periods, a monitor that sampled late on a busy machine took one).
+    rec = load_run(_real_run(tmp_path, "run", 2.5 * IO_EVERY_NS / 1e9 / 128))
     # as if run --trace had profiled steps 40-46: their band is drawn and named
     span = ProfiledSpan(start_ns=rec.steps[40].start_ns, end_ns=rec.steps[46].end_ns)
     rec = dataclasses.replace(rec, profiled=(span,))

@@ -19,7 +19,7 @@ from stepdoctor.model import (
     StepTiming,
 )
 from stepdoctor.rules import RuleContext
-from stepdoctor.rules.competing_processes import competing_processes
+from stepdoctor.rules.competing_processes import UNNAMED, competing_processes
 from stepdoctor.rules.h2d_copies import h2d_copies
 from stepdoctor.rules.small_batch import small_batch
 from stepdoctor.rules.tensor_core_precision import tensor_core_precision
@@ -29,19 +29,47 @@ from tests.builders import MS, env, record, samples, stacked, steps
 
 def test_competing_processes_names_the_top_ones() -> None:
     s = steps(50, phases_ms={"forward": 100})
-    hog = (ProcessUsage(pid=42, name="stress", cpu_pct=190.0),)
-    system = tuple(replace(x, top_others=hog) for x in samples(s, job_cpu=100.0, other_cpu=200.0))
+    hog = (ProcessUsage(pid=42, name="stress", cpu_pct=190.0, command="stress --cpu 2"),)
+    system = tuple(replace(x, top_others=hog) for x in samples(s, job_cpu=200.0, other_cpu=200.0))
     (f,) = competing_processes(RuleContext(record(s, system=system)))
     assert f.severity is Severity.CRITICAL  # 200 of 400 %: half the machine
-    assert "stress (pid 42" in str({e.metric: e.value for e in f.evidence}["top other processes"])
-    assert f.speedup.factor == 3.0  # min(400, 100 + 200) / 100
+    top = {e.metric: e.value for e in f.evidence}["top other processes"]
+    assert top == "stress (pid 42, 190% of a core): stress --cpu 2"
+    assert top in f.explanation
+    assert f.speedup.factor == 2.0  # min(400, 200 + 200) / 200
     # the command names them by pid, on any machine (no core numbers it may not have)
     assert f.fix.snippet is not None and f.fix.snippet.startswith("renice -n 19 -p 42 ")
-    # A job running one thread gains one core at most: min(400, 100, 100 + 200) / 60.
-    one = tuple(replace(x, top_others=hog) for x in samples(s, job_cpu=60.0, other_cpu=200.0))
+    # A job running one thread gains one core at most: min(400, 100, 60 + 300) / 60.
+    one = tuple(replace(x, top_others=hog) for x in samples(s, job_cpu=60.0, other_cpu=300.0))
     rec = record(s, system=one, facts=env(torch__num_threads=1))
     (g,) = competing_processes(RuleContext(rec))
     assert g.speedup.factor == pytest.approx(100 / 60)
+
+
+def test_competing_processes_beside_a_job_that_left_cores_idle_take_nothing_from_it() -> None:
+    """Others busy on 2 of 4 cores while the job used 0.5 and a core and a half stayed idle
+    (a job asleep, or waiting on its GPU or disk): it was not short of CPU, so no gain is
+    claimed and the finding is info. Pinned to 2 cores, the idle ones may not be its own:
+    the model stands."""
+    s = steps(50, phases_ms={"forward": 100})
+    system = samples(s, job_cpu=50.0, other_cpu=200.0)
+    (f,) = competing_processes(RuleContext(record(s, system=system)))
+    assert f.severity is Severity.INFO and f.speedup.kind is SpeedupKind.NONE
+    assert "1.5 CPUs idle" in f.explanation and "not short of CPU" in f.speedup.basis
+    pinned = record(s, system=system, facts=env(cpu__affinity=2))
+    (g,) = competing_processes(RuleContext(pinned))
+    assert g.severity is Severity.CRITICAL and g.speedup.factor == 5.0  # min(400, 250) / 50
+
+
+def test_competing_processes_none_named_say_why() -> None:
+    """Others busy together, none of them named (each under the listing's least share): the
+    finding says why none is named, not "unknown"."""
+    s = steps(50, phases_ms={"forward": 100})
+    system = samples(s, job_cpu=100.0, other_cpu=200.0)
+    (f,) = competing_processes(RuleContext(record(s, system=system)))
+    top = {e.metric: e.value for e in f.evidence}["top other processes"]
+    assert top == UNNAMED and "none named: no single process" in f.explanation
+    assert f.fix.snippet is not None and f.fix.snippet.startswith("top -o %CPU")
 
 
 def test_competing_processes_in_the_doctor_give_no_figure_and_warn_at_most() -> None:

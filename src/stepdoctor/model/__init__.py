@@ -49,6 +49,7 @@ if TYPE_CHECKING:
     )
     from stepdoctor.model.phases import Phase
     from stepdoctor.model.run import (
+        TOP_OTHERS_MIN_PCT,
         WARMUP_SAMPLES,
         Collective,
         ConcurrencyStat,
@@ -106,6 +107,7 @@ __all__ = [
     "SETUP_PHASE",
     "STRAGGLER_CAUSE",
     "STRAGGLER_LOST",
+    "TOP_OTHERS_MIN_PCT",
     "UNPHASED",
     "WARMUP_SAMPLES",
     "WORKER_PHASE",
@@ -236,6 +238,7 @@ _HOMES = {
     "TraceSummary": "traces",
     "TuneResult": "experiments",
     "TuneTrial": "experiments",
+    "TOP_OTHERS_MIN_PCT": "run",
     "WARMUP_SAMPLES": "run",
     "WORKER_PHASE": "stacks",
     "fields_getter": "schema",

@@ -16,6 +16,7 @@ if TYPE_CHECKING:  # resolved by model/schema.py when a record is read: a job's 
 
 __all__ = [
     "OWN_MEASUREMENTS",
+    "TOP_OTHERS_MIN_PCT",
     "WARMUP_SAMPLES",
     "ConcurrencyStat",
     "EnvFact",
@@ -38,6 +39,11 @@ __all__ = [
 #: and cache warm-up): SageMaker Debugger's bottleneck rules skip the first 1,000. The rules'
 #: shares leave them out, and the in-run experiments and trace capture wait for them.
 WARMUP_SAMPLES = 1000
+
+#: The least CPU (% of one core) over a listing's interval for a process outside the job to
+#: be named in ``SystemSample.top_others``: a shell or a monitoring agent ticking over stays
+#: out of the report's "top other processes".
+TOP_OTHERS_MIN_PCT = 5.0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -120,6 +126,10 @@ class ProcessUsage:
     name: str
     cpu_pct: float
     """Percent of one core (200 = two cores busy)."""
+    command: str = ""
+    """Its command line, arguments joined by spaces and cut to ``COMMAND_MAX`` characters
+    (``collect/sampling/procfs.py``); empty where it has none (a kernel thread) or it could
+    not be read, and in records written before it was read."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -161,6 +171,10 @@ class SystemSample:
     """The CPUs' mean current clock (``psutil.cpu_freq``), read with disk/net; None where
     unreadable or not read at this sample."""
     top_others: tuple[ProcessUsage, ...] = ()
+    """The processes outside the job that used ``TOP_OTHERS_MIN_PCT`` of a core or more since
+    the previous listing of every process (at most five, the busiest first); filled where a
+    listing ran (at the run's start, every ``WALK_EVERY_NS`` (10 s) and at its end: the
+    first primes the counters), empty in the samples between."""
     job_children: tuple[ProcessUsage, ...] = ()
     """Each of the job's child processes (DataLoader workers, processes it started itself) with
     its CPU since the previous such reading; filled every ``SCAN_EVERY_NS`` (2 s) while the job

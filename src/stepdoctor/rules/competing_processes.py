@@ -8,7 +8,17 @@ Fix: stop or move them, or pin the job and them to separate cores.
 
 from __future__ import annotations
 
-from stepdoctor.model import Evidence, Finding, Fix, ProcessUsage, Severity, Speedup
+import dataclasses
+
+from stepdoctor.model import (
+    TOP_OTHERS_MIN_PCT,
+    Evidence,
+    Finding,
+    Fix,
+    ProcessUsage,
+    Severity,
+    Speedup,
+)
 from stepdoctor.rules._facts import fact_int
 from stepdoctor.rules._gpu import job_gpus
 from stepdoctor.rules._severity import at_most, grade
@@ -18,8 +28,10 @@ from stepdoctor.rules.registry import rule
 __all__ = [
     "CHECKUP_CEILING",
     "CRITICAL_SHARE",
+    "NOT_SHORT_IDLE_CORES",
     "OTHERS_GPU_BUSY",
     "OTHERS_GPU_MEMORY",
+    "UNNAMED",
     "WARNING_SHARE",
     "busiest_others",
     "competing_processes",
@@ -39,6 +51,11 @@ OTHERS_GPU_BUSY = 0.10
 #: The doctor's look at the machine lasts about a second: others busy in it may stop before a
 #: job starts (a package install), so it warns at most (issue 39: a critical from `doctor`).
 CHECKUP_CEILING = Severity.WARNING
+#: A job that left this many cores idle on average while the others ran was not short of CPU:
+#: its threads would have taken an idle core before sharing one with the others (the kernel
+#: balances a job's runnable threads over the cores it may use), so the others took nothing
+#: it waited for. A sleeping or GPU-bound job beside a busy process was given "up to 50x".
+NOT_SHORT_IDLE_CORES = 1.0
 OTHERS_GPU_MEMORY = 0.25
 
 
@@ -72,15 +89,27 @@ def busiest_others(ctx: RuleContext) -> list[ProcessUsage]:
             counts[proc.pid] = counts.get(proc.pid, 0) + 1
             best[proc.pid] = proc
     readings = sum(1 for s in ctx.system if s.top_others) or 1
-    ranked = [
-        ProcessUsage(pid=pid, name=best[pid].name, cpu_pct=totals[pid] / readings) for pid in totals
-    ]
+    ranked = [dataclasses.replace(best[pid], cpu_pct=totals[pid] / readings) for pid in totals]
     return sorted(ranked, key=lambda p: -p.cpu_pct)[:5]
 
 
 def named(processes: list[ProcessUsage]) -> str:
-    """``name (pid N, X%)`` for each, in order."""
-    return ", ".join(f"{p.name} (pid {p.pid}, {p.cpu_pct:.0f}%)" for p in processes)
+    """``name (pid N, X% of a core): its command line`` for each, in order, ``;`` between
+    (a command line has commas of its own)."""
+    return "; ".join(
+        f"{p.name} (pid {p.pid}, {p.cpu_pct:.0f}% of a core)"
+        + (f": {p.command}" if p.command else "")
+        for p in processes
+    )
+
+
+#: What the report says where no other process is named.
+UNNAMED = (
+    f"none named: no single process outside the job used {TOP_OTHERS_MIN_PCT:g}% of a core "
+    "or more between two listings of every process (at the start, at the end and every few "
+    "seconds between): many small ones, or short-lived ones that began and ended between "
+    "two listings"
+)
 
 
 def others_share(ctx: RuleContext) -> float | None:
@@ -104,20 +133,23 @@ def _cpu(ctx: RuleContext) -> Finding | None:
     if rung is None:
         return None
     top = busiest_others(ctx)
-    names = named(top) or "unknown"
+    names = named(top) or UNNAMED
     busy = [
         s.t_ns
         for s in ctx.system
         if s.other_cpu_pct is not None and s.other_cpu_pct / capacity >= WARNING_SHARE
     ]
     if ctx.checkup:  # no job ran: the doctor's own CPU is no job's to model a gain from
+        # its length where it took more than one reading (the doctor's one reading closes
+        # a window that opened before it)
         seconds = (ctx.system[-1].t_ns - ctx.system[0].t_ns) / 1e9 if ctx.system else 0.0
+        look = f" ({seconds:.1f} s)" if seconds > 0 else ""
         severity = at_most(rung.severity, CHECKUP_CEILING)
         speedup = Speedup.none(
             "not modelled: no job ran; `stepdoctor run` measures what they take from yours"
         )
         explanation = (
-            f"In stepdoctor's look at the machine ({seconds:.1f} s), processes other than it "
+            f"In stepdoctor's look at the machine{look}, processes other than it "
             f"used {other / 100:.1f} of the {capacity / 100:.0f} CPUs on average. Top: "
             f"{names}. A look this short cannot tell whether they keep running while a job "
             "does (a warning at most): `stepdoctor run` your job to see."
@@ -130,6 +162,19 @@ def _cpu(ctx: RuleContext) -> Finding | None:
             f"{capacity / 100:.0f} CPUs on average, and the job itself {job / 100:.1f}. "
             f"Top: {names}."
         )
+        idle = capacity - job - other
+        if idle >= 100.0 * NOT_SHORT_IDLE_CORES and ctx.cores >= capacity / 100.0:
+            severity = Severity.INFO
+            speedup = Speedup.none(
+                f"not modelled: {idle / 100:.1f} CPUs stayed idle that the job did not use: "
+                "it was not short of CPU"
+            )
+            explanation += (
+                f" The machine still had {idle / 100:.1f} CPUs idle on average, which the job "
+                "did not use: it was not short of CPU, so the others took nothing it waited "
+                "for (they would if it used more cores: worth knowing before adding threads "
+                "or workers)."
+            )
     return Finding(
         rule="competing-processes",
         span_ns=(busy[0], busy[-1]) if busy else None,

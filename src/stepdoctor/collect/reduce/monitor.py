@@ -252,6 +252,10 @@ class Monitor:
         if self._thread.is_alive():
             self._thread.join()
         start = time.thread_time_ns()
+        for reader in self._readers:  # the last reading names who else used the CPUs
+            walk_next = getattr(reader, "walk_next", None)
+            if callable(walk_next):
+                walk_next()
         self._sample()
         self.flush(final=True)
         self.cpu_ns += time.thread_time_ns() - start

@@ -17,6 +17,7 @@ from typing import NamedTuple, Protocol
 import psutil
 
 __all__ = [
+    "COMMAND_MAX",
     "Children",
     "ProcFs",
     "ProcStat",
@@ -24,7 +25,10 @@ __all__ = [
     "PsutilCounters",
     "Walk",
     "children_proc",
+    "command_proc",
+    "command_psutil",
     "default_children",
+    "default_command",
     "default_counters",
     "default_walk",
     "parse_cores",
@@ -226,6 +230,43 @@ def walk_proc(proc: str = "/proc") -> dict[int, tuple[int, str, float]]:
             if stat is not None:
                 found[int(pid)] = (stat.ppid, stat.name, stat.cpu_s)
     return found
+
+
+#: The longest command line kept for a process named in a report (characters): enough for
+#: an interpreter, its script and the first arguments; a job's own argument lists can run to
+#: kilobytes.
+COMMAND_MAX = 200
+
+
+def command_proc(pid: int, proc: str = "/proc") -> str:
+    """The command line of ``pid`` from ``/proc/<pid>/cmdline`` (arguments joined by spaces,
+    cut to ``COMMAND_MAX`` characters); empty for a kernel thread, a process that ended or one
+    this user cannot read."""
+    try:
+        data = _read(f"{proc}/{pid}/cmdline")
+    except OSError:
+        return ""
+    return _cut(data.rstrip(b"\0").replace(b"\0", b" ").decode("utf-8", "replace"))
+
+
+def command_psutil(pid: int) -> str:
+    """``command_proc`` through psutil (any OS)."""
+    try:
+        return _cut(" ".join(psutil.Process(pid).cmdline()))
+    except (psutil.Error, OSError):
+        return ""
+
+
+def _cut(text: str) -> str:
+    """``text`` on one line (a ``python -c`` program's newlines as spaces), cut to
+    ``COMMAND_MAX`` characters."""
+    text = " ".join(text.split())
+    return text if len(text) <= COMMAND_MAX else text[: COMMAND_MAX - 1] + "…"
+
+
+def default_command() -> Callable[[int], str]:
+    """``command_proc`` where this process can read ``/proc``, else ``command_psutil``."""
+    return command_proc if ProcFs.available() else command_psutil
 
 
 Children = Callable[[int], list[int] | None]

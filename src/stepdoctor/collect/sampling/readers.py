@@ -24,13 +24,14 @@ from stepdoctor.collect.sampling.procfs import (
     ProcStat,
     Walk,
     default_children,
+    default_command,
     default_counters,
     default_walk,
     parse_cores,
     parse_stat,
 )
 from stepdoctor.collect.sampling.sampler import Sampler, new_sampler
-from stepdoctor.model import GpuSample, ProcessUsage, SystemSample
+from stepdoctor.model import TOP_OTHERS_MIN_PCT, GpuSample, ProcessUsage, SystemSample
 
 __all__ = ["PsutilReader", "Reader", "ThreadedReader", "samples_itself"]
 
@@ -51,9 +52,8 @@ WALK_EVERY_NS = 10_000_000_000
 #: ``set_files`` generations remembered: the tree changes at most once a walk (2 s), and the
 #: monitor takes the snapshots every half second, so the last few are all it can meet.
 GENERATIONS_KEPT = 8
-#: Other processes listed per sample, and the least CPU (% of one core) to be listed.
+#: Other processes listed per sample (the least CPU to be listed: ``TOP_OTHERS_MIN_PCT``).
 TOP_OTHERS = 5
-TOP_OTHERS_MIN_PCT = 5.0
 
 
 class Reader(Protocol):
@@ -119,6 +119,8 @@ class PsutilReader:
             ``walk_psutil``).
         children: lists a process's children (default: ``children_proc`` where the kernel
             has the files and no ``walk`` was given; ``None``: the walk finds the tree).
+        command: a process's command line, read for the busiest others only (default:
+            ``command_proc`` where /proc can be read, else ``command_psutil``).
         counters: per-core CPU and one process's counters (default: ``ProcFs`` where /proc
             can be read, else ``PsutilCounters``).
         timer: seconds for CPU rates (``time.monotonic``; the session clock may be a test's).
@@ -143,6 +145,7 @@ class PsutilReader:
         walk_every_ns: int | None = None,
         walk: Walk | None = None,
         children: Children | None = None,
+        command: Callable[[int], str] | None = None,
         heap: HeapReader | None = None,
         counters: ProcessCounters | None = None,
         timer: Callable[[], float] = time.monotonic,
@@ -172,6 +175,10 @@ class PsutilReader:
             children = default_children()
         self._children = children
         self._walk = walk or default_walk()
+        self._command = command or default_command()
+        self._commands: dict[tuple[int, str], str] = {}
+        """(pid, name) -> command line of each other process named so far."""
+        self._walk_next = False
         # (without children files the walk runs at each scan: _scan_if_due)
         self._walk_every = WALK_EVERY_NS if walk_every_ns is None else walk_every_ns
         self._last_io: int | None = None
@@ -273,11 +280,20 @@ class PsutilReader:
         if self._children is None:
             self._last_walk = None
 
+    def walk_next(self) -> None:
+        """Walk every process at the next reading whether or not a walk is due (the monitor
+        calls it before the run's last reading: a run shorter than ``WALK_EVERY_NS`` then
+        names the others that used the CPU since its first walk)."""
+        self._walk_next = True
+
     def _scan_if_due(self, t_ns: int) -> tuple[tuple[ProcessUsage, ...], tuple[ProcessUsage, ...]]:
         """Look for new children and walk every process, each when due; return the busiest
         other processes when the walk ran, and the job's children's CPU when the scan ran."""
         scan_due = self._last_scan is None or t_ns - self._last_scan >= self._scan_every
-        walk_due = self._last_walk is None or t_ns - self._last_walk >= self._walk_every
+        walk_due = (
+            self._walk_next or self._last_walk is None or t_ns - self._last_walk >= self._walk_every
+        )
+        self._walk_next = False
         if self._children is None:
             walk_due = scan_due  # the walk is what finds the tree
         if not scan_due and not walk_due:
@@ -541,7 +557,19 @@ class PsutilReader:
                 if pct >= TOP_OTHERS_MIN_PCT:
                     usage.append(ProcessUsage(pid=pid, name=name, cpu_pct=round(pct, 1)))
         usage.sort(key=lambda u: -u.cpu_pct)
-        return tuple(usage[:TOP_OTHERS])
+        return tuple(
+            dataclasses.replace(u, command=self._command_of(u.pid, u.name))
+            for u in usage[:TOP_OTHERS]
+        )
+
+    def _command_of(self, pid: int, name: str) -> str:
+        """``pid``'s command line, read once per process (a pid reused by another program
+        has another name, and is read again)."""
+        key = (pid, name)
+        command = self._commands.get(key)
+        if command is None:
+            command = self._commands[key] = self._command(pid)
+        return command
 
 
 def _cpu_freq() -> float | None:
