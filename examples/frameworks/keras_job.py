@@ -1,6 +1,8 @@
 """A small Keras 3 job on the torch backend: an MLP on random features, with validation.
 
 ``KERAS_FAULT=batch``: ``batch_size=4`` (the planted tiny batch; the fixed job uses 256).
+``KERAS_FAULT=float64``: ``keras.config.set_floatx("float64")`` before the model is built (the
+fixed job keeps Keras's float32).
 ``KERAS_EPOCHS``: epochs (default 2).
 """
 
@@ -18,6 +20,8 @@ FEATURES = 256
 
 def main() -> None:
     keras.utils.set_random_seed(0)
+    if FAULT == "float64":
+        keras.config.set_floatx("float64")
     batch = 4 if FAULT == "batch" else 256
     samples = 1024 if FAULT == "batch" else 16384  # 230 steps of 4, 116 of 256
     rng = np.random.default_rng(0)

@@ -234,6 +234,17 @@ def test_keras_fit_is_one_step_per_batch_and_a_healthy_job_stays_clean(tmp_path:
     assert {"data_wait", "forward", "backward", "optimizer", "evaluation"} <= phases
 
 
+def test_keras_in_float64_is_told_with_its_floatx(tmp_path: Path) -> None:
+    report, record, out = _judged(
+        "keras_job.py", tmp_path, _on_top("float64"), KERAS_FAULT="float64", KERAS_EPOCHS="1"
+    )
+    assert record.env_value("keras.floatx") == "float64"
+    fix = _top(report, out)["fix"]
+    assert isinstance(fix, dict) and "its floatx is 'float64'" in fix["summary"]
+    assert fix["snippet"].startswith('keras.config.set_floatx("float32")')
+    assert "model.float()" not in fix["summary"]  # no torch call on a model Keras built
+
+
 def test_a_tiny_keras_batch_is_named_with_fits_batch_size(tmp_path: Path) -> None:
     report, _, out = _judged(
         "keras_job.py", tmp_path, _on_top("small-batch"), KERAS_FAULT="batch", KERAS_EPOCHS="1"

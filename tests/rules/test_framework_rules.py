@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from stepdoctor.model import ConcurrencyStat, HookTime, LoaderInfo, Severity
+from stepdoctor.model import ConcurrencyStat, HookTime, LoaderInfo, ModelInfo, Severity
 from stepdoctor.report import build_report
 from stepdoctor.rules import RuleContext
 from stepdoctor.rules.frequent_evaluation import frequent_evaluation
@@ -148,3 +148,38 @@ def test_the_trainers_loader_is_changed_through_its_arguments_not_a_dataloader_c
     told = _findings(record(s, cores=2, loaders=[loader], facts=facts))["input-bound"]
     assert "DataLoader(" not in told.fix.summary + told.fix.snippet  # type: ignore[attr-defined]
     assert "TrainingArguments(" in told.fix.snippet  # type: ignore[attr-defined]
+
+
+def _double_model() -> ModelInfo:
+    return ModelInfo(model_id=1, class_name="Net", param_count=10, param_bytes=80,
+                     param_dtypes=("torch.float64",))  # fmt: skip
+
+
+def test_float64_is_told_where_each_framework_sets_it() -> None:
+    """Lightning's precision, Keras's floatx, the Trainer's model as loaded: the fix names
+    the setting that made the model float64, or says the job's own code did."""
+    s = steps(100, phases_ms={"forward": 10, "backward": 10})
+    models = (_double_model(),)
+
+    def fix(**facts: object) -> tuple[str, str | None]:
+        f = _findings(record(s, facts=env(**facts), models=models))["float64"]
+        return f.fix.summary, f.fix.snippet  # type: ignore[attr-defined]
+
+    summary, snippet = fix(framework="lightning", lightning__precision="64-true")
+    assert "precision is '64-true'" in summary and snippet == (
+        'trainer = L.Trainer(..., precision="32-true")'
+    )
+    assert "model.float()" not in summary  # replaced: the Trainer converts it
+    summary, _ = fix(framework="lightning", lightning__precision="32-true")
+    assert "model.float()" in summary and "from your own code" in summary
+    summary, snippet = fix(
+        framework="keras", keras__floatx="float64", keras__dtype_policy="float64"
+    )
+    assert "floatx is 'float64'" in summary and snippet is not None
+    assert snippet.startswith('keras.config.set_floatx("float32")')
+    summary, snippet = fix(framework="keras", keras__floatx="float32")
+    assert 'dtype="float64"' in summary and snippet == 'keras.layers.Dense(units, dtype="float32")'
+    summary, snippet = fix(framework="transformers")
+    assert "torch_dtype=torch.float32" in summary and snippet is not None
+    generic, _ = fix()
+    assert generic.startswith("Convert the model with model.float()")

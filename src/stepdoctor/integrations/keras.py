@@ -83,6 +83,8 @@ class StepdoctorCallback(keras.callbacks.Callback):  # type: ignore[misc]
             "steps_per_execution": getattr(model, "steps_per_execution", None),
             "jit_compile": _setting(getattr(model, "jit_compile", None)),
             "run_eagerly": _setting(getattr(model, "run_eagerly", None)),
+            "floatx": keras.config.floatx(),
+            "dtype_policy": _setting(getattr(keras.config.dtype_policy(), "name", None)),
             **self._fit_settings,
         }
         note_settings(session, "keras", keras.__version__, settings)

@@ -88,6 +88,7 @@ def in_framework_terms(record: RunRecord, findings: Sequence[Finding]) -> list[F
         "checkpoint-stalls": _checkpoints,
         "small-batch": _batch,
         "frequent-evaluation": _evaluation,
+        "float64": _float64,
     }
     out = []
     for finding in findings:
@@ -417,4 +418,51 @@ def _evaluation(record: RunRecord, framework: str, finding: Finding) -> Finding:
         f"Keras validates after every validation_freq={freq or 1} epoch(s): validate less "
         "often, or on fewer batches (validation_steps).",
         "model.fit(..., validation_freq=5, validation_steps=50)",
+    )
+
+
+def _float64(record: RunRecord, framework: str, finding: Finding) -> Finding:
+    """Double precision where the framework sets it: Lightning's ``precision``, Keras's
+    ``floatx`` and dtype policy, the Trainer's model as loaded; else where the job's own code
+    converts the model or makes its data."""
+    if framework == "lightning":
+        precision = str(_setting(record, framework, "precision") or "")
+        if "64" in precision:
+            return _instead(
+                finding,
+                f"The Trainer runs the model in float64 because its precision is "
+                f'{precision!r}: use precision="32-true" (or "bf16-mixed" where the '
+                "hardware has bfloat16), and keep the data in float32.",
+                'trainer = L.Trainer(..., precision="32-true")',
+            )
+        return _told(
+            finding,
+            f"In Lightning (precision {precision!r}) the float64 comes from your own code: a "
+            "self.double() or float64 parameters in your LightningModule, or float64 arrays "
+            "in the data set your DataModule's train_dataloader() reads.",
+            None,
+        )
+    if framework == "transformers":
+        return _told(
+            finding,
+            "The Trainer trains the model in the dtype it was loaded or converted to: load it "
+            "with torch_dtype=torch.float32 and drop any model.double() (bf16=True in "
+            "TrainingArguments for mixed precision where the hardware has bfloat16).",
+            "model = AutoModel.from_pretrained(name, torch_dtype=torch.float32)",
+        )
+    floatx = _setting(record, framework, "floatx")
+    policy = _setting(record, framework, "dtype_policy")
+    if floatx == "float64" or policy == "float64":
+        return _instead(
+            finding,
+            f"Keras builds its layers in float64 because its floatx is {floatx!r} (dtype "
+            f"policy {policy!r}): set floatx to float32 before the model is built, or give "
+            'the layers dtype="float32"; Keras casts float64 inputs to the layers\' dtype.',
+            'keras.config.set_floatx("float32")  # before the model is built',
+        )
+    return _instead(
+        finding,
+        f'Keras\'s floatx is {floatx!r}: the float64 comes from layers given dtype="float64" '
+        "in your model: give them float32 (Keras casts float64 inputs to the layers' dtype).",
+        'keras.layers.Dense(units, dtype="float32")',
     )
