@@ -3,7 +3,10 @@
 ``KERAS_FAULT=batch``: ``batch_size=4`` (the planted tiny batch; the fixed job uses 256).
 ``KERAS_FAULT=float64``: ``keras.config.set_floatx("float64")`` before the model is built (the
 fixed job keeps Keras's float32).
-``KERAS_EPOCHS``: epochs (default 2).
+``KERAS_FAULT=callback``: a callback that reads every weight back and sums it in Python after
+each batch (the fixed job does it once an epoch).
+``KERAS_EPOCHS``: epochs (default 2). ``KERAS_BACKEND``: ``torch`` unless set (``tensorflow``
+runs it on TensorFlow).
 """
 
 import os
@@ -16,6 +19,17 @@ import numpy as np
 FAULT = os.environ.get("KERAS_FAULT", "")
 EPOCHS = int(os.environ.get("KERAS_EPOCHS", "2"))
 FEATURES = 256
+
+
+class WeightNorms(keras.callbacks.Callback):
+    """Sums of squares of the model's weights, element by element in Python, after each batch
+    (the planted slow callback)."""
+
+    def on_train_batch_end(self, batch, logs=None):
+        self.norms = [
+            sum(float(v) ** 2 for v in keras.ops.convert_to_numpy(w).ravel()[:2000])
+            for w in self.model.trainable_weights
+        ]
 
 
 def main() -> None:
@@ -39,7 +53,11 @@ def main() -> None:
         optimizer=keras.optimizers.SGD(0.05),
         loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
     )
-    model.fit(x, y, batch_size=batch, epochs=EPOCHS, validation_split=0.1, verbose=0)
+    callbacks = [WeightNorms()] if FAULT == "callback" else []
+    model.fit(
+        x, y, batch_size=batch, epochs=EPOCHS, validation_split=0.1, verbose=0,
+        callbacks=callbacks,
+    )  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -21,6 +21,7 @@ from stepdoctor.model import RunRecord
 from stepdoctor.record import load_run
 from tests._machine import judged
 from tests._zygote import stepdoctor_run
+from tests.marks import needs_module
 from tests.scenarios._verdicts import LOUD, about_the_job, saves_under_a_second, warmup_of
 
 HERE = Path(__file__).parents[2] / "examples" / "frameworks"
@@ -232,6 +233,37 @@ def test_keras_fit_is_one_step_per_batch_and_a_healthy_job_stays_clean(tmp_path:
         assert fix["summary"].startswith("fit() was given arrays"), fix
     phases = {name for s in record.steps for name in s.phase_ns}
     assert {"data_wait", "forward", "backward", "optimizer", "evaluation"} <= phases
+
+
+@needs_module("tensorflow", "Keras on its TensorFlow backend")
+def test_keras_on_tensorflow_is_one_step_per_batch_and_a_healthy_job_stays_clean(
+    tmp_path: Path,
+) -> None:
+    """On TensorFlow a step is one call of Keras's compiled train function (the batch's
+    fetch from its tf.data pipeline, forward, backward and update in the graph): timed as
+    ``train_step``, with fit's batch_size as its samples."""
+    report, record, _ = _judged("keras_job.py", tmp_path, _clean, KERAS_BACKEND="tensorflow")
+    assert record.env_value("keras.backend") == "tensorflow"
+    assert len(record.steps) == 2 * 58  # 2 epochs of 14,746 samples in batches of 256
+    _phases_add_up(record)
+    assert all(s.phase_ns.get("train_step", 0) > 0 for s in record.steps)
+    assert {s.batch_size for s in record.steps} == {256}
+    summary = report["summary"]
+    assert isinstance(summary, dict) and summary["samples_per_sec"] > 0
+
+
+@needs_module("tensorflow", "Keras on its TensorFlow backend")
+def test_a_slow_keras_callback_on_tensorflow_is_named_with_its_hook(tmp_path: Path) -> None:
+    report, record, out = _judged(
+        "keras_job.py", tmp_path, _on_top("slow-callbacks"),
+        KERAS_BACKEND="tensorflow", KERAS_FAULT="callback", KERAS_EPOCHS="1",
+    )  # fmt: skip
+    assert {h.name for h in record.hooks} == {"WeightNorms.on_train_batch_end"}
+    top = _top(report, out)
+    fix = top["fix"]
+    assert isinstance(fix, dict)
+    assert "Most of it is WeightNorms.on_train_batch_end" in fix["summary"], fix
+    assert "if batch % 50 == 0:" in fix["snippet"]
 
 
 def test_keras_in_float64_is_told_with_its_floatx(tmp_path: Path) -> None:

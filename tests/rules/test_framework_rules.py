@@ -183,3 +183,39 @@ def test_float64_is_told_where_each_framework_sets_it() -> None:
     assert "torch_dtype=torch.float32" in summary and snippet is not None
     generic, _ = fix()
     assert generic.startswith("Convert the model with model.float()")
+
+
+def test_keras_own_loop_between_steps_on_tensorflow_is_told_as_steps_per_execution() -> None:
+    """On TensorFlow a Keras step is its compiled train function's call; the time between
+    calls outside the callbacks timed is Keras's own loop: the fix is more batches per call.
+    On torch the same time is the steps' own (torch's hooks split them): the generic fix."""
+    s = steps(100, phases_ms={"train_step": 10, "other": 6, "callbacks": 1})
+    hooks = (_hook("History.on_epoch_end", 100),)
+    facts = {"framework": "keras", "keras__steps_per_execution": 1}
+    tf = record(s, facts=env(**facts, keras__backend="tensorflow"), hooks=hooks)
+    f = _findings(tf)["slow-callbacks"]
+    assert f.fix.summary.startswith("Most of it (86%) is Keras's own work")  # type: ignore[attr-defined]
+    assert f.fix.snippet == "model.compile(..., steps_per_execution=32)"  # type: ignore[attr-defined]
+    torch = record(s, facts=env(**facts, keras__backend="torch"), hooks=hooks)
+    g = _findings(torch)["slow-callbacks"]
+    assert "steps_per_execution" not in g.fix.summary  # type: ignore[attr-defined]
+    # a callback that takes most of it is named, on TensorFlow too
+    slow = (_hook("Stats.on_train_batch_end", 600),)
+    named = record(s, facts=env(**facts, keras__backend="tensorflow"), hooks=slow)
+    assert (
+        "Most of it is Stats.on_train_batch_end" in _findings(named)["slow-callbacks"].fix.summary
+    )  # type: ignore[attr-defined]
+
+
+def test_keras_steps_of_several_batches_say_so() -> None:
+    s = tuple(
+        dataclasses.replace(x, boundary="explicit")
+        for x in steps(100, phases_ms={"train_step": 10})
+    )
+    facts = env(framework="keras", keras__backend="tensorflow", keras__steps_per_execution=8)
+    summary = build_report(record(s, facts=facts)).summary
+    assert summary.step_basis.startswith("one step per call of Keras's train function, 8 batches")
+    torch = env(framework="keras", keras__backend="torch", keras__steps_per_execution=8)
+    assert build_report(record(s, facts=torch)).summary.step_basis.startswith(
+        "one step per batch of Keras's fit"
+    )

@@ -4,14 +4,19 @@
 
     model.fit(x, y, callbacks=[StepdoctorCallback()])   # or: stepdoctor run train.py
 
-A step is one batch of ``fit``, from its ``on_train_batch_begin`` to the next one's. Its data
-wait is torch's DataLoader's (Keras on the torch backend feeds arrays and torch data sets
+A step is one batch of ``fit``, from its ``on_train_batch_begin`` to the next one's. On the
+torch backend its data wait is torch's DataLoader's (Keras feeds arrays and torch data sets
 through one); the train step's own work besides the model's call and the backward (the loss,
-the metrics) is ``forward``, its optimizer's ``apply`` ``optimizer``; validation inside
-``fit`` (``on_test_begin`` to ``on_test_end``) is ``evaluation``. The callback notes ``fit``'s
-settings; outside ``stepdoctor run`` it records a run of its own per ``fit`` and prints the
-diagnosis at its end. Under ``stepdoctor run`` every ``fit`` gets one (``install``), which also
-notes the ``batch_size`` given to ``fit``.
+the metrics) is ``forward``, its optimizer's ``apply`` ``optimizer``. On TensorFlow (and JAX)
+the step is one call of the compiled ``train_function``, which takes the batch from its
+tf.data pipeline inside the graph: ``train_step`` (``Phase.TRAIN_STEP``), with the samples of
+``fit``'s ``batch_size``. On every backend the callbacks given to ``fit`` that override a
+batch or epoch hook are timed by name (``callbacks``; ``ModelCheckpoint`` and
+``BackupAndRestore`` as ``checkpoint``); validation inside ``fit`` (``on_test_begin`` to
+``on_test_end``) is ``evaluation``. The callback notes ``fit``'s settings; outside
+``stepdoctor run`` it records a run of its own per ``fit`` and prints the diagnosis at its
+end. Under ``stepdoctor run`` every ``fit`` gets one (``install``), which also notes the
+``batch_size`` given to ``fit`` and hands it the callbacks to time.
 """
 
 from __future__ import annotations
@@ -43,6 +48,16 @@ __all__ = ["StepdoctorCallback", "data_kind", "install"]
 _EVALUATION = Phase.EVALUATION.value
 _OPTIMIZER = Phase.OPTIMIZER.value
 _FORWARD = Phase.FORWARD.value
+_TRAIN_STEP = Phase.TRAIN_STEP.value
+_CALLBACKS = Phase.CALLBACKS.value
+_CHECKPOINT = Phase.CHECKPOINT.value
+#: The hooks of a user's callback timed by name: those ``fit`` calls around its batches and
+#: epochs (the article's "on_train_batch_end is slow compared to the batch update").
+TIMED_HOOKS = ("on_train_batch_begin", "on_train_batch_end", "on_epoch_begin", "on_epoch_end")
+#: Callbacks whose hooks save the model: their time is ``checkpoint``, not ``callbacks``.
+_SAVERS = ("ModelCheckpoint", "BackupAndRestore")
+#: ``fit``'s batch for arrays when none is given (Keras's documented default).
+KERAS_DEFAULT_BATCH = 32
 
 
 class StepdoctorCallback(keras.callbacks.Callback):  # type: ignore[misc]
@@ -58,10 +73,23 @@ class StepdoctorCallback(keras.callbacks.Callback):  # type: ignore[misc]
             ``json_path``, ``report``...).
     """
 
-    def __init__(self, *, fit_settings: dict[str, Setting] | None = None, **watch_options: Any):
+    def __init__(
+        self,
+        *,
+        fit_settings: dict[str, Setting] | None = None,
+        callbacks: list[Any] | None = None,
+        batch_size: int | None = None,
+        **watch_options: Any,
+    ):
+        """``fit_settings``, ``callbacks`` (those given to ``fit``, timed by name) and
+        ``batch_size`` (its samples per batch, for samples/s where torch's hooks do not count
+        them) come from ``install``'s wrapper of ``fit``."""
         super().__init__()
         self._own = OwnSession(**watch_options)
         self._fit_settings = fit_settings or {}
+        self._callbacks = list(callbacks or ())
+        self._batch_size: int | None = None
+        self._fit_batch = batch_size
         self._timer: FrameworkTimer | None = None
         self._began = False
         self._evaluating = False
@@ -92,20 +120,32 @@ class StepdoctorCallback(keras.callbacks.Callback):  # type: ignore[misc]
         # train step's own work besides the model's call and the backward (the loss, the
         # metrics' update, zero_grad), which a plain loop's code would do: looked up at each
         # call (fit's train function calls self.train_step)
-        for owner, name, phase in (
-            (getattr(model, "optimizer", None), "apply", _OPTIMIZER),
-            (model, "train_step", _FORWARD),
-        ):
-            undo = None if owner is None else time_method(owner, name, timer, phase)
+        if keras.backend.backend() == "torch":
+            for owner, name, phase in (
+                (getattr(model, "optimizer", None), "apply", _OPTIMIZER),
+                (model, "train_step", _FORWARD),
+            ):
+                undo = None if owner is None else time_method(owner, name, timer, phase)
+                if undo is not None:
+                    self._undo.append(undo)
+        else:
+            # the compiled step (made before on_train_begin): fetch, forward, backward and
+            # update in one call; samples from fit's batch (torch's hooks count none here)
+            per_call = getattr(model, "steps_per_execution", 1)
+            per_call = per_call if isinstance(per_call, int) and per_call > 1 else 1
+            self._batch_size = None if self._fit_batch is None else self._fit_batch * per_call
+            undo = _time_attribute(model, "train_function", timer, _TRAIN_STEP)
             if undo is not None:
                 self._undo.append(undo)
+        for callback in self._callbacks:
+            self._undo.extend(_time_hooks(callback, timer))
 
     @guarded
     def on_train_batch_begin(self, batch: int, logs: Any = None) -> None:
         """A batch begins: the step of the one before ends here (its callbacks and the
         fetch of this batch included)."""
         if self._began and self._timer is not None:
-            self._timer.step()
+            self._timer.step(self._batch_size)
         self._began = True
 
     @guarded
@@ -146,8 +186,70 @@ class StepdoctorCallback(keras.callbacks.Callback):  # type: ignore[misc]
 
     def _end_step(self) -> None:
         if self._began and self._timer is not None:
-            self._timer.step()
+            self._timer.step(self._batch_size)
         self._began = False
+
+
+def _time_attribute(owner: Any, name: str, timer: FrameworkTimer, phase: str) -> Any:
+    """Put a wrapper entering ``phase`` around each call in place of ``owner``'s attribute
+    ``name`` (a function Keras set on the instance, as ``train_function``); return the undo,
+    which puts the function back while the wrapper is still the one set (None: nothing to
+    wrap)."""
+    original = getattr(owner, name, None)
+    if not callable(original):
+        return None
+
+    @functools.wraps(original)
+    def timed(*args: Any, **kwargs: Any) -> Any:
+        timer.enter(phase)
+        try:
+            return original(*args, **kwargs)
+        finally:
+            timer.leave()
+
+    setattr(owner, name, timed)
+
+    def undo() -> None:
+        if getattr(owner, name, None) is timed:
+            setattr(owner, name, original)
+
+    return undo
+
+
+def _time_hooks(callback: Any, timer: FrameworkTimer) -> list[Callable[[], None]]:
+    """Time the ``TIMED_HOOKS`` ``callback``'s class overrides, by name (``Class.hook``);
+    return their undos. A hook it inherits from ``keras.callbacks.Callback`` does nothing and
+    is left alone (wrapping it would not change Keras's dispatch, but would time nothing)."""
+    if isinstance(callback, StepdoctorCallback):
+        return []
+    kind = type(callback)
+    phase = _CHECKPOINT if kind.__name__ in _SAVERS else _CALLBACKS
+    undos = []
+    for hook in TIMED_HOOKS:
+        if getattr(kind, hook, None) is getattr(keras.callbacks.Callback, hook, None):
+            continue
+        undo = time_method(callback, hook, timer, phase, hook=f"{kind.__name__}.{hook}")
+        if undo is not None:
+            undos.append(undo)
+    return undos
+
+
+def _fit_batch(bound: inspect.BoundArguments, data: str) -> int | None:
+    """The samples in a batch of ``fit``: its ``batch_size`` (Keras's default for arrays when
+    none is given), or a tf.data pipeline's static batch dimension; None where unknown."""
+    size = bound.arguments.get("batch_size")
+    if isinstance(size, int) and size > 0:
+        return size
+    if data == "arrays":
+        return KERAS_DEFAULT_BATCH
+    spec = getattr(bound.arguments.get("x"), "element_spec", None)
+    first = spec[0] if isinstance(spec, tuple) and spec else spec
+    shape = getattr(first, "shape", None)
+    try:
+        dim = shape[0] if shape is not None and len(shape) else None
+    except TypeError:
+        return None
+    return dim if isinstance(dim, int) and dim > 0 else None
 
 
 def _has_ours(callbacks: object) -> bool:
@@ -198,11 +300,21 @@ def install(session: BaseSession) -> Callable[[], None]:
         given = bound.arguments.get("callbacks")
         ours = None
         if not _has_ours(given):
-            settings: dict[str, Setting] = {"data": data_kind(bound.arguments.get("x"))}
+            data = data_kind(bound.arguments.get("x"))
+            settings: dict[str, Setting] = {"data": data}
             for name in ("batch_size", "validation_freq"):
                 if bound.arguments.get(name) is not None:
                     settings[name] = _setting(bound.arguments[name])
-            ours = StepdoctorCallback(fit_settings=settings)
+            listed = getattr(given, "callbacks", given)  # a CallbackList's own list
+            ours = StepdoctorCallback(
+                fit_settings=settings,
+                callbacks=list(listed)
+                if isinstance(listed, list | tuple)
+                else [listed]
+                if listed is not None
+                else [],
+                batch_size=_fit_batch(bound, data),
+            )
             if isinstance(given, keras.callbacks.CallbackList):
                 given.callbacks.append(ours)  # the user's list, with its own choices
                 if getattr(given, "_model", None) is not None:

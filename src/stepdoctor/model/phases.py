@@ -18,6 +18,11 @@ class Phase(StrEnum):
     FORWARD = "forward"
     BACKWARD = "backward"
     OPTIMIZER = "optimizer"
+    TRAIN_STEP = "train_step"
+    """A framework's whole training step in one call whose parts the hooks cannot see apart:
+    Keras on TensorFlow or JAX calls its compiled ``train_function`` once a batch, which takes
+    the batch from its tf.data pipeline, runs forward, backward and the update inside the
+    graph. Training compute, with the input fetch in it."""
     SYNC = "sync"
     CALLBACKS = "callbacks"
     CHECKPOINT = "checkpoint"

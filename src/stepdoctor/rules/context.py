@@ -23,7 +23,15 @@ __all__ = ["UNSPLIT_SHARE", "RuleContext", "removal_speedup", "speedup_if_remove
 #: The phases of a training step: a step with time in none of them was not split (the rest of
 #: it is not "between steps").
 TRAINING_PHASES = tuple(
-    p.value for p in (Phase.DATA_WAIT, Phase.H2D, Phase.FORWARD, Phase.BACKWARD, Phase.OPTIMIZER)
+    p.value
+    for p in (
+        Phase.DATA_WAIT,
+        Phase.H2D,
+        Phase.FORWARD,
+        Phase.BACKWARD,
+        Phase.OPTIMIZER,
+        Phase.TRAIN_STEP,
+    )
 )
 #: At or above this share of the time in what a fix removes, the run shows under 1% of other
 #: work: too little to model the job without it from (1 / (1 - share) is 100x and more on the

@@ -18,7 +18,13 @@ from collections.abc import Sequence
 
 from stepdoctor.model import Evidence, Finding, Fix, HookTime, Phase, RunRecord
 
-__all__ = ["FRAMEWORK_NAMES", "framework_of", "in_framework_terms", "slowest_hooks"]
+__all__ = [
+    "FRAMEWORK_NAMES",
+    "KERAS_LOOP_SHARE",
+    "framework_of",
+    "in_framework_terms",
+    "slowest_hooks",
+]
 
 #: The frameworks' names as the user knows them.
 FRAMEWORK_NAMES = {
@@ -277,7 +283,40 @@ def _dl4j(record: RunRecord, finding: Finding) -> Finding:
     return finding
 
 
+#: At or above this share of the time between steps outside the user's timed callbacks,
+#: Keras's own loop is what takes it (on TensorFlow or JAX a Python loop runs once a batch
+#: around the compiled step): the fix is fewer calls, not cheaper callbacks.
+KERAS_LOOP_SHARE = 0.5
+
+
+def _keras_loop_share(record: RunRecord) -> float:
+    """The share of the time between steps that is not in the callbacks the Keras
+    integration timed: Keras's own loop (0 on the torch backend, where torch's hooks split
+    its steps and its loop's time falls in them)."""
+    if record.env_value("keras.backend") == "torch":
+        return 0.0
+    between = sum(
+        s.phase_ns.get(Phase.CALLBACKS.value, 0) + s.phase_ns.get(Phase.OTHER.value, 0)
+        for s in record.steps
+    )
+    hooks = sum(h.total_ns for h in slowest_hooks(record, Phase.CALLBACKS.value))
+    return max(0.0, 1.0 - hooks / between) if between else 0.0
+
+
 def _between_steps(record: RunRecord, framework: str, finding: Finding) -> Finding:
+    if framework == "keras":
+        loop = _keras_loop_share(record)
+        if loop >= KERAS_LOOP_SHARE:
+            per_call = _setting(record, framework, "steps_per_execution")
+            return _instead(
+                finding,
+                f"Most of it ({loop:.0%}) is Keras's own work around each call of its "
+                f"compiled train step (steps_per_execution is {per_call}), not your "
+                "callbacks': fit() runs a Python loop once a call. Run many batches per "
+                "call: compile(..., steps_per_execution=N); batch hooks of callbacks are "
+                "then called once per N batches.",
+                "model.compile(..., steps_per_execution=32)",
+            )
     hooks = slowest_hooks(record, Phase.CALLBACKS.value)
     if not hooks:
         return finding

@@ -113,7 +113,9 @@ def summarize(record: RunRecord, profiled: frozenset[int] | None = None) -> Summ
         kind=_kind(record.steps),
         batch_note=batch_note,
         timing_note=_timing_note(record, seconds) if measured else "",
-        step_basis=step_basis(record.steps, framework=framework),
+        step_basis=step_basis(
+            record.steps, framework=framework, per_call=_batches_per_call(record, framework)
+        ),
         micro_batches_per_step=micro,
         closure_passes_per_step=closure,
         evaluation_s=eval_s,
@@ -160,17 +162,32 @@ _BASIS = {
 }
 
 
-def step_basis(steps: Sequence[StepTiming], *, framework: str = "") -> str:
+def _batches_per_call(record: RunRecord, framework: str) -> int:
+    """Batches Keras runs in each call of its compiled train function (``steps_per_execution``,
+    on TensorFlow or JAX: on torch the hooks see each batch); 1 elsewhere."""
+    if framework != "keras" or record.env_value("keras.backend") == "torch":
+        return 1
+    value = record.env_value("keras.steps_per_execution")
+    return value if isinstance(value, int) and value > 1 else 1
+
+
+def step_basis(steps: Sequence[StepTiming], *, framework: str = "", per_call: int = 1) -> str:
     """How ``steps`` were found, in words: the boundary of the job's steps, its micro-batches
     or closure passes per step, and calls taken as inference before training started.
     Lightning's automatic optimization runs the last micro-batch's forward and backward
-    inside ``optimizer.step`` (a closure): a pass, not a closure optimizer's."""
+    inside ``optimizer.step`` (a closure): a pass, not a closure optimizer's. ``per_call``:
+    the batches of Keras's fit in each step (its ``steps_per_execution``)."""
     work = training_steps(tuple(steps))
     if not work:
         return ""
     words = _BASIS.get(work[-1].boundary, work[-1].boundary)
     if work[-1].boundary == "explicit" and framework == "keras":
         words = "one step per batch of Keras's fit (from its on_train_batch_begin to the next)"
+        if per_call > 1:
+            words = (
+                f"one step per call of Keras's train function, {per_call} batches each "
+                "(steps_per_execution; from one on_train_batch_begin to the next)"
+            )
     micro = _median_count(work, "micro_batches") or 0
     closure = _median_count(work, "closure_passes") or 0
     if framework == "lightning":
