@@ -3,6 +3,10 @@
 ``KERAS_FAULT=batch``: ``batch_size=4`` (the planted tiny batch; the fixed job uses 256).
 ``KERAS_FAULT=float64``: ``keras.config.set_floatx("float64")`` before the model is built (the
 fixed job keeps Keras's float32).
+``KERAS_FAULT=generator``: fit() reads the samples from a Python generator that reads each
+batch slowly (``KERAS_READ_MS``, default 40 ms asleep, as from remote storage: slower than a
+step computes, so prefetching cannot hide it) instead of from the arrays; with
+``KERAS_READ_MS=4`` (the fixed job) prefetching hides the reads.
 ``KERAS_FAULT=callback``: a callback that reads every weight back and sums it in Python after
 each batch (the fixed job does it once an epoch).
 ``KERAS_EPOCHS``: epochs (default 2). ``KERAS_BACKEND``: ``torch`` unless set (``tensorflow``
@@ -10,6 +14,7 @@ runs it on TensorFlow).
 """
 
 import os
+import time
 
 os.environ.setdefault("KERAS_BACKEND", "torch")
 
@@ -18,6 +23,7 @@ import numpy as np
 
 FAULT = os.environ.get("KERAS_FAULT", "")
 EPOCHS = int(os.environ.get("KERAS_EPOCHS", "2"))
+READ_S = float(os.environ.get("KERAS_READ_MS", "40")) / 1000
 FEATURES = 256
 
 
@@ -54,10 +60,25 @@ def main() -> None:
         loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
     )
     callbacks = [WeightNorms()] if FAULT == "callback" else []
+    if FAULT == "generator":
+        steps = samples // batch
+        model.fit(
+            batches(x, y, batch), steps_per_epoch=steps, epochs=EPOCHS, verbose=0,
+            callbacks=callbacks,
+        )  # fmt: skip
+        return
     model.fit(
         x, y, batch_size=batch, epochs=EPOCHS, validation_split=0.1, verbose=0,
         callbacks=callbacks,
     )  # fmt: skip
+
+
+def batches(x, y, batch):
+    """Batches of ``x`` and ``y`` forever, each read slowly (the planted input fault)."""
+    while True:
+        for start in range(0, len(x) - batch + 1, batch):
+            time.sleep(READ_S)
+            yield x[start : start + batch], y[start : start + batch]
 
 
 if __name__ == "__main__":

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from stepdoctor.model import RunRecord
+from stepdoctor.model import GENERATOR_WAIT, RunRecord
 from stepdoctor.record import load_run
 from tests._machine import judged
 from tests._zygote import stepdoctor_run
@@ -264,6 +264,28 @@ def test_a_slow_keras_callback_on_tensorflow_is_named_with_its_hook(tmp_path: Pa
     assert isinstance(fix, dict)
     assert "Most of it is WeightNorms.on_train_batch_end" in fix["summary"], fix
     assert "if batch % 50 == 0:" in fix["snippet"]
+
+
+@needs_module("tensorflow", "Keras on its TensorFlow backend")
+@pytest.mark.parametrize("read_ms", ["40", "4"], ids=["planted", "fixed"])
+def test_a_slow_generator_on_tensorflow_is_the_steps_wait_for_data(
+    tmp_path: Path, read_ms: str
+) -> None:
+    """A generator given to fit on TensorFlow: tf.data makes its batches on a thread of its
+    own and prefetches them, and the compiled step fetches each inside its call. A batch read
+    in 40 ms, slower than a step computes, is waited for (input-bound on top, in the
+    generator's terms); one read in 4 ms is ready before each call (clean)."""
+    judge = _on_top("input-bound") if read_ms == "40" else _clean
+    report, record, out = _judged(
+        "keras_job.py", tmp_path, judge, KERAS_BACKEND="tensorflow", KERAS_FAULT="generator",
+        KERAS_EPOCHS="1", KERAS_READ_MS=read_ms,
+    )  # fmt: skip
+    assert len(record.steps) == 64 and record.env_value("keras.data") == "generator"
+    assert {h.name: h.calls for h in record.hooks}[GENERATOR_WAIT] == 64
+    assert {s.batch_size for s in record.steps} == {256}
+    if read_ms == "40":
+        fix = _top(report, out)["fix"]
+        assert isinstance(fix, dict) and fix["summary"].startswith("fit() was given a Python")
 
 
 def test_keras_in_float64_is_told_with_its_floatx(tmp_path: Path) -> None:

@@ -22,6 +22,7 @@ from stepdoctor.watching import Watch, watch
 
 __all__ = [
     "FrameworkTimer",
+    "FusedWaits",
     "OwnSession",
     "Setting",
     "guarded",
@@ -169,3 +170,44 @@ class OwnSession:
         self.session = None
         if own is not None:
             own.__exit__(type(exc) if exc else None, exc, exc.__traceback__ if exc else None)
+
+
+class FusedWaits:
+    """How long each call of a compiled train step waited for its batch, where the batch is
+    made on another thread (tf.data runs the generator given to ``fit``) and fetched inside
+    the graph, out of the hooks' sight.
+
+    The batches are made and consumed in order, the first made (the one Keras reads first to
+    learn their shapes, which it yields again) the first consumed: the call ``j`` (each taking
+    ``per_call`` batches) takes the batch ``per_call * (j + 1) - 1`` last, and waited for it
+    ``max(0, made_end - call_begin)``: nothing where tf.data's prefetch had it ready, the
+    whole making where it was made on request. Each pair is settled by whichever of its two
+    times comes second (the producer's thread or the loop's), under a lock.
+    """
+
+    def __init__(self, per_call: int = 1) -> None:
+        self.per_call = per_call
+        self._ends: list[int] = []
+        self._begins: list[int] = []
+        self._lock = threading.Lock()
+        self.on_wait: Callable[[int], None] | None = None
+
+    def made(self, end_ns: int) -> None:
+        """A batch was made at ``end_ns`` (the producer's thread)."""
+        with self._lock:
+            self._ends.append(end_ns)
+            index = len(self._ends)
+            if index % self.per_call == 0 and index // self.per_call <= len(self._begins):
+                self._settle(self._begins[index // self.per_call - 1], end_ns)
+
+    def call_begins(self, begin_ns: int) -> None:
+        """A call of the compiled step begins at ``begin_ns`` (the loop's thread)."""
+        with self._lock:
+            self._begins.append(begin_ns)
+            last = len(self._begins) * self.per_call
+            if last <= len(self._ends):
+                self._settle(begin_ns, self._ends[last - 1])
+
+    def _settle(self, begin_ns: int, end_ns: int) -> None:
+        if self.on_wait is not None:
+            self.on_wait(max(0, end_ns - begin_ns))

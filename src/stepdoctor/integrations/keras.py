@@ -26,17 +26,19 @@ import inspect
 from collections.abc import Callable
 from typing import Any
 
+from stepdoctor.collect.hooks.batches import batch_size_of
 from stepdoctor.collect.hooks.session import BaseSession
 from stepdoctor.errors import UsageError
 from stepdoctor.integrations._timing import (
     FrameworkTimer,
+    FusedWaits,
     OwnSession,
     Setting,
     guarded,
     note_settings,
     time_method,
 )
-from stepdoctor.model import Phase
+from stepdoctor.model import GENERATOR_MADE, GENERATOR_WAIT, PRODUCER_PHASE, Phase
 
 try:
     import keras
@@ -90,6 +92,8 @@ class StepdoctorCallback(keras.callbacks.Callback):  # type: ignore[misc]
         self._callbacks = list(callbacks or ())
         self._batch_size: int | None = None
         self._fit_batch = batch_size
+        self.waits: FusedWaits | None = None
+        """Set by ``install`` where ``fit`` was given a generator on a compiled backend."""
         self._timer: FrameworkTimer | None = None
         self._began = False
         self._evaluating = False
@@ -134,7 +138,17 @@ class StepdoctorCallback(keras.callbacks.Callback):  # type: ignore[misc]
             per_call = getattr(model, "steps_per_execution", 1)
             per_call = per_call if isinstance(per_call, int) and per_call > 1 else 1
             self._batch_size = None if self._fit_batch is None else self._fit_batch * per_call
-            undo = _time_attribute(model, "train_function", timer, _TRAIN_STEP)
+            waits = self.waits
+            if waits is not None:
+                waits.per_call = per_call
+                waits.on_wait = lambda ns: timer.hook(GENERATOR_WAIT, PRODUCER_PHASE, ns)
+            undo = _time_attribute(
+                model,
+                "train_function",
+                timer,
+                _TRAIN_STEP,
+                on_call=None if waits is None else waits.call_begins,
+            )
             if undo is not None:
                 self._undo.append(undo)
         for callback in self._callbacks:
@@ -174,6 +188,19 @@ class StepdoctorCallback(keras.callbacks.Callback):  # type: ignore[misc]
         self.cleanup()
         self._own.close()
 
+    def produced(self, began_ns: int, ended_ns: int, batch: Any) -> None:
+        """A ``batch`` of the generator given to ``fit`` was made from ``began_ns`` to
+        ``ended_ns`` (on the thread tf.data runs it on); the making of batches before the
+        training began (Keras reads the first to learn their shapes) is not counted, but they
+        give the samples in a batch and take their place in the order of the waits."""
+        if self._fit_batch is None:
+            self._fit_batch = batch_size_of(batch)
+        if self.waits is not None:
+            self.waits.made(ended_ns)
+        timer = self._timer
+        if timer is not None:
+            timer.hook(GENERATOR_MADE, PRODUCER_PHASE, ended_ns - began_ns)
+
     def cleanup(self) -> None:
         """Put the model and its optimizer back as they were, and leave an evaluation left
         open (``fit`` ended by an exception calls no callback)."""
@@ -190,17 +217,25 @@ class StepdoctorCallback(keras.callbacks.Callback):  # type: ignore[misc]
         self._began = False
 
 
-def _time_attribute(owner: Any, name: str, timer: FrameworkTimer, phase: str) -> Any:
+def _time_attribute(
+    owner: Any,
+    name: str,
+    timer: FrameworkTimer,
+    phase: str,
+    on_call: Callable[[int], None] | None = None,
+) -> Any:
     """Put a wrapper entering ``phase`` around each call in place of ``owner``'s attribute
-    ``name`` (a function Keras set on the instance, as ``train_function``); return the undo,
-    which puts the function back while the wrapper is still the one set (None: nothing to
-    wrap)."""
+    ``name`` (a function Keras set on the instance, as ``train_function``), telling
+    ``on_call`` when each call begins; return the undo, which puts the function back while
+    the wrapper is still the one set (None: nothing to wrap)."""
     original = getattr(owner, name, None)
     if not callable(original):
         return None
 
     @functools.wraps(original)
     def timed(*args: Any, **kwargs: Any) -> Any:
+        if on_call is not None:
+            on_call(timer.clock())
         timer.enter(phase)
         try:
             return original(*args, **kwargs)
@@ -250,6 +285,19 @@ def _fit_batch(bound: inspect.BoundArguments, data: str) -> int | None:
     except TypeError:
         return None
     return dim if isinstance(dim, int) and dim > 0 else None
+
+
+def _timed_generator(batches: Any, ours: StepdoctorCallback, clock: Callable[[], int]) -> Any:
+    """A generator yielding ``batches``' batches, each one's making timed for ``ours``: still a
+    generator, so Keras reads it as the one it was given."""
+    while True:
+        began = clock()
+        try:
+            batch = next(batches)
+        except StopIteration:
+            return
+        ours.produced(began, clock(), batch)
+        yield batch
 
 
 def _has_ours(callbacks: object) -> bool:
@@ -315,6 +363,11 @@ def install(session: BaseSession) -> Callable[[], None]:
                 else [],
                 batch_size=_fit_batch(bound, data),
             )
+            if data == "generator" and keras.backend.backend() != "torch":
+                # tf.data runs it on a thread of its own, inside the compiled step's fetch:
+                # how long each batch takes to make is what tells the step waits on it
+                ours.waits = FusedWaits()
+                bound.arguments["x"] = _timed_generator(bound.arguments["x"], ours, session.clock)
             if isinstance(given, keras.callbacks.CallbackList):
                 given.callbacks.append(ours)  # the user's list, with its own choices
                 if getattr(given, "_model", None) is not None:

@@ -49,6 +49,9 @@ if TYPE_CHECKING:
     )
     from stepdoctor.model.phases import Phase
     from stepdoctor.model.run import (
+        GENERATOR_MADE,
+        GENERATOR_WAIT,
+        PRODUCER_PHASE,
         TOP_OTHERS_MIN_PCT,
         WARMUP_SAMPLES,
         Collective,
@@ -102,7 +105,10 @@ if TYPE_CHECKING:
 
 __all__ = [
     "GC_PHASE",
+    "GENERATOR_MADE",
+    "GENERATOR_WAIT",
     "OUTLIER_SIGMAS",
+    "PRODUCER_PHASE",
     "SCHEMA_VERSION",
     "SETUP_PHASE",
     "STRAGGLER_CAUSE",
@@ -238,6 +244,9 @@ _HOMES = {
     "TraceSummary": "traces",
     "TuneResult": "experiments",
     "TuneTrial": "experiments",
+    "GENERATOR_MADE": "run",
+    "GENERATOR_WAIT": "run",
+    "PRODUCER_PHASE": "run",
     "TOP_OTHERS_MIN_PCT": "run",
     "WARMUP_SAMPLES": "run",
     "WORKER_PHASE": "stacks",

@@ -15,7 +15,10 @@ if TYPE_CHECKING:  # resolved by model/schema.py when a record is read: a job's 
     from stepdoctor.model.jvm import JvmGcLog
 
 __all__ = [
+    "GENERATOR_MADE",
+    "GENERATOR_WAIT",
     "OWN_MEASUREMENTS",
+    "PRODUCER_PHASE",
     "TOP_OTHERS_MIN_PCT",
     "WARMUP_SAMPLES",
     "ConcurrencyStat",
@@ -39,6 +42,16 @@ __all__ = [
 #: and cache warm-up): SageMaker Debugger's bottleneck rules skip the first 1,000. The rules'
 #: shares leave them out, and the in-run experiments and trace capture wait for them.
 WARMUP_SAMPLES = 1000
+
+#: ``HookTime.phase`` of the time a framework's input pipeline took to make its batches on a
+#: thread of its own, beside the steps (Keras on TensorFlow: the Python generator given to
+#: ``fit``, run by tf.data): in no phase of the steps.
+PRODUCER_PHASE = "input_producer"
+#: ``HookTime.name`` in ``PRODUCER_PHASE`` of the time to make each batch of ``fit``'s
+#: generator, and of each compiled step's wait for its batch (``integrations/keras.py``'s
+#: ``FusedWaits``), which the input-bound rule reads.
+GENERATOR_MADE = "fit's generator: next batch"
+GENERATOR_WAIT = "fit's generator: step waits for its batch"
 
 #: The least CPU (% of one core) over a listing's interval for a process outside the job to
 #: be named in ``SystemSample.top_others``: a shell or a monitoring agent ticking over stays
@@ -360,7 +373,8 @@ class HookTime:
     name: str
     """``ModelCheckpoint.on_train_batch_end``, ``Trainer.log``..."""
     phase: str
-    """The phase its time was counted in (``callbacks``, ``evaluation``, ``checkpoint``...)."""
+    """The phase its time was counted in (``callbacks``, ``evaluation``, ``checkpoint``...), or
+    ``PRODUCER_PHASE``: work on another thread, beside the steps, in none of their phases."""
     calls: int
     total_ns: int
 

@@ -188,9 +188,10 @@ _KERAS_INPUT = {
         ".cache().batch(256).prefetch(tf.data.AUTOTUNE)",
     ),
     "generator": (
-        "fit() was given a Python generator: it runs in the training loop, batch by batch. "
-        "Turn it into a keras.utils.PyDataset (a whole batch per __getitem__) with workers, "
-        "or prepare the data once ahead of training.",
+        "fit() was given a Python generator: it makes one batch at a time, on one thread "
+        "(Keras's loader on torch, tf.data's on TensorFlow), however many cores the machine "
+        "has. Turn it into a keras.utils.PyDataset (a whole batch per __getitem__) with "
+        "workers, or prepare the data once ahead of training.",
         "class Batches(keras.utils.PyDataset):\n"
         "    def __getitem__(self, i): ...  # batch i\n"
         "model.fit(Batches(workers=4, use_multiprocessing=True))",
