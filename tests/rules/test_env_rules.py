@@ -121,6 +121,14 @@ def test_cpu_features_forced_down_missing_avx2_and_not_on_arm() -> None:
     assert cpu_features(_ctx(cpu__arch="aarch64", cpu__avx2=False)) == []
 
 
+def test_cpu_features_name_the_jobs_own_library() -> None:
+    """A Keras job on TensorFlow runs TensorFlow's kernels, not torch's."""
+    (tf,) = cpu_features(_ctx(cpu__avx512=False, keras__backend="tensorflow"))
+    assert "TensorFlow's fastest CPU kernels" in tf.explanation
+    (torch,) = cpu_features(_ctx(cpu__avx512=False, torch__version="2.13.0"))
+    assert "torch's fastest CPU kernels" in torch.explanation
+
+
 def test_cpu_features_unread_flags_skip_the_check_saying_so() -> None:
     """py-cpuinfo out of time (a busy machine) leaves no flags: skipped, not "ok"."""
     check = RULES["cpu-features"]

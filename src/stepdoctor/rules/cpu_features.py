@@ -101,13 +101,29 @@ def _forced_down(record: RunRecord, capability: str, best: str, on_gpu: bool) ->
     )
 
 
+#: The library whose kernels a job's compute runs, by the backend Keras noted.
+_KERAS_BACKENDS = {"tensorflow": "TensorFlow's", "jax": "JAX's (XLA's)"}
+
+
+def _library(record: RunRecord) -> str:
+    """Whose CPU kernels the job runs, in its own terms: Keras's backend where it is not
+    torch, torch where its facts are there, else deep-learning libraries in general."""
+    backend = record.env_value("keras.backend")
+    if isinstance(backend, str) and backend in _KERAS_BACKENDS:
+        return _KERAS_BACKENDS[backend]
+    if record.env_value("torch.version") is not None:
+        return "torch's"
+    return "deep-learning libraries'"
+
+
 def _missing(feature: str, severity: Severity, record: RunRecord) -> Finding:
     return Finding(
         rule="cpu-features",
         severity=severity,
         title=f"The CPU has no {feature}",
         explanation=(
-            f"This CPU lacks {feature}; torch's fastest CPU kernels need it (DL4J's guide, "
+            f"This CPU lacks {feature}; {_library(record)} fastest CPU kernels need it "
+            "(DL4J's guide, "
             "'Check your CPU supports AVX2/AVX-512'). CPU-side work runs slower here than "
             "on a recent server CPU."
         ),
