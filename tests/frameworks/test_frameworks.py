@@ -288,11 +288,19 @@ def test_a_slow_generator_on_tensorflow_is_the_steps_wait_for_data(
         assert isinstance(fix, dict) and fix["summary"].startswith("fit() was given a Python")
 
 
-def test_keras_in_float64_is_told_with_its_floatx(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    "backend",
+    ["torch", pytest.param("tensorflow", marks=needs_module("tensorflow", "its backend"))],
+)
+def test_keras_in_float64_is_told_with_its_floatx(tmp_path: Path, backend: str) -> None:
+    """On torch, torch's hooks see the model's float64 parameters; on TensorFlow the Keras
+    integration describes the model from its own layers."""
     report, record, out = _judged(
-        "keras_job.py", tmp_path, _on_top("float64"), KERAS_FAULT="float64", KERAS_EPOCHS="1"
-    )
+        "keras_job.py", tmp_path, _on_top("float64"), KERAS_FAULT="float64", KERAS_EPOCHS="1",
+        KERAS_BACKEND=backend,
+    )  # fmt: skip
     assert record.env_value("keras.floatx") == "float64"
+    assert any("float64" in " ".join(m.param_dtypes) for m in record.models)
     fix = _top(report, out)["fix"]
     assert isinstance(fix, dict) and "its floatx is 'float64'" in fix["summary"]
     assert fix["snippet"].startswith('keras.config.set_floatx("float32")')

@@ -124,3 +124,27 @@ def test_what_fit_was_given_is_named_in_the_fixes_words(keras: ModuleType) -> No
     assert data_kind(gen()) == "generator"
     assert data_kind(loader) == "DataLoader"
     assert data_kind(object()) == "object"
+
+
+def test_a_keras_model_is_described_from_its_own_layers(keras: ModuleType) -> None:
+    """The description the model rules read where torch's hooks see no model (Keras on
+    TensorFlow or JAX): weights' count, bytes and dtypes; dense, conv, recurrent and
+    embedding layers' sizes; others only counted."""
+    from stepdoctor.integrations.keras import _model_info
+
+    text = keras.Sequential([keras.Input((12,), dtype="int32"), keras.layers.Embedding(1000, 16),
+                             keras.layers.LSTM(32), keras.layers.Dense(4)])  # fmt: skip
+    info = _model_info(text)
+    assert info is not None and info.param_dtypes == ("float32",)
+    assert info.param_count == text.count_params() and info.param_bytes == 4 * info.param_count
+    kinds = {layer.kind: layer for layer in info.layers}
+    assert (kinds["embedding"].in_features, kinds["embedding"].out_features) == (16, 1000)
+    assert (kinds["lstm"].in_features, kinds["lstm"].out_features) == (16, 32)
+    assert (kinds["linear"].in_features, kinds["linear"].out_features) == (32, 4)
+    layers = [keras.Input((8, 8, 3)), keras.layers.Conv2D(6, 3), keras.layers.Flatten()]
+    image = keras.Sequential([*layers, keras.layers.Dense(2, dtype="float64")])
+    info = _model_info(image)
+    assert info is not None and info.param_dtypes == ("float32", "float64")
+    (conv,) = [layer for layer in info.layers if layer.kind == "conv"]
+    assert (conv.in_features, conv.out_features, conv.kernel) == (3, 6, (3, 3))
+    assert info.kinds == {"conv": 1, "other": 1, "linear": 1}

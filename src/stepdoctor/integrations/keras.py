@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -38,7 +39,14 @@ from stepdoctor.integrations._timing import (
     note_settings,
     time_method,
 )
-from stepdoctor.model import GENERATOR_MADE, GENERATOR_WAIT, PRODUCER_PHASE, Phase
+from stepdoctor.model import (
+    GENERATOR_MADE,
+    GENERATOR_WAIT,
+    PRODUCER_PHASE,
+    LayerInfo,
+    ModelInfo,
+    Phase,
+)
 
 try:
     import keras
@@ -142,6 +150,10 @@ class StepdoctorCallback(keras.callbacks.Callback):  # type: ignore[misc]
             if waits is not None:
                 waits.per_call = per_call
                 waits.on_wait = lambda ns: timer.hook(GENERATOR_WAIT, PRODUCER_PHASE, ns)
+            # torch's hooks see no model here: described from Keras's own layers
+            described = _model_info(model)
+            if described is not None:
+                session.framework_models.append(described)
             undo = _time_attribute(
                 model,
                 "train_function",
@@ -249,6 +261,99 @@ def _time_attribute(
             setattr(owner, name, original)
 
     return undo
+
+
+#: Keras layer classes by the kind the model rules judge (``LayerInfo.kind``).
+_LAYER_KINDS = {
+    "Dense": "linear",
+    "EinsumDense": "linear",
+    "Conv1D": "conv",
+    "Conv2D": "conv",
+    "Conv3D": "conv",
+    "DepthwiseConv2D": "conv",
+    "SeparableConv2D": "conv",
+    "LSTM": "lstm",
+    "GRU": "gru",
+    "SimpleRNN": "rnn",
+    "Embedding": "embedding",
+}
+
+
+def _model_info(model: Any) -> ModelInfo | None:
+    """``model`` as the model rules read one: its weights' count, bytes and dtypes, and its
+    dense, convolutional, recurrent and embedding layers' sizes (None where Keras could not
+    say, as for a model not built yet)."""
+    try:
+        weights = list(model.weights)
+        dtypes = sorted({keras.backend.standardize_dtype(w.dtype) for w in weights})
+        count = sum(math.prod(w.shape) for w in weights)
+        size = sum(
+            math.prod(w.shape) * _itemsize(keras.backend.standardize_dtype(w.dtype))
+            for w in weights
+        )
+        layers: list[LayerInfo] = []
+        kinds: dict[str, int] = {}
+        for layer in _leaf_layers(model):
+            kind = _LAYER_KINDS.get(type(layer).__name__, "other")
+            kinds[kind] = kinds.get(kind, 0) + 1
+            if kind != "other":
+                layers.append(_layer_info(layer, kind))
+    except Exception:  # a model Keras cannot describe yet: the rules go without it
+        return None
+    return ModelInfo(
+        model_id=id(model),
+        class_name=type(model).__name__,
+        param_count=int(count),
+        param_bytes=int(size),
+        param_dtypes=tuple(dtypes),
+        module_count=sum(kinds.values()),
+        layers=tuple(layers),
+        kinds=kinds,
+        training=True,
+    )
+
+
+def _leaf_layers(layer: Any) -> list[Any]:
+    inner = list(getattr(layer, "layers", None) or [])
+    if not inner:
+        return [layer]
+    return [leaf for child in inner for leaf in _leaf_layers(child)]
+
+
+def _itemsize(dtype: str) -> int:
+    digits = "".join(ch for ch in dtype if ch.isdigit())
+    return max(1, int(digits) // 8) if digits else 4
+
+
+def _layer_info(layer: Any, kind: str) -> LayerInfo:
+    """A dense, convolutional, recurrent or embedding layer's sizes, in ``LayerInfo``'s
+    terms (its input and output widths, its kernel)."""
+    kernel = getattr(layer, "kernel", None)
+    shape = tuple(int(d) for d in kernel.shape) if kernel is not None else ()
+    if kind == "embedding":
+        table = tuple(int(d) for d in layer.embeddings.shape)
+        return LayerInfo(
+            name=layer.name, kind=kind, params=int(layer.count_params()),
+            in_features=table[1], out_features=table[0],
+        )  # fmt: skip
+    if kind == "conv":
+        return LayerInfo(
+            name=layer.name, kind=kind, params=int(layer.count_params()),
+            in_features=shape[-2] if len(shape) >= 2 else None,
+            out_features=int(layer.filters), kernel=tuple(layer.kernel_size),
+        )  # fmt: skip
+    if kind in ("lstm", "gru", "rnn"):
+        cell = getattr(layer, "cell", layer)
+        inner = getattr(cell, "kernel", None)
+        return LayerInfo(
+            name=layer.name, kind=kind, params=int(layer.count_params()),
+            in_features=int(inner.shape[0]) if inner is not None else None,
+            out_features=int(layer.units), batch_first=True,
+        )  # fmt: skip
+    return LayerInfo(
+        name=layer.name, kind=kind, params=int(layer.count_params()),
+        in_features=shape[0] if shape else None, out_features=shape[-1] if shape else None,
+    )  # fmt: skip
 
 
 def _time_hooks(callback: Any, timer: FrameworkTimer) -> list[Callable[[], None]]:

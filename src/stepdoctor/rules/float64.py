@@ -19,7 +19,8 @@ __all__ = ["DOUBLE_COST", "float64"]
 #: bandwidth on CPUs. We assume compute phases run twice as fast in float32 (a lower bound on
 #: GPUs).
 DOUBLE_COST = 2.0
-_DOUBLE = ("torch.float64", "torch.complex128")
+#: Double-precision dtypes as torch and Keras name them.
+_DOUBLE = ("torch.float64", "torch.complex128", "float64", "complex128")
 
 
 @rule(id="float64", title="Double precision in use", requires=(), scope="model")
@@ -46,7 +47,11 @@ def float64(ctx: RuleContext) -> list[Finding]:
     # Only the batches double, with the models seen all single precision: the model computes
     # in float32 (the job casts each batch on the way in), so float32 data saves the cast.
     data_only = bool(batches) and not models and not default_double and bool(ctx.record.models)
-    compute = ctx.share(Phase.FORWARD, Phase.BACKWARD, Phase.OPTIMIZER) if ctx.record.steps else 0.0
+    compute = (
+        ctx.share(Phase.FORWARD, Phase.BACKWARD, Phase.OPTIMIZER, Phase.TRAIN_STEP)
+        if ctx.record.steps
+        else 0.0
+    )
     if data_only:
         speedup = Speedup.none(
             "not estimated: the model computes in float32, so float32 batches save only their "

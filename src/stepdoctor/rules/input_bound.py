@@ -284,7 +284,7 @@ def _fused(ctx: RuleContext) -> list[Finding]:
                     value=round(share, 4),
                     unit="share",
                     threshold=rung.threshold,
-                    source="XProf input-bound bands",
+                    source="XProf's bands for a step waiting on input",
                 ),
                 Evidence(
                     metric="mean wait per call",

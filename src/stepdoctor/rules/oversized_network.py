@@ -126,7 +126,7 @@ def _speedup(ctx: RuleContext, model: ModelInfo, found: list[_Excess]) -> Speedu
     if not before or after >= before:
         return none
     ratio = after / before
-    compute = ctx.share(Phase.FORWARD, Phase.BACKWARD, Phase.OPTIMIZER)
+    compute = ctx.share(Phase.FORWARD, Phase.BACKWARD, Phase.OPTIMIZER, Phase.TRAIN_STEP)
     return Speedup(
         factor=speedup_if_removed(compute * (1 - ratio)),
         basis=f"the dense layers at the guide's limits ({MAX_DENSE_UNITS:,} units, "

@@ -40,7 +40,7 @@ from stepdoctor.collect.hooks.on_import import when_imported
 from stepdoctor.collect.hooks.profiling import TraceCapture
 from stepdoctor.collect.hooks.trigger import ExperimentTrigger, StepLimit, StepLimitReached
 from stepdoctor.errors import UsageError
-from stepdoctor.model import EnvFact, LoaderInfo, Phase, RunRecord
+from stepdoctor.model import EnvFact, LoaderInfo, ModelInfo, Phase, RunRecord
 
 __all__ = ["BaseSession", "current_session", "end_status", "library_roots", "raised_at"]
 
@@ -117,6 +117,9 @@ class BaseSession(ABC):
         self.sync_calls: list[int] = [0]
         self.framework_facts: list[EnvFact] = []
         """A training framework's name, version and settings (``stepdoctor.integrations``)."""
+        self.framework_models: list[ModelInfo] = []
+        """Models a framework's integration described itself: those torch's hooks do not see
+        (Keras on TensorFlow or JAX)."""
         self.hook_calls: collections.deque[tuple[str, str, int]] = collections.deque()
         """``(hook name, phase, duration_ns)`` of the framework hook calls its integration
         timed (appended on the hot path, taken off by the monitor)."""

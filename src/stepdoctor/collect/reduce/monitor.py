@@ -220,6 +220,7 @@ class Monitor:
         self._progress_sink = progress_sink
         self._env_probed = False
         self._framework_facts_seen = 0
+        self._framework_models_seen = 0
         self._last_flush = clock()
         self._wakes = WakeSchedule(self._interval_s, random.Random().random)
         self._stop = threading.Event()
@@ -558,6 +559,12 @@ class Monitor:
         if new_facts:
             self.collected.env.extend(new_facts)
             self._queue("env", new_facts)
+        described = getattr(self._sink, "framework_models", [])
+        new_models = list(described[self._framework_models_seen :])
+        self._framework_models_seen += len(new_models)
+        if new_models:
+            self.collected.models.extend(new_models)
+            self._queue("model", new_models)
         calls = self._sink.hook_calls
         if not calls:
             return
