@@ -21,6 +21,7 @@ from stepdoctor.collect.sampling.procfs import (
     ProcStat,
     command_proc,
     command_psutil,
+    run_delay_proc,
 )
 from stepdoctor.collect.sampling.readers import PsutilReader
 from stepdoctor.model import GpuSample, SystemSample
@@ -228,17 +229,32 @@ def test_the_last_reading_walks_and_names_the_others_by_their_command_lines() ->
     assert read == [900001]  # the idle shell was not named, so not read
 
 
+def test_the_main_threads_wait_for_a_core_is_read_from_proc() -> None:
+    """/proc/<pid>/schedstat's run delay: seconds, never falling; None where unreadable."""
+    first = run_delay_proc(os.getpid())
+    if first is None:
+        pytest.skip("this kernel has no /proc/<pid>/schedstat")
+    sum(range(2_000_000))
+    later = run_delay_proc(os.getpid())
+    assert later is not None and later >= first >= 0.0
+    assert run_delay_proc(os.getpid(), proc="/nonexistent") is None
+
+
 def test_command_lines_are_read_from_proc_on_one_line_and_cut() -> None:
-    code = "import time\ntime.sleep(30)  # " + "x" * (COMMAND_MAX + 50)
-    child = subprocess.Popen([sys.executable, "-c", code])
+    code = "import time\nprint(flush=True)\ntime.sleep(30)  # " + "x" * (COMMAND_MAX + 50)
+    child = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE)
     try:
+        assert child.stdout is not None
+        child.stdout.readline()  # it runs: its command line is its own, not its parent's
         for read in (command_proc, command_psutil):
             text = read(child.pid)
-            assert text.startswith(f"{sys.executable} -c import time time.sleep(30) # xx")
+            assert text.startswith(f"{sys.executable} -c import time print(flush=True) time")
             assert len(text) == COMMAND_MAX and text.endswith("…")
     finally:
         child.kill()
         child.wait()
+        if child.stdout is not None:
+            child.stdout.close()
     # an ended process, and a kernel thread (kthreadd, pid 2, where this machine shows it)
     assert command_proc(child.pid) == "" and command_psutil(child.pid) == ""
     if Path("/proc/2/cmdline").exists():

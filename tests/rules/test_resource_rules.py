@@ -17,6 +17,7 @@ from stepdoctor.model import (
     Severity,
     SpeedupKind,
     StepTiming,
+    SystemSample,
 )
 from stepdoctor.rules import RuleContext
 from stepdoctor.rules.competing_processes import UNNAMED, competing_processes
@@ -59,6 +60,35 @@ def test_competing_processes_beside_a_job_that_left_cores_idle_take_nothing_from
     pinned = record(s, system=system, facts=env(cpu__affinity=2))
     (g,) = competing_processes(RuleContext(pinned))
     assert g.severity is Severity.CRITICAL and g.speedup.factor == 5.0  # min(400, 250) / 50
+
+
+def _waited(system: tuple[SystemSample, ...], share: float) -> tuple[SystemSample, ...]:
+    """``system`` with the loop thread's run delay growing ``share`` of each second."""
+    t0 = system[0].t_ns
+    return tuple(replace(x, main_run_delay_s=share * (x.t_ns - t0) / 1e9) for x in system)
+
+
+def test_a_one_thread_jobs_gain_is_bounded_by_its_loop_threads_wait_for_a_core() -> None:
+    """One compute thread, others busy on 1.7 of 2 cores: the model of the CPU it could use
+    says 10x (its thread is mostly asleep: 0.1 cores), but its thread waited for a core 1% of
+    the time: info, 1.01x. Waiting 50% of the time bounds it at 2x. With two threads the loop
+    thread's wait tells less: the model stands."""
+    s = steps(50, phases_ms={"forward": 100})
+    busy = samples(s, job_cpu=10.0, other_cpu=170.0)
+    one = env(torch__num_threads=1)
+    (asleep,) = competing_processes(RuleContext(record(s, cores=2, system=_waited(busy, 0.01),
+                                                       facts=one)))  # fmt: skip
+    assert asleep.severity is Severity.INFO and asleep.speedup.factor == pytest.approx(1 / 0.99)
+    assert "waited for a core only 1% of the time" in asleep.explanation
+    starved = samples(s, job_cpu=40.0, other_cpu=160.0)  # the model: 100 / 40
+    (f,) = competing_processes(RuleContext(record(s, cores=2, system=_waited(starved, 0.5),
+                                                  facts=one)))  # fmt: skip
+    assert f.severity is Severity.CRITICAL and f.speedup.factor == pytest.approx(2.0)
+    assert "waited for a core 50% of the time" in f.speedup.basis
+    two = env(torch__num_threads=2)
+    (g,) = competing_processes(RuleContext(record(s, cores=2, system=_waited(busy, 0.01),
+                                                  facts=two)))  # fmt: skip
+    assert g.severity is Severity.CRITICAL and g.speedup.factor == pytest.approx(180 / 10)
 
 
 def test_competing_processes_none_named_say_why() -> None:

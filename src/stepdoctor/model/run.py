@@ -169,6 +169,10 @@ class SystemSample:
     main_thread_cpu_s: float | None = None
     """CPU seconds the job's main thread (where the training loop runs) has used since it
     started, read with the heap; None where unreadable or not read at this sample."""
+    main_run_delay_s: float | None = None
+    """Seconds the job's main thread has spent runnable but waiting for a CPU since it
+    started (``/proc/<pid>/schedstat``'s run delay: the time other threads and processes held
+    the cores it could run on), read with the heap; None where unreadable or not read."""
     job_threads: int | None = None
     job_processes: int | None = None
     other_cpu_pct: float | None = None

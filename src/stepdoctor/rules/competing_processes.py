@@ -18,16 +18,18 @@ from stepdoctor.model import (
     ProcessUsage,
     Severity,
     Speedup,
+    SpeedupKind,
 )
 from stepdoctor.rules._facts import fact_int
 from stepdoctor.rules._gpu import job_gpus
 from stepdoctor.rules._severity import at_most, grade
-from stepdoctor.rules.context import RuleContext
+from stepdoctor.rules.context import UNSPLIT_SHARE, RuleContext
 from stepdoctor.rules.registry import rule
 
 __all__ = [
     "CHECKUP_CEILING",
     "CRITICAL_SHARE",
+    "LITTLE_TAKEN",
     "NOT_SHORT_IDLE_CORES",
     "OTHERS_GPU_BUSY",
     "OTHERS_GPU_MEMORY",
@@ -35,6 +37,7 @@ __all__ = [
     "WARNING_SHARE",
     "busiest_others",
     "competing_processes",
+    "loop_wait_share",
     "named",
     "others_share",
 ]
@@ -56,6 +59,11 @@ CHECKUP_CEILING = Severity.WARNING
 #: balances a job's runnable threads over the cores it may use), so the others took nothing
 #: it waited for. A sleeping or GPU-bound job beside a busy process was given "up to 50x".
 NOT_SHORT_IDLE_CORES = 1.0
+#: Below this bound on a one-thread job's gain (from its loop thread's measured wait for a
+#: core) the others took too little from it to act on: its thread was mostly running or
+#: waiting on something else (its data, a sleep). A job asleep 30 ms a step beside a busy
+#: process was claimed "up to 13x" (its true gain: 1.0-1.07x, a held-out job).
+LITTLE_TAKEN = 1.05
 OTHERS_GPU_MEMORY = 0.25
 
 
@@ -163,7 +171,23 @@ def _cpu(ctx: RuleContext) -> Finding | None:
             f"Top: {names}."
         )
         idle = capacity - job - other
-        if idle >= 100.0 * NOT_SHORT_IDLE_CORES and ctx.cores >= capacity / 100.0:
+        waited = loop_wait_share(ctx) if _one_thread(ctx) else None
+        if waited is not None and speedup.kind is not SpeedupKind.NONE:
+            bound = 1.0 / (1.0 - min(waited, UNSPLIT_SHARE))
+            if bound < speedup.factor:
+                speedup = Speedup(
+                    factor=bound,
+                    basis=f"1 / (1 - {waited:.2f}): the job's loop thread waited for a core "
+                    f"{waited:.0%} of the time (the model of the CPU it could use, "
+                    f"{speedup.factor:.2f}x, is more than that wait allows)",
+                )
+        if waited is not None and speedup.factor < LITTLE_TAKEN:
+            severity = Severity.INFO
+            explanation += (
+                f" The job's loop thread waited for a core only {waited:.0%} of the time: "
+                "they took little from it (it was running, or waiting on something else)."
+            )
+        elif idle >= 100.0 * NOT_SHORT_IDLE_CORES and ctx.cores >= capacity / 100.0:
             severity = Severity.INFO
             speedup = Speedup.none(
                 f"not modelled: {idle / 100:.1f} CPUs stayed idle that the job did not use: "
@@ -214,6 +238,27 @@ def _cpu(ctx: RuleContext) -> Finding | None:
             snippet=_renice(top),
         ),
     )
+
+
+def loop_wait_share(ctx: RuleContext) -> float | None:
+    """The share of the measured steps' time the job's loop thread spent runnable but waiting
+    for a core (its run delay, ``SystemSample.main_run_delay_s``), or None where unread."""
+    read = [(s.t_ns, s.main_run_delay_s) for s in ctx.system if s.main_run_delay_s is not None]
+    if len(read) < 2 or read[-1][0] <= read[0][0]:
+        return None
+    (t0, d0), (t1, d1) = read[0], read[-1]
+    assert d0 is not None
+    assert d1 is not None
+    return max(0.0, min(1.0, (d1 - d0) / ((t1 - t0) / 1e9)))
+
+
+def _one_thread(ctx: RuleContext) -> bool:
+    """Whether the job computes on its loop thread alone (torch set to one thread, no loader
+    workers): its loop thread's wait for a core is then the whole of what the others take.
+    With more threads the loop thread also blocks, not runnable, on a pool thread the others
+    pushed off its core, and its own wait tells less."""
+    workers = max((lo.num_workers for lo in ctx.record.loaders), default=0)
+    return fact_int(ctx.record, "torch.num_threads") == 1 and workers == 0
 
 
 def _job_speedup(ctx: RuleContext, capacity: float, job: float, other: float) -> Speedup:

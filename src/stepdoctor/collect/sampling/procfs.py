@@ -33,6 +33,7 @@ __all__ = [
     "default_walk",
     "parse_cores",
     "parse_stat",
+    "run_delay_proc",
     "walk_proc",
     "walk_psutil",
 ]
@@ -267,6 +268,17 @@ def _cut(text: str) -> str:
 def default_command() -> Callable[[int], str]:
     """``command_proc`` where this process can read ``/proc``, else ``command_psutil``."""
     return command_proc if ProcFs.available() else command_psutil
+
+
+def run_delay_proc(pid: int, proc: str = "/proc") -> float | None:
+    """Seconds ``pid``'s main thread has spent runnable but waiting for a CPU
+    (``/proc/<pid>/schedstat``'s second field, in ns; Linux with schedstats or sched_info),
+    or None where unreadable."""
+    try:
+        fields = _read(f"{proc}/{pid}/schedstat").split()
+        return int(fields[1]) / 1e9
+    except (OSError, IndexError, ValueError):
+        return None
 
 
 Children = Callable[[int], list[int] | None]

@@ -29,6 +29,7 @@ from stepdoctor.collect.sampling.procfs import (
     default_walk,
     parse_cores,
     parse_stat,
+    run_delay_proc,
 )
 from stepdoctor.collect.sampling.sampler import Sampler, new_sampler
 from stepdoctor.model import TOP_OTHERS_MIN_PCT, GpuSample, ProcessUsage, SystemSample
@@ -176,6 +177,7 @@ class PsutilReader:
         self._children = children
         self._walk = walk or default_walk()
         self._command = command or default_command()
+        self._procfs_here = ProcFs.available()
         self._commands: dict[tuple[int, str], str] = {}
         """(pid, name) -> command line of each other process named so far."""
         self._walk_next = False
@@ -392,6 +394,9 @@ class PsutilReader:
             main_cpu = self._main_cpu()
             if main_cpu is not None:
                 sample = dataclasses.replace(sample, main_thread_cpu_s=main_cpu)
+            delay = run_delay_proc(self._root) if self._procfs_here else None
+            if delay is not None:
+                sample = dataclasses.replace(sample, main_run_delay_s=delay)
         if self._last_io is not None and t_ns - self._last_io < self._io_every:
             if top or children or heap is not None:
                 return dataclasses.replace(
