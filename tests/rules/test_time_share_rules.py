@@ -6,14 +6,14 @@ from dataclasses import replace
 
 import pytest
 
-from stepdoctor.model import ConcurrencyStat, Severity, SpeedupKind, StepTiming
+from stepdoctor.model import ConcurrencyStat, Severity, SpeedupKind, StepTiming, SystemSample
 from stepdoctor.report import build_report
 from stepdoctor.rules import RuleContext
 from stepdoctor.rules.checkpoint_stalls import checkpoint_stalls
 from stepdoctor.rules.context import UNSPLIT_SHARE, removal_speedup, speedup_if_removed
 from stepdoctor.rules.gc_pauses import gc_pauses
 from stepdoctor.rules.slow_callbacks import slow_callbacks
-from tests.builders import record, steps
+from tests.builders import record, samples, steps
 
 
 def test_slow_callbacks_fires_on_other_time() -> None:
@@ -21,6 +21,30 @@ def test_slow_callbacks_fires_on_other_time() -> None:
     (f,) = slow_callbacks(RuleContext(record(s)))
     assert f.severity is Severity.CRITICAL
     assert {e.metric: e.value for e in f.evidence}["mean time between phases per step"] == 50
+
+
+def test_time_between_steps_the_loop_spends_off_the_cpu_is_a_wait_to_overlap() -> None:
+    """30 ms between steps of 40, the loop's thread on a CPU 12% of the time: at least 83%
+    of the time between steps it waited (a fetch asleep on a remote service): told as a
+    wait, with the fix that overlaps it. On a CPU all the time: work, the usual fix."""
+    s = steps(100, phases_ms={"forward": 5, "backward": 5, "other": 30})
+    system = samples(s)
+    t0 = system[0].t_ns
+
+    def clocked(busy: float) -> tuple[SystemSample, ...]:
+        return tuple(replace(x, main_thread_cpu_s=busy * (x.t_ns - t0) / 1e9) for x in system)
+
+    (waits,) = slow_callbacks(RuleContext(record(s, system=clocked(0.12))))
+    assert waits.title == "The loop waits between steps 75% of the time"
+    assert waits.severity is Severity.CRITICAL
+    assert {e.metric: e.value for e in waits.evidence}[
+        "of it, the loop's thread off the CPU (at least)"
+    ] == pytest.approx(1 - 0.12 / 0.75, abs=0.01)
+    assert waits.fix.summary.startswith("Overlap the wait with the steps: about 4 fetches")
+    assert "num_workers=4" in (waits.fix.snippet or "")  # 30 ms of wait over 10 of the rest
+    (work,) = slow_callbacks(RuleContext(record(s, system=clocked(1.0))))
+    assert work.title == "Work between steps takes 75% of the time"
+    assert work.fix.summary.startswith("Run logging, metrics and evaluation every N steps")
 
 
 def test_slow_callbacks_is_a_symptom_when_threads_share_one_model() -> None:

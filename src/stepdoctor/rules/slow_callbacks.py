@@ -14,6 +14,8 @@ Fix: do the work every N steps, asynchronously, or on the device.
 
 from __future__ import annotations
 
+import math
+
 from stepdoctor.model import Evidence, Finding, Fix, Phase, Severity
 from stepdoctor.rules._severity import grade
 from stepdoctor.rules.context import RuleContext, removal_speedup
@@ -28,6 +30,11 @@ __all__ = ["CRITICAL_SHARE", "WARNING_SHARE", "slow_callbacks"]
 #: performance-analysis article's "heavy post-processing" case study).
 WARNING_SHARE = 0.20
 CRITICAL_SHARE = 0.40
+#: At or above this share of the time between steps with the loop's thread off the CPU (by
+#: its CPU clock), that time is a wait (a sleep, I/O, a remote call, a lock), not work: its
+#: fix is to overlap it with the steps, not to do less of it. A held-out job that fetched
+#: each batch from a "remote service" (30 ms asleep) was told to log every N steps.
+WAITING_SHARE = 0.5
 
 
 @rule(
@@ -49,6 +56,7 @@ def slow_callbacks(ctx: RuleContext) -> list[Finding]:
     if rung is None:
         return []
     per_step_ms = between_ns / len(ctx.steps) / 1e6
+    waiting = _waiting(ctx, between_ns)
     shared = shared_model(ctx)
     explained = (
         f" Several threads call {shared} at once (see the finding on that): this time "
@@ -56,6 +64,8 @@ def slow_callbacks(ctx: RuleContext) -> list[Finding]:
         if shared
         else ""
     )
+    if waiting is not None and waiting >= WAITING_SHARE and not shared:
+        return [_waits(ctx, rung.severity, share, per_step_ms, waiting)]
     return [
         Finding(
             rule="slow-callbacks",
@@ -95,3 +105,81 @@ def slow_callbacks(ctx: RuleContext) -> list[Finding]:
             ),
         )
     ]
+
+
+def _waiting(ctx: RuleContext, between_ns: int) -> float | None:
+    """The least share of the time between phases the loop's thread spent off the CPU: that
+    time less all the CPU the thread used over the measured steps (None: its clock unread)."""
+    readings = [(s.t_ns, s.main_thread_cpu_s) for s in ctx.system if s.main_thread_cpu_s]
+    if len(readings) < 2 or not between_ns:
+        return None
+    (t0, c0), (t1, c1) = readings[0], readings[-1]
+    inside = [s for s in ctx.steps if s.start_ns >= t0 and s.end_ns <= t1]
+    names = (Phase.OTHER.value, Phase.CALLBACKS.value)
+    between_s = sum(s.phase_ns.get(n, 0) for s in inside for n in names) / 1e9
+    if not inside or between_s <= 0:
+        return None
+    cpu_s = (c1 or 0.0) - (c0 or 0.0)
+    return max(0.0, min(1.0, (between_s - cpu_s) / between_s))
+
+
+def _waits(
+    ctx: RuleContext, severity: Severity, share: float, per_step_ms: float, waiting: float
+) -> Finding:
+    """The time between steps is mostly a wait of the loop's thread: told as one, with the
+    fetches in flight it takes to hide it (the wait over the rest of the step, plus one)."""
+    flight = max(2, math.ceil(share / max(1.0 - share, 1e-3)) + 1)
+    return Finding(
+        rule="slow-callbacks",
+        severity=severity,
+        title=f"The loop waits between steps {share:.0%} of the time",
+        explanation=(
+            f"{per_step_ms:.1f} ms of every step is spent outside data loading, forward, "
+            f"backward and the optimizer, and for at least {waiting:.0%} of it the loop's "
+            "thread was not running on a CPU: it waited (asleep, on a file or the network, a "
+            "remote call, a lock). Nothing trains meanwhile. Where it waits is in the code "
+            "below."
+        ),
+        evidence=(
+            Evidence(
+                metric="share of step time between phases",
+                value=round(share, 4),
+                unit="share",
+                threshold=WARNING_SHARE,
+                source="step phases",
+            ),
+            Evidence(
+                metric="mean time between phases per step",
+                value=round(per_step_ms, 2),
+                unit="ms",
+                source="step phases",
+            ),
+            Evidence(
+                metric="of it, the loop's thread off the CPU (at least)",
+                value=round(waiting, 4),
+                unit="share",
+                threshold=WAITING_SHARE,
+                source="the loop thread's CPU clock",
+            ),
+        ),
+        speedup=removal_speedup(
+            share,
+            f"1 / (1 - {share:.2f}): the wait overlapped with the steps, which takes about "
+            f"{flight} fetches in flight (the wait is {flight - 1}x the rest of a step)",
+        ),
+        fix=Fix(
+            summary=(
+                f"Overlap the wait with the steps: about {flight} fetches (or calls) in "
+                "flight at once, made ahead by workers while the model trains (one fetch "
+                "ahead hides only a wait shorter than the rest of the step); or batch many "
+                "small reads or calls into one. A sleep of the job's own (a throttle, a "
+                "poll) is removed or shortened."
+            ),
+            snippet=(
+                "class Fetched(torch.utils.data.Dataset):  # each item: one whole batch\n"
+                "    def __len__(self): return steps\n"
+                "    def __getitem__(self, i): return fetch_batch(i)\n"
+                f"loader = DataLoader(Fetched(), batch_size=None, num_workers={flight})"
+            ),
+        ),
+    )
