@@ -8,7 +8,7 @@ from stepdoctor.model import ConcurrencyStat, HookTime, LoaderInfo, ModelInfo, S
 from stepdoctor.report import build_report
 from stepdoctor.rules import RuleContext
 from stepdoctor.rules.frequent_evaluation import frequent_evaluation
-from tests.builders import env, record, steps
+from tests.builders import env, record, samples, steps
 
 
 def _hook(name: str, ms: float, calls: int = 100) -> HookTime:
@@ -219,3 +219,12 @@ def test_keras_steps_of_several_batches_say_so() -> None:
     assert build_report(record(s, facts=torch)).summary.step_basis.startswith(
         "one step per batch of Keras's fit"
     )
+
+
+def test_competing_processes_on_tensorflow_size_its_thread_pools_not_torchs() -> None:
+    s = steps(50, phases_ms={"train_step": 100})
+    system = samples(s, job_cpu=200.0, other_cpu=200.0)
+    facts = env(framework="keras", keras__backend="tensorflow")
+    f = _findings(record(s, system=system, facts=facts))["competing-processes"]
+    assert "torch" not in f.fix.summary  # type: ignore[attr-defined]
+    assert "tf.config.threading.set_intra_op_parallelism_threads" in f.fix.summary  # type: ignore[attr-defined]

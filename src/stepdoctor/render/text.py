@@ -76,9 +76,11 @@ def _summary(report: Report) -> Panel:
     if s.step_basis:
         lines.append(f"how steps were counted: {s.step_basis}")
     if s.evaluation_calls or s.evaluation_s:
+        # the calls are the model's as torch's hooks count them: none where they see no model
+        calls = f", {s.evaluation_calls} calls" if s.evaluation_calls else ""
         lines.append(
             f"evaluation: {s.evaluation_share:.0%} of the steps' wall time "
-            f"({s.evaluation_s:,.1f} s, {s.evaluation_calls} calls), left out of the step figures"
+            f"({s.evaluation_s:,.1f} s{calls}), left out of the step figures"
         )
     if s.warmup_note:
         lines.append(s.warmup_note)

@@ -95,6 +95,7 @@ def in_framework_terms(record: RunRecord, findings: Sequence[Finding]) -> list[F
         "small-batch": _batch,
         "frequent-evaluation": _evaluation,
         "float64": _float64,
+        "competing-processes": _competing,
     }
     out = []
     for finding in findings:
@@ -506,3 +507,18 @@ def _float64(record: RunRecord, framework: str, finding: Finding) -> Finding:
         "in your model: give them float32 (Keras casts float64 inputs to the layers' dtype).",
         'keras.layers.Dense(units, dtype="float32")',
     )
+
+
+def _competing(record: RunRecord, framework: str, finding: Finding) -> Finding:
+    """Keras on TensorFlow or JAX sizes no torch thread pool: the generic fix's last clause,
+    in its library's terms."""
+    if framework != "keras" or record.env_value("keras.backend") == "torch":
+        return finding
+    fix = finding.fix
+    summary = fix.summary.replace(
+        "size torch.set_num_threads and num_workers to them",
+        "size TensorFlow's thread pools to them "
+        "(tf.config.threading.set_intra_op_parallelism_threads and "
+        "set_inter_op_parallelism_threads, before the model is built)",
+    )
+    return dataclasses.replace(finding, fix=Fix(summary=summary, snippet=fix.snippet))

