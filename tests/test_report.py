@@ -23,7 +23,7 @@ from stepdoctor.render import render_text
 from stepdoctor.report import build_report, merge_duplicates, outcome
 from stepdoctor.rules import RuleContext
 from stepdoctor.rules._severity import MIN_SAVED_S, THIN_SECONDS, THIN_STEPS
-from tests.builders import record, steps
+from tests.builders import env, record, steps
 
 
 def _ended(rec: RunRecord, end: RunEnd | None) -> RunRecord:
@@ -187,3 +187,14 @@ def test_models_built_twice_give_one_finding() -> None:
     found = [f for f in build_report(rec).findings if f.rule == "oversized-network"]
     assert len(found) == 1
     assert "2 models of this structure" in found[0].explanation
+
+
+def test_the_command_that_measures_modelled_figures_is_for_torch_jobs_only() -> None:
+    """tune and --verify try the fixes on the job's torch model and loader: a Keras job on
+    TensorFlow is given no such command."""
+    rec = record(steps(100, phases_ms={"data_wait": 30, "forward": 10, "backward": 10}))
+    command = ("stepdoctor", "run", "train.py")
+    rec = dataclasses.replace(rec, meta=dataclasses.replace(rec.meta, command=command))
+    assert build_report(rec).measure_with.startswith("stepdoctor ")
+    tf = dataclasses.replace(rec, env=(*rec.env, *env(keras__backend="tensorflow")))
+    assert build_report(tf).measure_with == ""

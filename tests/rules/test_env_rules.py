@@ -125,6 +125,7 @@ def test_cpu_features_name_the_jobs_own_library() -> None:
     """A Keras job on TensorFlow runs TensorFlow's kernels, not torch's."""
     (tf,) = cpu_features(_ctx(cpu__avx512=False, keras__backend="tensorflow"))
     assert "TensorFlow's fastest CPU kernels" in tf.explanation
+    assert "torch CPU capability" not in {e.metric for e in tf.evidence}
     (torch,) = cpu_features(_ctx(cpu__avx512=False, torch__version="2.13.0"))
     assert "torch's fastest CPU kernels" in torch.explanation
 

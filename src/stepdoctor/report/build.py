@@ -73,7 +73,12 @@ def build_report(record: RunRecord, context: RuleContext | None = None) -> Repor
         error="" if record.end is None else record.end.error,
         error_at="" if record.end is None else _where(record.end.error_at, record.meta.cwd),
         evidence_note=thin,
-        measure_with=measure_command(record.meta.command, findings),
+        measure_with=measure_command(
+            record.meta.command,
+            findings,
+            # Keras on TensorFlow or JAX: no torch model or loader for tune or --verify
+            torch_job=record.env_value("keras.backend") in (None, "torch"),
+        ),
         frames=frames,
         stacks=stacks,
         stack_counts=counts,

@@ -286,11 +286,18 @@ _TUNE_DIMENSIONS = {
 }
 
 
-def measure_command(command: Sequence[str], findings: Sequence[Finding]) -> str:
+def measure_command(
+    command: Sequence[str], findings: Sequence[Finding], *, torch_job: bool = True
+) -> str:
     """The command that would measure the modelled figures of the findings worth acting on:
     ``stepdoctor tune --only ...`` for the settings tune sweeps, else ``stepdoctor run
-    --verify``; empty when every such figure was measured (or the script is not known)."""
+    --verify``; empty when every such figure was measured, the script is not known, or the
+    job trains no torch model (``torch_job``: both try the fixes on the job's torch model and
+    loader)."""
     from stepdoctor.experiments.verify import TRIALS
+
+    if not torch_job:
+        return ""
 
     modelled = [
         f

@@ -63,17 +63,22 @@ def _evidence(record: RunRecord) -> list[Evidence]:
         Evidence(metric="CPU", value=record.env_value("cpu.brand") or "?", source="py-cpuinfo"),
         Evidence(metric="AVX2", value=record.env_value("cpu.avx2"), source="py-cpuinfo"),
         Evidence(metric="AVX-512", value=record.env_value("cpu.avx512"), source="py-cpuinfo"),
-        Evidence(
-            metric="torch CPU capability",
-            value=record.env_value("torch.cpu_capability"),
-            source="torch.backends.cpu.get_cpu_capability()",
-        ),
-        Evidence(
-            metric="ATEN_CPU_CAPABILITY",
-            value="unset" if forced is None else forced,
-            source="environment",
-        ),
-    ]
+    ] + (
+        []
+        if _library(record) != "torch's"  # a job on another library: torch's levels are moot
+        else [
+            Evidence(
+                metric="torch CPU capability",
+                value=record.env_value("torch.cpu_capability"),
+                source="torch.backends.cpu.get_cpu_capability()",
+            ),
+            Evidence(
+                metric="ATEN_CPU_CAPABILITY",
+                value="unset" if forced is None else forced,
+                source="environment",
+            ),
+        ]
+    )
 
 
 def _forced_down(record: RunRecord, capability: str, best: str, on_gpu: bool) -> Finding:
