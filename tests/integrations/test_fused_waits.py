@@ -3,11 +3,7 @@ the calls began, whichever thread says its time second."""
 
 from __future__ import annotations
 
-import pytest
-
-pytest.importorskip("keras", reason="the Keras integration needs keras")
-
-from stepdoctor.integrations.keras import FusedWaits
+from stepdoctor.integrations._timing import FusedWaits
 
 
 def _waits(per_call: int = 1) -> tuple[FusedWaits, list[int]]:
