@@ -229,6 +229,33 @@ def test_the_last_reading_walks_and_names_the_others_by_their_command_lines() ->
     assert read == [900001]  # the idle shell was not named, so not read
 
 
+@pytest.mark.serial  # its busy process loads a core: beside no other test
+def test_a_busy_process_started_between_two_walks_is_named_from_its_life() -> None:
+    """A process that began after the first walk has no earlier reading: it is rated by its
+    CPU over its life (from its start time), so a run shorter than the walk's period names a
+    competitor started after the job (as a script that starts its own busy helpers does)."""
+    reader = PsutilReader(scan_every_ns=2 * SECOND, walk_every_ns=10 * SECOND)
+    reader.read(0)  # the first walk: before the busy process
+    code = "import time\nprint(flush=True)\nend = time.time() + 30\nwhile time.time() < end: pass"
+    busy = subprocess.Popen([sys.executable, "-c", code, "started-between-walks"],
+                            stdout=subprocess.PIPE)  # fmt: skip
+    try:
+        assert busy.stdout is not None
+        busy.stdout.readline()
+        time.sleep(1.0)  # past MIN_AGE_S, burning CPU
+        reader.walk_next()
+        (sample,) = reader.read(SECOND)
+    finally:
+        busy.kill()
+        busy.wait()
+        if busy.stdout is not None:
+            busy.stdout.close()
+    assert isinstance(sample, SystemSample)
+    named = {u.pid: u for u in sample.top_others}
+    assert busy.pid in named, sample.top_others
+    assert named[busy.pid].command.endswith("started-between-walks")
+
+
 def test_the_main_threads_wait_for_a_core_is_read_from_proc() -> None:
     """/proc/<pid>/schedstat's run delay: seconds, never falling; None where unreadable."""
     first = run_delay_proc(os.getpid())

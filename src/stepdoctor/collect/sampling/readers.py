@@ -18,6 +18,7 @@ import psutil
 
 from stepdoctor.collect.sampling.heap import HEAP_EVERY_NS, HeapReader
 from stepdoctor.collect.sampling.procfs import (
+    CLK_TCK,
     Children,
     ProcessCounters,
     ProcFs,
@@ -55,6 +56,9 @@ WALK_EVERY_NS = 10_000_000_000
 GENERATIONS_KEPT = 8
 #: Other processes listed per sample (the least CPU to be listed: ``TOP_OTHERS_MIN_PCT``).
 TOP_OTHERS = 5
+#: A process first seen at a walk is rated over its life from this age on: younger, its CPU
+#: over a few clock ticks (10 ms each) is noise.
+MIN_AGE_S = 0.5
 
 
 class Reader(Protocol):
@@ -559,13 +563,28 @@ class PsutilReader:
             last = before.get(pid)
             if report and last is not None and t_ns > last[1]:
                 pct = 100.0 * (cpu - last[0]) / ((t_ns - last[1]) / 1e9)
-                if pct >= TOP_OTHERS_MIN_PCT:
-                    usage.append(ProcessUsage(pid=pid, name=name, cpu_pct=round(pct, 1)))
+            elif report and last is None and cpu > 0:
+                pct = self._since_start(pid, cpu)  # started since the last walk
+            else:
+                continue
+            if pct >= TOP_OTHERS_MIN_PCT:
+                usage.append(ProcessUsage(pid=pid, name=name, cpu_pct=round(pct, 1)))
         usage.sort(key=lambda u: -u.cpu_pct)
         return tuple(
             dataclasses.replace(u, command=self._command_of(u.pid, u.name))
             for u in usage[:TOP_OTHERS]
         )
+
+    def _since_start(self, pid: int, cpu_s: float) -> float:
+        """The CPU (% of a core) of a process first seen at this walk, over its life: it
+        started after the last walk (a busy process the job's own script started, or one
+        started beside a run shorter than the walk's period); 0 where its start is unread."""
+        stat = self._counters.process(pid)
+        boot = getattr(time, "CLOCK_BOOTTIME", None)
+        if stat is None or boot is None:
+            return 0.0
+        age = time.clock_gettime(boot) - stat.start / CLK_TCK
+        return 100.0 * cpu_s / age if age >= MIN_AGE_S else 0.0
 
     def _command_of(self, pid: int, name: str) -> str:
         """``pid``'s command line, read once per process (a pid reused by another program
