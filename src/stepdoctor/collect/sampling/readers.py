@@ -579,9 +579,11 @@ class PsutilReader:
         """The CPU (% of a core) of a process first seen at this walk, over its life: it
         started after the last walk (a busy process the job's own script started, or one
         started beside a run shorter than the walk's period); 0 where its start is unread."""
-        stat = self._counters.process(pid)
         boot = getattr(time, "CLOCK_BOOTTIME", None)
-        if stat is None or boot is None:
+        if boot is None or not isinstance(self._counters, ProcFs):
+            return 0.0  # psutil's start is another clock's (the epoch)
+        stat = self._counters.process(pid)
+        if stat is None:
             return 0.0
         age = time.clock_gettime(boot) - stat.start / CLK_TCK
         return 100.0 * cpu_s / age if age >= MIN_AGE_S else 0.0
