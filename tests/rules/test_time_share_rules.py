@@ -6,7 +6,14 @@ from dataclasses import replace
 
 import pytest
 
-from stepdoctor.model import ConcurrencyStat, Severity, SpeedupKind, StepTiming, SystemSample
+from stepdoctor.model import (
+    ConcurrencyStat,
+    ModelInfo,
+    Severity,
+    SpeedupKind,
+    StepTiming,
+    SystemSample,
+)
 from stepdoctor.report import build_report
 from stepdoctor.rules import RuleContext
 from stepdoctor.rules.checkpoint_stalls import checkpoint_stalls
@@ -50,6 +57,12 @@ def test_time_between_steps_the_loop_spends_off_the_cpu_is_a_wait_to_overlap() -
     pool = tuple(replace(x, job_cpu_pct=180.0) for x in clocked(0.12))
     (threads,) = slow_callbacks(RuleContext(record(s, cores=2, system=pool)))
     assert threads.title == "Work between steps takes 75% of the time"
+    # on a GPU the loop's thread waits off the CPU in .item() for the GPU's own work
+    cuda = ModelInfo(model_id=1, class_name="Net", param_count=1, param_bytes=4,
+                     devices=("cuda",))  # fmt: skip
+    on_gpu = record(s, system=clocked(0.12), models=(cuda,))
+    (gpu,) = slow_callbacks(RuleContext(on_gpu))
+    assert gpu.title == "Work between steps takes 75% of the time"
 
 
 def test_slow_callbacks_is_a_symptom_when_threads_share_one_model() -> None:

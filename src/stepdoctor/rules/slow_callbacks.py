@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 
 from stepdoctor.model import Evidence, Finding, Fix, Phase, Severity
+from stepdoctor.rules._facts import gpu_job
 from stepdoctor.rules._severity import grade
 from stepdoctor.rules.context import RuleContext, removal_speedup
 from stepdoctor.rules.registry import rule
@@ -70,7 +71,9 @@ def slow_callbacks(ctx: RuleContext) -> list[Finding]:
         if shared
         else ""
     )
-    if waiting is not None and waiting >= WAITING_SHARE and not shared:
+    # on a GPU the loop's thread also sits off the CPU while a .item() waits for the GPU's
+    # work: a wait that is the training's own
+    if waiting is not None and waiting >= WAITING_SHARE and not shared and not gpu_job(ctx.record):
         return [_waits(ctx, rung.severity, share, per_step_ms, waiting)]
     return [
         Finding(
