@@ -31,6 +31,8 @@ __all__ = ["CRITICAL_SHARE", "WARNING_SHARE", "slow_callbacks"]
 #: performance-analysis article's "heavy post-processing" case study).
 WARNING_SHARE = 0.20
 CRITICAL_SHARE = 0.40
+#: The phases that are time between steps' work.
+_BETWEEN = (Phase.OTHER.value, Phase.CALLBACKS.value)
 #: At or above this share of the time between steps with the loop's thread off the CPU (by
 #: its CPU clock), that time is a wait (a sleep, I/O, a remote call, a lock), not work: its
 #: fix is to overlap it with the steps, not to do less of it. A held-out job that fetched
@@ -52,10 +54,9 @@ WAIT_CPU_MARGIN_CORES = 0.25
 )
 def slow_callbacks(ctx: RuleContext) -> list[Finding]:
     """Flag a large share of step time outside data loading and the model."""
-    names = (Phase.OTHER.value, Phase.CALLBACKS.value)
     # Collector pauses that interrupted this time are gc-pauses' finding, not ours.
     between_ns = sum(
-        s.phase_ns.get(n, 0) - s.gc_phase_ns.get(n, 0) for s in ctx.steps for n in names
+        s.phase_ns.get(n, 0) - s.gc_phase_ns.get(n, 0) for s in ctx.steps for n in _BETWEEN
     )
     total_ns = sum(s.duration_ns for s in ctx.steps)
     share = between_ns / total_ns if total_ns else 0.0
@@ -63,7 +64,6 @@ def slow_callbacks(ctx: RuleContext) -> list[Finding]:
     if rung is None:
         return []
     per_step_ms = between_ns / len(ctx.steps) / 1e6
-    waiting = _waiting(ctx, between_ns)
     shared = shared_model(ctx)
     explained = (
         f" Several threads call {shared} at once (see the finding on that): this time "
@@ -73,7 +73,8 @@ def slow_callbacks(ctx: RuleContext) -> list[Finding]:
     )
     # on a GPU the loop's thread also sits off the CPU while a .item() waits for the GPU's
     # work: a wait that is the training's own
-    if waiting is not None and waiting >= WAITING_SHARE and not shared and not gpu_job(ctx.record):
+    waiting = None if shared or gpu_job(ctx.record) else _waiting(ctx, between_ns)
+    if waiting is not None and waiting >= WAITING_SHARE:
         return [_waits(ctx, rung.severity, share, per_step_ms, waiting)]
     return [
         Finding(
@@ -85,21 +86,7 @@ def slow_callbacks(ctx: RuleContext) -> list[Finding]:
                 "backward and the optimizer: callbacks, logging, metrics, .item()/.cpu() "
                 f"calls or post-processing of outputs. Nothing trains meanwhile.{explained}"
             ),
-            evidence=(
-                Evidence(
-                    metric="share of step time between phases",
-                    value=round(share, 4),
-                    unit="share",
-                    threshold=WARNING_SHARE,
-                    source="step phases",
-                ),
-                Evidence(
-                    metric="mean time between phases per step",
-                    value=round(per_step_ms, 2),
-                    unit="ms",
-                    source="step phases",
-                ),
-            ),
+            evidence=_between(share, per_step_ms),
             speedup=removal_speedup(
                 share,
                 f"1 / (1 - {share:.2f}): the between-step work removed",
@@ -116,6 +103,25 @@ def slow_callbacks(ctx: RuleContext) -> list[Finding]:
     ]
 
 
+def _between(share: float, per_step_ms: float) -> tuple[Evidence, Evidence]:
+    """The time between phases as evidence: its share of the steps, and per step."""
+    return (
+        Evidence(
+            metric="share of step time between phases",
+            value=round(share, 4),
+            unit="share",
+            threshold=WARNING_SHARE,
+            source="step phases",
+        ),
+        Evidence(
+            metric="mean time between phases per step",
+            value=round(per_step_ms, 2),
+            unit="ms",
+            source="step phases",
+        ),
+    )
+
+
 def _waiting(ctx: RuleContext, between_ns: int) -> float | None:
     """The least share of the time between phases the loop's thread spent off the CPU: that
     time less all the CPU the thread used over the measured steps (None: its clock unread)."""
@@ -124,8 +130,7 @@ def _waiting(ctx: RuleContext, between_ns: int) -> float | None:
         return None
     (t0, c0), (t1, c1) = readings[0], readings[-1]
     inside = [s for s in ctx.steps if s.start_ns >= t0 and s.end_ns <= t1]
-    names = (Phase.OTHER.value, Phase.CALLBACKS.value)
-    between_s = sum(s.phase_ns.get(n, 0) for s in inside for n in names) / 1e9
+    between_s = sum(s.phase_ns.get(n, 0) for s in inside for n in _BETWEEN) / 1e9
     if not inside or between_s <= 0:
         return None
     cpu_s = (c1 or 0.0) - (c0 or 0.0)
@@ -159,19 +164,7 @@ def _waits(
             "below."
         ),
         evidence=(
-            Evidence(
-                metric="share of step time between phases",
-                value=round(share, 4),
-                unit="share",
-                threshold=WARNING_SHARE,
-                source="step phases",
-            ),
-            Evidence(
-                metric="mean time between phases per step",
-                value=round(per_step_ms, 2),
-                unit="ms",
-                source="step phases",
-            ),
+            *_between(share, per_step_ms),
             Evidence(
                 metric="of it, the loop's thread off the CPU (at least)",
                 value=round(waiting, 4),
