@@ -12,7 +12,7 @@ import pytest
 
 from stepdoctor.collect import Session
 from stepdoctor.integrations import AutoIntegrations
-from stepdoctor.integrations._timing import FrameworkTimer, OwnSession, note_settings
+from stepdoctor.integrations._timing import FrameworkTimer, OwnSession, note_settings, time_method
 from stepdoctor.record import load_run
 
 pytest.importorskip("torch")
@@ -118,3 +118,37 @@ def test_an_integration_that_fails_is_a_notice_and_the_job_goes_on(tmp_path: Pat
     finally:
         sys.modules.pop("stepdoctor_broken_integration", None)
         sys.modules.pop("stepdoctor_broken_framework", None)
+
+
+def test_a_function_set_on_the_instance_is_wrapped_in_place_and_put_back() -> None:
+    """``own``: the attribute is the instance's (Keras's ``train_function``): wrapped where it
+    is, each call's start told to ``on_call``, and the original put back by the undo; a
+    method of the class is not taken for one (and the reverse)."""
+
+    class Job:
+        def step(self) -> str:
+            return "method"
+
+    job = Job()
+
+    def train() -> str:
+        return "trained"
+
+    job.train = train  # type: ignore[attr-defined]
+    events: list[tuple[object, ...]] = []
+    calls: list[str] = []
+    began: list[int] = []
+    timer = types.SimpleNamespace(
+        clock=iter(range(100)).__next__,
+        enter=lambda phase: events.append(("enter", phase)),
+        leave=lambda: events.append(("leave",)),
+        hook=lambda *a: calls.append(a[0]),
+    )
+    assert time_method(job, "step", timer, "train_step", own=True) is None  # the class's
+    assert time_method(job, "train", timer, "train_step") is None  # the instance's
+    undo = time_method(job, "train", timer, "train_step", own=True, on_call=began.append)
+    assert undo is not None
+    assert job.train() == "trained"  # type: ignore[attr-defined]
+    assert events == [("enter", "train_step"), ("leave",)] and began == [0] and calls == []
+    undo()
+    assert job.train is train  # type: ignore[attr-defined]

@@ -113,19 +113,31 @@ def setting_facts(framework: str, settings: Mapping[str, Setting]) -> list[EnvFa
 
 
 def time_method(
-    owner: Any, name: str, timer: FrameworkTimer, phase: str, hook: str | None = None
+    owner: Any,
+    name: str,
+    timer: FrameworkTimer,
+    phase: str,
+    hook: str | None = None,
+    *,
+    own: bool = False,
+    on_call: Callable[[int], None] | None = None,
 ) -> Callable[[], None] | None:
     """Put on ``owner`` (as an instance attribute) a wrapper of its method ``name`` that
-    enters ``phase`` around each call and, given ``hook``, times each call under that name.
-    Return the undo (it removes the wrapper while it is still the one set); None where
-    ``owner`` has no such method or one set on the instance already (ours, or the user's)."""
+    enters ``phase`` around each call, tells ``on_call`` when each call begins and, given
+    ``hook``, times each call under that name. Return the undo (it takes the wrapper away
+    while it is still the one set); None where ``owner`` has no such method or one set on the
+    instance already (ours, or the user's). ``own``: the attribute is the instance's own
+    instead (a function the framework set on it, as Keras's ``train_function``), wrapped in
+    place and put back by the undo."""
     original = getattr(owner, name, None)
-    if original is None or name in vars(owner):
+    if original is None or (name in vars(owner)) != own:
         return None
 
     @functools.wraps(original)
     def timed(*args: Any, **kwargs: Any) -> Any:
         began = timer.clock()
+        if on_call is not None:
+            on_call(began)
         timer.enter(phase)
         try:
             return original(*args, **kwargs)
@@ -138,7 +150,10 @@ def time_method(
 
     def undo() -> None:
         if vars(owner).get(name) is timed:  # ours, not one set since
-            delattr(owner, name)
+            if own:
+                setattr(owner, name, original)
+            else:
+                delattr(owner, name)
 
     return undo
 

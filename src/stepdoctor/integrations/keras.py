@@ -154,11 +154,12 @@ class StepdoctorCallback(keras.callbacks.Callback):  # type: ignore[misc]
             described = _model_info(model)
             if described is not None:
                 session.framework_models.append(described)
-            undo = _time_attribute(
+            undo = time_method(
                 model,
                 "train_function",
                 timer,
                 _TRAIN_STEP,
+                own=True,
                 on_call=None if waits is None else waits.call_begins,
             )
             if undo is not None:
@@ -227,40 +228,6 @@ class StepdoctorCallback(keras.callbacks.Callback):  # type: ignore[misc]
         if self._began and self._timer is not None:
             self._timer.step(self._batch_size)
         self._began = False
-
-
-def _time_attribute(
-    owner: Any,
-    name: str,
-    timer: FrameworkTimer,
-    phase: str,
-    on_call: Callable[[int], None] | None = None,
-) -> Any:
-    """Put a wrapper entering ``phase`` around each call in place of ``owner``'s attribute
-    ``name`` (a function Keras set on the instance, as ``train_function``), telling
-    ``on_call`` when each call begins; return the undo, which puts the function back while
-    the wrapper is still the one set (None: nothing to wrap)."""
-    original = getattr(owner, name, None)
-    if not callable(original):
-        return None
-
-    @functools.wraps(original)
-    def timed(*args: Any, **kwargs: Any) -> Any:
-        if on_call is not None:
-            on_call(timer.clock())
-        timer.enter(phase)
-        try:
-            return original(*args, **kwargs)
-        finally:
-            timer.leave()
-
-    setattr(owner, name, timed)
-
-    def undo() -> None:
-        if getattr(owner, name, None) is timed:
-            setattr(owner, name, original)
-
-    return undo
 
 
 #: Keras layer classes by the kind the model rules judge (``LayerInfo.kind``).
