@@ -22,6 +22,7 @@ from stepdoctor.rules import (
     RULES,
     RuleContext,
     in_framework_terms,
+    keras_compiled,
     rank,
     run_rules,
     temper,
@@ -76,8 +77,7 @@ def build_report(record: RunRecord, context: RuleContext | None = None) -> Repor
         measure_with=measure_command(
             record.meta.command,
             findings,
-            # Keras on TensorFlow or JAX: no torch model or loader for tune or --verify
-            torch_job=record.env_value("keras.backend") in (None, "torch"),
+            torch_job=not keras_compiled(record),
         ),
         frames=frames,
         stacks=stacks,

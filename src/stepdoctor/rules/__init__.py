@@ -39,6 +39,7 @@ from stepdoctor.rules import (  # noqa: F401  (importing registers the rules)
     thread_oversubscription,
     wrong_backend,
 )
+from stepdoctor.rules._facts import keras_compiled
 from stepdoctor.rules._severity import temper, thin_evidence
 from stepdoctor.rules.context import RuleContext, speedup_if_removed
 from stepdoctor.rules.framework_terms import in_framework_terms
@@ -50,6 +51,7 @@ __all__ = [
     "Rule",
     "RuleContext",
     "in_framework_terms",
+    "keras_compiled",
     "rank",
     "rule",
     "run_rules",

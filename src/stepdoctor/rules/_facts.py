@@ -13,6 +13,7 @@ __all__ = [
     "fact_float",
     "fact_int",
     "gpu_job",
+    "keras_compiled",
     "models_on",
     "same_models",
 ]
@@ -50,6 +51,14 @@ def fact_bool(record: RunRecord, key: str) -> bool | None:
 def models_on(record: RunRecord, *devices: str) -> list[ModelInfo]:
     """Models with a parameter or buffer on one of ``devices``."""
     return [m for m in record.models if set(m.devices) & set(devices)]
+
+
+def keras_compiled(record: RunRecord) -> bool:
+    """Whether the job's loop is Keras's on TensorFlow or JAX (its ``keras.backend`` fact): each
+    batch one call of a compiled train function, with no torch model or loader for torch's
+    hooks to split or for ``tune`` and ``--verify`` to try fixes on."""
+    backend = record.env_value("keras.backend")
+    return isinstance(backend, str) and backend != "torch"
 
 
 def gpu_job(record: RunRecord) -> bool:

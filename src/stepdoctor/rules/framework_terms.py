@@ -17,6 +17,7 @@ import re
 from collections.abc import Sequence
 
 from stepdoctor.model import Evidence, Finding, Fix, HookTime, Phase, RunRecord
+from stepdoctor.rules._facts import keras_compiled
 
 __all__ = [
     "FRAMEWORK_NAMES",
@@ -295,7 +296,7 @@ def _keras_loop_share(record: RunRecord) -> float:
     """The share of the time between steps that is not in the callbacks the Keras
     integration timed: Keras's own loop (0 on the torch backend, where torch's hooks split
     its steps and its loop's time falls in them)."""
-    if record.env_value("keras.backend") == "torch":
+    if not keras_compiled(record):
         return 0.0
     between = sum(
         s.phase_ns.get(Phase.CALLBACKS.value, 0) + s.phase_ns.get(Phase.OTHER.value, 0)
@@ -512,7 +513,7 @@ def _float64(record: RunRecord, framework: str, finding: Finding) -> Finding:
 def _competing(record: RunRecord, framework: str, finding: Finding) -> Finding:
     """Keras on TensorFlow or JAX sizes no torch thread pool: the generic fix's last clause,
     in its library's terms."""
-    if framework != "keras" or record.env_value("keras.backend") == "torch":
+    if framework != "keras" or not keras_compiled(record):
         return finding
     fix = finding.fix
     summary = fix.summary.replace(

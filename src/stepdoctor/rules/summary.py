@@ -15,6 +15,7 @@ from stepdoctor.model import (
     profiled_steps,
     training_steps,
 )
+from stepdoctor.rules._facts import keras_compiled
 
 __all__ = [
     "GPU_RUNAHEAD_S",
@@ -165,7 +166,7 @@ _BASIS = {
 def _batches_per_call(record: RunRecord, framework: str) -> int:
     """Batches Keras runs in each call of its compiled train function (``steps_per_execution``,
     on TensorFlow or JAX: on torch the hooks see each batch); 1 elsewhere."""
-    if framework != "keras" or record.env_value("keras.backend") == "torch":
+    if framework != "keras" or not keras_compiled(record):
         return 1
     value = record.env_value("keras.steps_per_execution")
     return value if isinstance(value, int) and value > 1 else 1
