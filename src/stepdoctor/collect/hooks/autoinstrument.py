@@ -38,7 +38,7 @@ from stepdoctor.collect.hooks.events import (
     EventBuffer,
     native_hooks,
 )
-from stepdoctor.model import EnvFact, LoaderInfo, Phase
+from stepdoctor.model import EnvFact, LoaderInfo, ModelInfo, Phase
 from stepdoctor.native import PURE_PYTHON_ENV, wanted
 
 if TYPE_CHECKING:
@@ -119,6 +119,8 @@ class TorchSink(Protocol):
     (``precision_now``)."""
     framework_facts: list[EnvFact]
     """A training framework's name, version and settings, noted by its integration."""
+    framework_models: list[ModelInfo]
+    """Models a framework's integration described itself (Keras on TensorFlow or JAX)."""
     hook_calls: collections.deque[tuple[str, str, int]]
     """``(hook name, phase, duration_ns)`` of each framework hook call its integration timed,
     taken off by the monitor."""

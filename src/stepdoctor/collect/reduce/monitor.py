@@ -559,7 +559,7 @@ class Monitor:
         if new_facts:
             self.collected.env.extend(new_facts)
             self._queue("env", new_facts)
-        described = getattr(self._sink, "framework_models", [])
+        described = self._sink.framework_models
         new_models = list(described[self._framework_models_seen :])
         self._framework_models_seen += len(new_models)
         if new_models:
