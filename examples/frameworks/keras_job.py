@@ -9,6 +9,10 @@ step computes, so prefetching cannot hide it) instead of from the arrays; with
 ``KERAS_READ_MS=4`` (the fixed job) prefetching hides the reads.
 ``KERAS_FAULT=callback``: a callback that reads every weight back and sums it in Python after
 each batch (the fixed job does it once an epoch).
+``KERAS_DATA=tfdata`` (TensorFlow): fit() reads the samples from a tf.data pipeline that
+batches them, scales each batch in TensorFlow ops (a map run in parallel) and prefetches;
+``KERAS_FAULT=tfdata``: the pipeline's map is Python instead (``tf.py_function``, each sample
+scaled with NumPy, one at a time before the batch, no prefetch: the planted slow stage).
 ``KERAS_EPOCHS``: epochs (default 2). ``KERAS_BACKEND``: ``torch`` unless set (``tensorflow``
 runs it on TensorFlow).
 """
@@ -22,6 +26,7 @@ import keras
 import numpy as np
 
 FAULT = os.environ.get("KERAS_FAULT", "")
+DATA = "tfdata" if FAULT == "tfdata" else os.environ.get("KERAS_DATA", "arrays")
 EPOCHS = int(os.environ.get("KERAS_EPOCHS", "2"))
 READ_S = float(os.environ.get("KERAS_READ_MS", "40")) / 1000
 FEATURES = 256
@@ -60,6 +65,9 @@ def main() -> None:
         loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
     )
     callbacks = [WeightNorms()] if FAULT == "callback" else []
+    if DATA == "tfdata":
+        model.fit(pipeline(x, y, batch), epochs=EPOCHS, verbose=0, callbacks=callbacks)
+        return
     if FAULT == "generator":
         steps = samples // batch
         model.fit(
@@ -71,6 +79,37 @@ def main() -> None:
         x, y, batch_size=batch, epochs=EPOCHS, validation_split=0.1, verbose=0,
         callbacks=callbacks,
     )  # fmt: skip
+
+
+def pipeline(x, y, batch):
+    """A tf.data pipeline of ``x`` and ``y``: each sample scaled to zero mean and unit spread,
+    in TensorFlow ops over whole batches, or (``KERAS_FAULT=tfdata``) in Python, sample by
+    sample."""
+    import tensorflow as tf
+
+    ds = tf.data.Dataset.from_tensor_slices((x, y))
+    if FAULT != "tfdata":
+        return ds.batch(batch).map(scale_batch, num_parallel_calls=tf.data.AUTOTUNE).prefetch(
+            tf.data.AUTOTUNE
+        )
+
+    def scale_sample(row, label):
+        scaled = tf.py_function(lambda r: scaled_in_python(r.numpy()), [row], tf.float32)
+        return tf.ensure_shape(scaled, (FEATURES,)), label
+
+    return ds.map(scale_sample).batch(batch)
+
+
+def scale_batch(rows, labels):
+    import tensorflow as tf
+
+    mean, var = tf.nn.moments(rows, axes=[1], keepdims=True)
+    return (rows - mean) / (tf.sqrt(var) + 1e-6), labels
+
+
+def scaled_in_python(row):
+    """One sample scaled, in NumPy (the planted per-sample Python work)."""
+    return ((row - row.mean()) / (row.std() + 1e-6)).astype("float32")
 
 
 def batches(x, y, batch):

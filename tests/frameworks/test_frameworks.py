@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from stepdoctor.model import GENERATOR_WAIT, RunRecord
+from stepdoctor.model import GENERATOR_WAIT, PIPELINE_WAIT, RunRecord
 from stepdoctor.record import load_run
 from tests._machine import judged
 from tests._zygote import stepdoctor_run
@@ -283,11 +283,47 @@ def test_a_slow_generator_on_tensorflow_is_the_steps_wait_for_data(
         KERAS_EPOCHS="1", KERAS_READ_MS=read_ms,
     )  # fmt: skip
     assert len(record.steps) == 64 and record.env_value("keras.data") == "generator"
-    assert {h.name: h.calls for h in record.hooks}[GENERATOR_WAIT] == 64
+    assert {h.name: h.calls for h in record.hooks}[GENERATOR_WAIT] == 63  # not the first
     assert {s.batch_size for s in record.steps} == {256}
     if read_ms == "40":
         fix = _top(report, out)["fix"]
         assert isinstance(fix, dict) and fix["summary"].startswith("fit() was given a Python")
+
+
+@needs_module("tensorflow", "Keras on its TensorFlow backend")
+@pytest.mark.parametrize("fault", ["tfdata", ""], ids=["planted", "fixed"])
+def test_a_slow_tf_data_map_is_the_steps_wait_for_data_in_tf_datas_terms(
+    tmp_path: Path, fault: str
+) -> None:
+    """A tf.data pipeline given to fit, fetched inside the compiled step: each batch stamped
+    in the graph as it is made. A map that scales each sample in Python (py_function, one at
+    a time, no prefetch) keeps the step waiting (input-bound on top, its fix naming the
+    pipeline's Python map and the missing prefetch); the same scaling in TensorFlow ops over
+    whole batches, in parallel and prefetched, is clean."""
+    judge = _on_top("input-bound") if fault else _clean
+    report, record, out = _judged(
+        "keras_job.py", tmp_path, judge, KERAS_BACKEND="tensorflow", KERAS_DATA="tfdata",
+        KERAS_FAULT=fault, KERAS_EPOCHS="1",
+    )  # fmt: skip
+    assert len(record.steps) == 64 and record.env_value("keras.data") == "tf.data"
+    assert {s.batch_size for s in record.steps} == {256}  # the pipeline's batch stage
+    waits = {h.name: h.calls for h in record.hooks}
+    assert waits[PIPELINE_WAIT] == 63  # every call but the first (it traces the graph)
+    if fault:
+        assert record.env_value("keras.pipeline") == (
+            "from_tensor_slices > map (Python) > batch(256)"
+        )
+        top = _top(report, out)
+        assert top["severity"] == "critical", top
+        fix = top["fix"]
+        assert isinstance(fix, dict)
+        assert "Its map runs Python for each element" in fix["summary"], fix
+        assert ".prefetch(tf.data.AUTOTUNE)" in fix["summary"]
+        assert "DataLoader" not in fix["summary"] + (fix["snippet"] or "")
+    else:
+        assert record.env_value("keras.pipeline") == (
+            "from_tensor_slices > batch(256) > map (parallel) > prefetch"
+        )
 
 
 @pytest.mark.parametrize(

@@ -197,7 +197,8 @@ class FusedWaits:
     ``per_call`` batches) takes the batch ``per_call * (j + 1) - 1`` last, and waited for it
     ``max(0, made_end - call_begin)``: nothing where tf.data's prefetch had it ready, the
     whole making where it was made on request. Each pair is settled by whichever of its two
-    times comes second (the producer's thread or the loop's), under a lock.
+    times comes second (the producer's thread or the loop's), under a lock. The first call
+    is left out: it traces the step's graph before its fetch, and that time is no wait.
     """
 
     def __init__(self, per_call: int = 1) -> None:
@@ -224,5 +225,7 @@ class FusedWaits:
                 self._settle(begin_ns, self._ends[last - 1])
 
     def _settle(self, begin_ns: int, end_ns: int) -> None:
+        if begin_ns == self._begins[0]:
+            return  # the first call: its graph traced before its fetch
         if self.on_wait is not None:
             self.on_wait(max(0, end_ns - begin_ns))

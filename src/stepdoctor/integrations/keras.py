@@ -42,6 +42,7 @@ from stepdoctor.integrations._timing import (
 from stepdoctor.model import (
     GENERATOR_MADE,
     GENERATOR_WAIT,
+    PIPELINE_WAIT,
     PRODUCER_PHASE,
     LayerInfo,
     ModelInfo,
@@ -101,7 +102,11 @@ class StepdoctorCallback(keras.callbacks.Callback):  # type: ignore[misc]
         self._batch_size: int | None = None
         self._fit_batch = batch_size
         self.waits: FusedWaits | None = None
-        """Set by ``install`` where ``fit`` was given a generator on a compiled backend."""
+        """Set by ``install`` where ``fit`` was given a generator on a compiled backend, or a
+        tf.data pipeline on TensorFlow (with ``arrivals``)."""
+        self.arrivals: Any = None
+        """``_tfdata.Arrivals`` of the tf.data pipeline given to ``fit``: its batches'
+        arrivals."""
         self._timer: FrameworkTimer | None = None
         self._began = False
         self._evaluating = False
@@ -149,7 +154,8 @@ class StepdoctorCallback(keras.callbacks.Callback):  # type: ignore[misc]
             waits = self.waits
             if waits is not None:
                 waits.per_call = per_call
-                waits.on_wait = lambda ns: timer.hook(GENERATOR_WAIT, PRODUCER_PHASE, ns)
+                name = GENERATOR_WAIT if self.arrivals is None else PIPELINE_WAIT
+                waits.on_wait = lambda ns: timer.hook(name, PRODUCER_PHASE, ns)
             # torch's hooks see no model here: described from Keras's own layers
             described = _model_info(model)
             if described is not None:
@@ -177,8 +183,10 @@ class StepdoctorCallback(keras.callbacks.Callback):  # type: ignore[misc]
 
     @guarded
     def on_epoch_end(self, epoch: int, logs: Any = None) -> None:
-        """The epoch's last step ends (its validation included)."""
+        """The epoch's last step ends (its validation included); the pipeline's stamps of its
+        batches are read."""
         self._end_step()
+        self._read_arrivals()
 
     @guarded
     def on_test_begin(self, logs: Any = None) -> None:
@@ -198,6 +206,7 @@ class StepdoctorCallback(keras.callbacks.Callback):  # type: ignore[misc]
     def on_train_end(self, logs: Any = None) -> None:
         """End the run of its own (its report printed)."""
         self._end_step()
+        self._read_arrivals()
         self.cleanup()
         self._own.close()
 
@@ -223,6 +232,13 @@ class StepdoctorCallback(keras.callbacks.Callback):  # type: ignore[misc]
         while self._undo:
             self._undo.pop()()
         self._timer = None
+
+    def _read_arrivals(self) -> None:
+        """The tf.data pipeline's stamps since the last read, each the end of a batch's
+        making as the steps met it (off the steps: at an epoch's end)."""
+        if self.arrivals is not None and self.waits is not None and self._timer is not None:
+            for stamp in self.arrivals.drain(self._timer.clock):
+                self.waits.made(stamp)
 
     def _end_step(self) -> None:
         if self._began and self._timer is not None:
@@ -349,14 +365,22 @@ def _fit_batch(bound: inspect.BoundArguments, data: str) -> int | None:
         return size
     if data == "arrays":
         return KERAS_DEFAULT_BATCH
-    spec = getattr(bound.arguments.get("x"), "element_spec", None)
+    x = bound.arguments.get("x")
+    spec = getattr(x, "element_spec", None)
     first = spec[0] if isinstance(spec, tuple) and spec else spec
     shape = getattr(first, "shape", None)
     try:
         dim = shape[0] if shape is not None and len(shape) else None
     except TypeError:
-        return None
-    return dim if isinstance(dim, int) and dim > 0 else None
+        dim = None
+    if isinstance(dim, int) and dim > 0:
+        return dim
+    if data == "tf.data" and keras.backend.backend() == "tensorflow":
+        # a batch stage that keeps the last partial batch leaves the dimension unknown
+        from stepdoctor.integrations import _tfdata
+
+        return _tfdata.batch_size(x)
+    return None
 
 
 def _timed_generator(batches: Any, ours: StepdoctorCallback, clock: Callable[[], int]) -> Any:
@@ -370,6 +394,27 @@ def _timed_generator(batches: Any, ours: StepdoctorCallback, clock: Callable[[],
             return
         ours.produced(began, clock(), batch)
         yield batch
+
+
+def _watch_pipeline(
+    model: Any,
+    bound: inspect.BoundArguments,
+    ours: StepdoctorCallback,
+    settings: dict[str, Setting],
+) -> None:
+    """The tf.data pipeline given to ``fit``: described in ``settings``, and, where each call
+    of the compiled step takes one batch, stamped as each batch leaves it (a step that takes
+    several, ``steps_per_execution``, computes between its fetches: their waits are not told
+    apart from its compute)."""
+    from stepdoctor.integrations import _tfdata
+
+    x = bound.arguments["x"]
+    settings.update(_tfdata.describe(x))
+    if getattr(model, "steps_per_execution", 1) != 1:
+        return
+    arrivals = _tfdata.Arrivals()
+    bound.arguments["x"] = arrivals.stamped(x)
+    ours.waits, ours.arrivals = FusedWaits(), arrivals
 
 
 def _has_ours(callbacks: object) -> bool:
@@ -440,6 +485,8 @@ def install(session: BaseSession) -> Callable[[], None]:
                 # how long each batch takes to make is what tells the step waits on it
                 ours.waits = FusedWaits()
                 bound.arguments["x"] = _timed_generator(bound.arguments["x"], ours, session.clock)
+            elif data == "tf.data" and keras.backend.backend() == "tensorflow":
+                _watch_pipeline(self, bound, ours, settings)
             if isinstance(given, keras.callbacks.CallbackList):
                 given.callbacks.append(ours)  # the user's list, with its own choices
                 if getattr(given, "_model", None) is not None:

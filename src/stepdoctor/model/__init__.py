@@ -51,6 +51,7 @@ if TYPE_CHECKING:
     from stepdoctor.model.run import (
         GENERATOR_MADE,
         GENERATOR_WAIT,
+        PIPELINE_WAIT,
         PRODUCER_PHASE,
         TOP_OTHERS_MIN_PCT,
         WARMUP_SAMPLES,
@@ -108,6 +109,7 @@ __all__ = [
     "GENERATOR_MADE",
     "GENERATOR_WAIT",
     "OUTLIER_SIGMAS",
+    "PIPELINE_WAIT",
     "PRODUCER_PHASE",
     "SCHEMA_VERSION",
     "SETUP_PHASE",
@@ -246,6 +248,7 @@ _HOMES = {
     "TuneTrial": "experiments",
     "GENERATOR_MADE": "run",
     "GENERATOR_WAIT": "run",
+    "PIPELINE_WAIT": "run",
     "PRODUCER_PHASE": "run",
     "TOP_OTHERS_MIN_PCT": "run",
     "WARMUP_SAMPLES": "run",

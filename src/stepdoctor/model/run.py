@@ -18,6 +18,7 @@ __all__ = [
     "GENERATOR_MADE",
     "GENERATOR_WAIT",
     "OWN_MEASUREMENTS",
+    "PIPELINE_WAIT",
     "PRODUCER_PHASE",
     "TOP_OTHERS_MIN_PCT",
     "WARMUP_SAMPLES",
@@ -52,6 +53,10 @@ PRODUCER_PHASE = "input_producer"
 #: ``FusedWaits``), which the input-bound rule reads.
 GENERATOR_MADE = "fit's generator: next batch"
 GENERATOR_WAIT = "fit's generator: step waits for its batch"
+#: ``HookTime.name`` in ``PRODUCER_PHASE`` of each compiled step's wait for its batch from the
+#: tf.data pipeline given to ``fit`` (stamped in the graph as each batch leaves it:
+#: ``integrations/_tfdata.py``).
+PIPELINE_WAIT = "fit's tf.data pipeline: step waits for its batch"
 
 #: The least CPU (% of one core) over a listing's interval for a process outside the job to
 #: be named in ``SystemSample.top_others``: a shell or a monitoring agent ticking over stays

@@ -220,7 +220,7 @@ def _keras_input(record: RunRecord, finding: Finding) -> Finding:
             for e in finding.evidence
         ),
     )
-    said = _KERAS_INPUT.get(str(given))
+    said = _tf_data(record) if given == "tf.data" else _KERAS_INPUT.get(str(given))
     if said is None:
         return _instead(
             finding,
@@ -229,6 +229,48 @@ def _keras_input(record: RunRecord, finding: Finding) -> Finding:
             "model.fit(Batches(workers=4, use_multiprocessing=True))",
         )
     return _instead(finding, *said)
+
+
+def _tf_data(record: RunRecord) -> tuple[str, str]:
+    """The tf.data pipeline's fix from its stages as the Keras integration read them
+    (``integrations/_tfdata.describe``): the stages that run Python, those applied one element
+    at a time, a map per sample, no cache, no prefetch; the general advice where the pipeline
+    was not read."""
+    pipeline = _setting(record, "keras", "pipeline")
+    if not isinstance(pipeline, str):
+        return _KERAS_INPUT["tf.data"]
+    python = _setting(record, "keras", "pipeline_python")
+    sequential = _setting(record, "keras", "pipeline_sequential")
+    said = [f"fit() was given the tf.data pipeline {pipeline}."]
+    code = []
+    if isinstance(python, str):
+        said.append(
+            f"Its {python} runs Python for each element (py_function, numpy_function or "
+            "a generator), one call at a time under Python's lock however many cores the "
+            "machine has: write it in TensorFlow ops, so tf.data runs it on every core, "
+            "vectorised over a batch where it can (batch first, then map); what must stay "
+            "in Python gains from num_parallel_calls only where it waits on I/O."
+        )
+        code.append("ds = ds.batch(256).map(prepare_batch_in_tf_ops,")
+        code.append("                       num_parallel_calls=tf.data.AUTOTUNE)")
+    if isinstance(sequential, str) and sequential != python:
+        said.append(
+            f"Its {sequential} handles one element at a time: pass "
+            "num_parallel_calls=tf.data.AUTOTUNE."
+        )
+        if not code:
+            code.append("ds = ds.map(prepare, num_parallel_calls=tf.data.AUTOTUNE)")
+    if _setting(record, "keras", "pipeline_map_before_batch") is True and not python:
+        said.append("Its map works per sample: batch first and map over whole batches.")
+    if _setting(record, "keras", "pipeline_cache") is False:
+        said.append("Cache what does not change between epochs (.cache() after it).")
+    if _setting(record, "keras", "pipeline_prefetch") is False:
+        said.append(
+            "End it with .prefetch(tf.data.AUTOTUNE), so the next batches are made while "
+            "the step computes."
+        )
+        code.append("ds = ds.prefetch(tf.data.AUTOTUNE)")
+    return " ".join(said), "\n".join(code) or _KERAS_INPUT["tf.data"][1]
 
 
 def _instead(finding: Finding, summary: str, snippet: str | None) -> Finding:

@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from stepdoctor.model import (
     GENERATOR_MADE,
     GENERATOR_WAIT,
+    PIPELINE_WAIT,
     PRODUCER_PHASE,
     WORKER_PHASE,
     Evidence,
@@ -253,52 +254,59 @@ def input_bound(ctx: RuleContext) -> list[Finding]:
 
 def _fused(ctx: RuleContext) -> list[Finding]:
     """Steps that fetch their batch inside a compiled call (``train_step``: Keras on
-    TensorFlow), from a producer on a thread of its own (``PRODUCER_PHASE``), graded by how
-    long each call waited for its batch to be made: XProf's bands, as a timed data wait."""
+    TensorFlow), from a producer on a thread of its own (``PRODUCER_PHASE``: a generator, a
+    tf.data pipeline), graded by how long each call waited for its batch: XProf's bands, as
+    a timed data wait."""
     hooks = {h.name: h for h in ctx.record.hooks if h.phase == PRODUCER_PHASE and h.calls}
-    waited, made = hooks.get(GENERATOR_WAIT), hooks.get(GENERATOR_MADE)
+    waited = hooks.get(GENERATOR_WAIT) or hooks.get(PIPELINE_WAIT)
+    made = hooks.get(GENERATOR_MADE)
     total_ns = sum(s.duration_ns for s in ctx.record.steps)
-    if waited is None or made is None or not total_ns or ctx.share(Phase.TRAIN_STEP) <= 0:
+    if waited is None or not total_ns or ctx.share(Phase.TRAIN_STEP) <= 0:
         return []
     share = waited.total_ns / total_ns
     rung = grade(share, warning=WARNING_SHARE, critical=CRITICAL_SHARE)
     if rung is None:
         return []
     wait_ms = waited.total_ns / waited.calls / 1e6
-    made_ms = made.total_ns / made.calls / 1e6
+    evidence = [
+        Evidence(
+            metric="share of step time waiting for the batch",
+            value=round(share, 4),
+            unit="share",
+            threshold=rung.threshold,
+            source="XProf's bands for a step waiting on input",
+        ),
+        Evidence(metric="mean wait per call", value=round(wait_ms, 3), unit="ms",
+                 source=f"{waited.calls} calls"),
+    ]  # fmt: skip
+    if made is not None:
+        made_ms = made.total_ns / made.calls / 1e6
+        evidence.append(
+            Evidence(metric="time to make a batch", value=round(made_ms, 3), unit="ms",
+                     source=f"{made.calls} batches")
+        )  # fmt: skip
+        explanation = (
+            f"Each call of the compiled train step waited {wait_ms:.2f} ms on average for "
+            f"its batch, which the input pipeline took {made_ms:.2f} ms to make on a "
+            "thread of its own: prefetching hides only the making that is shorter than "
+            "the step's compute. The wait is inside the step's call (the batch is fetched "
+            "in the graph): timed from when the call began to when its batch was made."
+        )
+    else:
+        explanation = (
+            f"Each call of the compiled train step waited {wait_ms:.2f} ms on average for "
+            "its batch from the tf.data pipeline: the pipeline makes batches more slowly "
+            "than the step computes them. The wait is inside the step's call (the batch is "
+            "fetched in the graph): timed from when the call began to when its batch left "
+            "the pipeline, stamped there in the graph."
+        )
     return [
         Finding(
             rule="input-bound",
             severity=rung.severity,
             title=f"Training waits for data {share:.0%} of the time",
-            explanation=(
-                f"Each call of the compiled train step waited {wait_ms:.2f} ms on average for "
-                f"its batch, which the input pipeline took {made_ms:.2f} ms to make on a "
-                "thread of its own: prefetching hides only the making that is shorter than "
-                "the step's compute. The wait is inside the step's call (the batch is fetched "
-                "in the graph): timed from when the call began to when its batch was made."
-            ),
-            evidence=(
-                Evidence(
-                    metric="share of step time waiting for the batch",
-                    value=round(share, 4),
-                    unit="share",
-                    threshold=rung.threshold,
-                    source="XProf's bands for a step waiting on input",
-                ),
-                Evidence(
-                    metric="mean wait per call",
-                    value=round(wait_ms, 3),
-                    unit="ms",
-                    source=f"{waited.calls} calls",
-                ),
-                Evidence(
-                    metric="time to make a batch",
-                    value=round(made_ms, 3),
-                    unit="ms",
-                    source=f"{made.calls} batches",
-                ),
-            ),
+            explanation=explanation,
+            evidence=tuple(evidence),
             speedup=removal_speedup(share, f"1 / (1 - {share:.2f}): the waits for the batch"),
             fix=Fix(
                 summary="Make the batches faster than the steps use them: in parallel "
