@@ -89,8 +89,10 @@ def pipeline(x, y, batch):
 
     ds = tf.data.Dataset.from_tensor_slices((x, y))
     if FAULT != "tfdata":
-        return ds.batch(batch).map(scale_batch, num_parallel_calls=tf.data.AUTOTUNE).prefetch(
-            tf.data.AUTOTUNE
+        return (
+            ds.batch(batch)
+            .map(scale_batch, num_parallel_calls=tf.data.AUTOTUNE)
+            .prefetch(tf.data.AUTOTUNE)
         )
 
     def scale_sample(row, label):
