@@ -78,7 +78,8 @@ class Arrivals:
         prefetch after it: its ``inject_prefetch``, on by default)."""
         upstream = getattr(dataset, "_input_dataset", None)
         buffer = getattr(dataset, "_buffer_size", None)
-        if type(dataset).__name__.lstrip("_") == "PrefetchDataset" and upstream is not None:
+        last_is_prefetch = type(dataset).__name__.lstrip("_") == "PrefetchDataset"
+        if last_is_prefetch and upstream is not None and buffer is not None:
             try:
                 return self._stamp(upstream).prefetch(int(buffer))  # -1: AUTOTUNE
             except Exception:  # a prefetch that cannot be rebuilt: stamped after it
