@@ -326,6 +326,53 @@ def test_a_slow_tf_data_map_is_the_steps_wait_for_data_in_tf_datas_terms(
         )
 
 
+@needs_module("tensorflow", "a TensorFlow loop")
+@pytest.mark.parametrize("read_ms", ["40", "3"], ids=["planted", "fixed"])
+def test_a_hand_written_tf_loop_is_a_step_per_compiled_call_and_its_slow_reader_is_named(
+    tmp_path: Path, read_ms: str
+) -> None:
+    """A GradientTape loop whose step is a tf.function: one step per call of it (its graph
+    applies the gradients), its batch's wait the tf.data iterator's next. A reader slower
+    than the step (40 ms a batch, one at a time) is input-bound on top, in tf.data's terms;
+    one of 3 ms is hidden by tf.data's prefetch (clean)."""
+    judge = _on_top("input-bound") if read_ms == "40" else _clean
+    report, record, out = _judged("tf_loop.py", tmp_path, judge, TF_READ_MS=read_ms)
+    assert record.env_value("framework") == "tensorflow"
+    assert record.env_value("tensorflow.step_function") == "train_step"
+    assert len(record.steps) == 64  # 2 epochs of 32 batches
+    assert {s.batch_size for s in record.steps} == {256}
+    _phases_add_up(record)
+    assert all(s.phase_ns.get("train_step", 0) > 0 for s in record.steps[1:])
+    assert all(s.phase_ns.get("data_wait", 0) > 0 for s in record.steps)
+    summary = report["summary"]
+    assert isinstance(summary, dict)
+    assert "tf.function train_step()" in summary["step_basis"]
+    if read_ms == "40":
+        top = _top(report, out)
+        assert top["severity"] == "critical", top
+        fix = top["fix"]
+        assert isinstance(fix, dict)
+        assert fix["summary"].startswith("The loop's batches come from the tf.data pipeline")
+        assert "DataLoader" not in fix["summary"] + (fix["snippet"] or "")
+
+
+@needs_module("tensorflow", "a TensorFlow loop")
+def test_an_eager_tf_loop_is_a_step_per_apply_gradients_split_into_its_phases(
+    tmp_path: Path,
+) -> None:
+    """Run eagerly, the same loop is a step per apply_gradients: the model's call forward,
+    the tape's gradient backward, the update optimizer."""
+    report, record, _ = _judged("tf_loop.py", tmp_path, _clean, TF_READ_MS="3", TF_EAGER="1")
+    assert len(record.steps) == 64
+    assert record.env_value("tensorflow.eager") is True
+    _phases_add_up(record)
+    for phase in ("data_wait", "forward", "backward", "optimizer"):
+        assert all(s.phase_ns.get(phase, 0) > 0 for s in record.steps), phase
+    summary = report["summary"]
+    assert isinstance(summary, dict) and "apply_gradients" in summary["step_basis"]
+    assert any(m.param_count for m in record.models)  # described from Keras's layers
+
+
 @pytest.mark.parametrize(
     "backend",
     ["torch", pytest.param("tensorflow", marks=needs_module("tensorflow", "its backend"))],

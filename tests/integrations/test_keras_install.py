@@ -130,11 +130,11 @@ def test_a_keras_model_is_described_from_its_own_layers(keras: ModuleType) -> No
     """The description the model rules read where torch's hooks see no model (Keras on
     TensorFlow or JAX): weights' count, bytes and dtypes; dense, conv, recurrent and
     embedding layers' sizes; others only counted."""
-    from stepdoctor.integrations.keras import _model_info
+    from stepdoctor.integrations.keras import describe_model
 
     text = keras.Sequential([keras.Input((12,), dtype="int32"), keras.layers.Embedding(1000, 16),
                              keras.layers.LSTM(32), keras.layers.Dense(4)])  # fmt: skip
-    info = _model_info(text)
+    info = describe_model(text)
     assert info is not None and info.param_dtypes == ("float32",)
     assert info.param_count == text.count_params() and info.param_bytes == 4 * info.param_count
     kinds = {layer.kind: layer for layer in info.layers}
@@ -143,7 +143,7 @@ def test_a_keras_model_is_described_from_its_own_layers(keras: ModuleType) -> No
     assert (kinds["linear"].in_features, kinds["linear"].out_features) == (32, 4)
     layers = [keras.Input((8, 8, 3)), keras.layers.Conv2D(6, 3), keras.layers.Flatten()]
     image = keras.Sequential([*layers, keras.layers.Dense(2, dtype="float64")])
-    info = _model_info(image)
+    info = describe_model(image)
     assert info is not None and info.param_dtypes == ("float32", "float64")
     (conv,) = [layer for layer in info.layers if layer.kind == "conv"]
     assert (conv.in_features, conv.out_features, conv.kernel) == (3, 6, (3, 3))

@@ -22,12 +22,14 @@ logger = logging.getLogger(__name__)
 
 #: The module whose import installs an integration, and the integration's ``install``
 #: arguments after the session: Lightning under both its package names, the Hugging Face
-#: Trainer's own module (``transformers`` itself loads its parts lazily), Keras.
+#: Trainer's own module (``transformers`` itself loads its parts lazily), Keras, TensorFlow
+#: (its hand-written loops).
 FRAMEWORK_MODULES: dict[str, tuple[str, tuple[str, ...]]] = {
     "lightning.pytorch": ("stepdoctor.integrations.lightning", ("lightning",)),
     "pytorch_lightning": ("stepdoctor.integrations.lightning", ("pytorch_lightning",)),
     "transformers.trainer": ("stepdoctor.integrations.transformers", ()),
     "keras": ("stepdoctor.integrations.keras", ()),
+    "tensorflow": ("stepdoctor.integrations.tensorflow", ()),
 }
 
 

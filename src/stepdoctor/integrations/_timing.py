@@ -8,10 +8,11 @@ The hot path here is the hooks' own: a clock read and an append per framework ac
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any, TypeVar
 
 from stepdoctor.collect import current_session
@@ -25,7 +26,9 @@ __all__ = [
     "FusedWaits",
     "OwnSession",
     "Setting",
+    "framework_loop",
     "guarded",
+    "in_framework_loop",
     "note_settings",
     "setting_facts",
     "time_method",
@@ -57,6 +60,24 @@ def guarded(method: F) -> F:
 
 
 _FAILED: set[str] = set()
+#: Framework loops running now (Keras's ``fit``), each counted by ``framework_loop``: the
+#: hooks of hand-written loops (``integrations/tensorflow.py``) stay out of them.
+_LOOPS = [0]
+
+
+@contextlib.contextmanager
+def framework_loop() -> Iterator[None]:
+    """A framework's own loop runs inside (its integration times it)."""
+    _LOOPS[0] += 1
+    try:
+        yield
+    finally:
+        _LOOPS[0] -= 1
+
+
+def in_framework_loop() -> bool:
+    """Whether a framework's own loop is running (``framework_loop``)."""
+    return _LOOPS[0] > 0
 
 
 class FrameworkTimer:

@@ -35,6 +35,7 @@ from stepdoctor.integrations._timing import (
     FusedWaits,
     OwnSession,
     Setting,
+    framework_loop,
     guarded,
     note_settings,
     time_method,
@@ -54,7 +55,7 @@ try:
 except ImportError as exc:  # pragma: no cover - depends on what is installed
     raise UsageError("the Keras integration needs keras: pip install stepdoctor[keras]") from exc
 
-__all__ = ["StepdoctorCallback", "data_kind", "install"]
+__all__ = ["StepdoctorCallback", "data_kind", "describe_model", "install"]
 
 _EVALUATION = Phase.EVALUATION.value
 _OPTIMIZER = Phase.OPTIMIZER.value
@@ -157,7 +158,7 @@ class StepdoctorCallback(keras.callbacks.Callback):  # type: ignore[misc]
                 name = GENERATOR_WAIT if self.arrivals is None else PIPELINE_WAIT
                 waits.on_wait = lambda ns: timer.hook(name, PRODUCER_PHASE, ns)
             # torch's hooks see no model here: described from Keras's own layers
-            described = _model_info(model)
+            described = describe_model(model)
             if described is not None:
                 session.framework_models.append(described)
             undo = time_method(
@@ -262,7 +263,7 @@ _LAYER_KINDS = {
 }
 
 
-def _model_info(model: Any) -> ModelInfo | None:
+def describe_model(model: Any) -> ModelInfo | None:
     """``model`` as the model rules read one: its weights' count, bytes and dtypes, and its
     dense, convolutional, recurrent and embedding layers' sizes (None where Keras could not
     say, as for a model not built yet)."""
@@ -497,7 +498,8 @@ def install(session: BaseSession) -> Callable[[], None]:
             else:  # none, or a single callback
                 bound.arguments["callbacks"] = [*([given] if given else []), ours]
         try:
-            return original_fit(*bound.args, **bound.kwargs)
+            with framework_loop():
+                return original_fit(*bound.args, **bound.kwargs)
         finally:
             if ours is not None:
                 ours.cleanup()  # fit that raised called no on_train_end

@@ -19,10 +19,12 @@ class Phase(StrEnum):
     BACKWARD = "backward"
     OPTIMIZER = "optimizer"
     TRAIN_STEP = "train_step"
-    """A framework's whole training step in one call whose parts the hooks cannot see apart:
-    Keras on TensorFlow or JAX calls its compiled ``train_function`` once a batch, which takes
-    the batch from its tf.data pipeline, runs forward, backward and the update inside the
-    graph. Training compute, with the input fetch in it."""
+    """A framework's whole training step in one compiled call whose parts the hooks cannot
+    see apart: Keras on TensorFlow or JAX calls its compiled ``train_function`` once a batch,
+    which takes the batch from its tf.data pipeline (the fetch in it), runs forward, backward
+    and the update inside the graph; a hand-written TensorFlow loop's ``tf.function`` step
+    runs forward, backward and the update (its batch fetched before, as ``data_wait``).
+    Training compute."""
     SYNC = "sync"
     CALLBACKS = "callbacks"
     CHECKPOINT = "checkpoint"

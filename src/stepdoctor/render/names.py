@@ -40,7 +40,7 @@ PHASE_LABELS: Final[dict[str, str]] = {
     Phase.SYNC.value: "sync",
     Phase.CALLBACKS.value: "callbacks",
     Phase.CHECKPOINT.value: "checkpoint",
-    Phase.TRAIN_STEP.value: "train step (fetch + compute)",
+    Phase.TRAIN_STEP.value: "train step (compiled)",
     Phase.OTHER.value: "other (between phases)",
     Phase.EVALUATION.value: "evaluation",
     SETUP_PHASE: "set-up (outside steps)",

@@ -26,6 +26,7 @@ from stepdoctor.rules import (
     rank,
     run_rules,
     temper,
+    tensorflow_loop,
     thin_evidence,
 )
 from stepdoctor.rules.symptoms import fold_symptoms
@@ -77,7 +78,7 @@ def build_report(record: RunRecord, context: RuleContext | None = None) -> Repor
         measure_with=measure_command(
             record.meta.command,
             findings,
-            torch_job=not keras_compiled(record),
+            torch_job=not (keras_compiled(record) or tensorflow_loop(record)),
         ),
         frames=frames,
         stacks=stacks,

@@ -39,7 +39,7 @@ from stepdoctor.rules import (  # noqa: F401  (importing registers the rules)
     thread_oversubscription,
     wrong_backend,
 )
-from stepdoctor.rules._facts import keras_compiled
+from stepdoctor.rules._facts import keras_compiled, tensorflow_loop
 from stepdoctor.rules._severity import temper, thin_evidence
 from stepdoctor.rules.context import RuleContext, speedup_if_removed
 from stepdoctor.rules.framework_terms import in_framework_terms
@@ -59,5 +59,6 @@ __all__ = [
     "split_warmup",
     "summarize",
     "temper",
+    "tensorflow_loop",
     "thin_evidence",
 ]

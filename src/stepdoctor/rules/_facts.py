@@ -16,6 +16,7 @@ __all__ = [
     "keras_compiled",
     "models_on",
     "same_models",
+    "tensorflow_loop",
 ]
 
 #: Device types that are accelerators (torch's device.type names).
@@ -59,6 +60,12 @@ def keras_compiled(record: RunRecord) -> bool:
     hooks to split or for ``tune`` and ``--verify`` to try fixes on."""
     backend = record.env_value("keras.backend")
     return isinstance(backend, str) and backend != "torch"
+
+
+def tensorflow_loop(record: RunRecord) -> bool:
+    """Whether the job is a hand-written TensorFlow loop (``integrations/tensorflow.py``):
+    compiled steps or eager ones, with no torch model for ``tune`` and ``--verify``."""
+    return record.env_value("framework") == "tensorflow"
 
 
 def gpu_job(record: RunRecord) -> bool:

@@ -116,6 +116,8 @@ def _library(record: RunRecord) -> str:
     backend = record.env_value("keras.backend")
     if isinstance(backend, str) and backend in _KERAS_BACKENDS:
         return _KERAS_BACKENDS[backend]
+    if record.env_value("framework") == "tensorflow":
+        return "TensorFlow's"
     if record.env_value("torch.version") is not None:
         return "torch's"
     return "deep-learning libraries'"

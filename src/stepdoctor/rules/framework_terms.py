@@ -32,6 +32,7 @@ FRAMEWORK_NAMES = {
     "lightning": "Lightning",
     "transformers": "the Hugging Face Trainer",
     "keras": "Keras",
+    "tensorflow": "TensorFlow",
     "dl4j": "DL4J",
 }
 #: Hooks named in the evidence of the time between steps: the slowest few, from this share of
@@ -130,6 +131,8 @@ def _number(pattern: re.Pattern[str], fix: Fix | None) -> str | None:
 def _workers(record: RunRecord, framework: str, finding: Finding) -> Finding:
     if framework == "keras":
         return _keras_input(record, finding)
+    if framework == "tensorflow":
+        return _instead(finding, *_tf_data(record, "tensorflow"))
     workers = _number(_WORKERS, finding.fix)
     builds_loader = finding.fix is not None and "DataLoader(" in (finding.fix.snippet or "")
     if framework == "transformers" and workers is None and builds_loader:
@@ -220,7 +223,7 @@ def _keras_input(record: RunRecord, finding: Finding) -> Finding:
             for e in finding.evidence
         ),
     )
-    said = _tf_data(record) if given == "tf.data" else _KERAS_INPUT.get(str(given))
+    said = _tf_data(record, "keras") if given == "tf.data" else _KERAS_INPUT.get(str(given))
     if said is None:
         return _instead(
             finding,
@@ -231,17 +234,27 @@ def _keras_input(record: RunRecord, finding: Finding) -> Finding:
     return _instead(finding, *said)
 
 
-def _tf_data(record: RunRecord) -> tuple[str, str]:
-    """The tf.data pipeline's fix from its stages as the Keras integration read them
-    (``integrations/_tfdata.describe``): the stages that run Python, those applied one element
-    at a time, a map per sample, no cache, no prefetch; the general advice where the pipeline
-    was not read."""
-    pipeline = _setting(record, "keras", "pipeline")
+def _tf_data(record: RunRecord, framework: str) -> tuple[str, str]:
+    """The tf.data pipeline's fix from its stages as the framework's integration read them
+    (``integrations/_tfdata.describe``; ``framework``: ``keras``, its fit's, or
+    ``tensorflow``, a hand-written loop's): the stages that run Python, those applied one
+    element at a time, a map per sample, no cache, no prefetch; the general advice where the
+    pipeline was not read."""
+    pipeline = _setting(record, framework, "pipeline")
     if not isinstance(pipeline, str):
-        return _KERAS_INPUT["tf.data"]
-    python = _setting(record, "keras", "pipeline_python")
-    sequential = _setting(record, "keras", "pipeline_sequential")
-    said = [f"fit() was given the tf.data pipeline {pipeline}."]
+        summary, snippet = _KERAS_INPUT["tf.data"]
+        if framework != "keras":
+            summary = summary.replace(
+                "fit() was given a tf.data pipeline", "In its tf.data pipeline"
+            )
+        return summary, snippet
+    python = _setting(record, framework, "pipeline_python")
+    sequential = _setting(record, framework, "pipeline_sequential")
+    said = [
+        f"fit() was given the tf.data pipeline {pipeline}."
+        if framework == "keras"
+        else f"The loop's batches come from the tf.data pipeline {pipeline}."
+    ]
     code = []
     if isinstance(python, str):
         said.append(
@@ -260,17 +273,36 @@ def _tf_data(record: RunRecord) -> tuple[str, str]:
         )
         if not code:
             code.append("ds = ds.map(prepare, num_parallel_calls=tf.data.AUTOTUNE)")
-    if _setting(record, "keras", "pipeline_map_before_batch") is True and not python:
+    if _setting(record, framework, "pipeline_map_before_batch") is True and not python:
         said.append("Its map works per sample: batch first and map over whole batches.")
-    if _setting(record, "keras", "pipeline_cache") is False:
+    works = any(word in pipeline for word in _PIPELINE_WORK)
+    if _setting(record, framework, "pipeline_cache") is False and works:
         said.append("Cache what does not change between epochs (.cache() after it).")
-    if _setting(record, "keras", "pipeline_prefetch") is False:
+    if _setting(record, framework, "pipeline_prefetch") is False:
         said.append(
             "End it with .prefetch(tf.data.AUTOTUNE), so the next batches are made while "
             "the step computes."
         )
         code.append("ds = ds.prefetch(tf.data.AUTOTUNE)")
+    if len(said) == 1 and framework == "tensorflow":
+        # nothing to change in the pipeline: the wait is the eager iterator's own call
+        said.append(
+            "It is already parallel and prefetched: the wait is the loop's own call of the "
+            "iterator, once a batch from Python. Iterate the dataset inside a tf.function "
+            "(the loop over an epoch compiled), or take larger batches."
+        )
+        code = [
+            "@tf.function",
+            "def train_epoch(dataset):",
+            "    for x, y in dataset:",
+            "        train_step(x, y)",
+        ]
     return " ".join(said), "\n".join(code) or _KERAS_INPUT["tf.data"][1]
+
+
+#: Stages of a tf.data pipeline whose work ``cache()`` saves on later epochs: functions
+#: applied to its elements, files read (``_tfdata.describe``'s stage names).
+_PIPELINE_WORK = ("map", "interleave", "from_generator", "filter", "Dataset")
 
 
 def _instead(finding: Finding, summary: str, snippet: str | None) -> Finding:
@@ -456,6 +488,13 @@ def _batch(record: RunRecord, framework: str, finding: Finding) -> Finding:
             "In Keras the batch is fit()'s batch_size" + (f" (now {now})." if now else "."),
             f"model.fit(x, y, batch_size={size}, ...)",
         )
+    if framework == "tensorflow":
+        return _instead(
+            finding,
+            "Use batches of 32-128 (DL4J's guide) and scale the learning rate with the "
+            "batch: the loop's batch is its tf.data pipeline's batch() size.",
+            f"dataset = dataset.batch({size})",
+        )
     if framework == "transformers":
         now = _setting(record, framework, "per_device_train_batch_size")
         return _told(
@@ -555,7 +594,7 @@ def _float64(record: RunRecord, framework: str, finding: Finding) -> Finding:
 def _competing(record: RunRecord, framework: str, finding: Finding) -> Finding:
     """Keras on TensorFlow or JAX sizes no torch thread pool: the generic fix's last clause,
     in its library's terms."""
-    if framework != "keras" or not keras_compiled(record):
+    if not (framework == "tensorflow" or (framework == "keras" and keras_compiled(record))):
         return finding
     fix = finding.fix
     summary = fix.summary.replace(

@@ -115,7 +115,10 @@ def summarize(record: RunRecord, profiled: frozenset[int] | None = None) -> Summ
         batch_note=batch_note,
         timing_note=_timing_note(record, seconds) if measured else "",
         step_basis=step_basis(
-            record.steps, framework=framework, per_call=_batches_per_call(record, framework)
+            record.steps,
+            framework=framework,
+            per_call=_batches_per_call(record, framework),
+            step_function=str(record.env_value("tensorflow.step_function") or ""),
         ),
         micro_batches_per_step=micro,
         closure_passes_per_step=closure,
@@ -172,18 +175,30 @@ def _batches_per_call(record: RunRecord, framework: str) -> int:
     return value if isinstance(value, int) and value > 1 else 1
 
 
-def step_basis(steps: Sequence[StepTiming], *, framework: str = "", per_call: int = 1) -> str:
+def step_basis(
+    steps: Sequence[StepTiming], *, framework: str = "", per_call: int = 1, step_function: str = ""
+) -> str:
     """How ``steps`` were found, in words: the boundary of the job's steps, its micro-batches
     or closure passes per step, and calls taken as inference before training started.
     Lightning's automatic optimization runs the last micro-batch's forward and backward
     inside ``optimizer.step`` (a closure): a pass, not a closure optimizer's. ``per_call``:
-    the batches of Keras's fit in each step (its ``steps_per_execution``)."""
+    the batches of Keras's fit in each step (its ``steps_per_execution``); ``step_function``:
+    the tf.function a hand-written TensorFlow loop's steps call (none: an eager loop)."""
     work = training_steps(tuple(steps))
     if not work:
         return ""
     words = _BASIS.get(work[-1].boundary, work[-1].boundary)
+    if work[-1].boundary == "explicit" and framework == "tensorflow":
+        words = (
+            f"one step per call of the tf.function {step_function}() that applies the "
+            "gradients (its graph calls the optimizer)"
+            if step_function
+            else "one step per optimizer.apply_gradients call of the eager loop"
+        )
     if work[-1].boundary == "explicit" and framework == "keras":
         words = "one step per batch of Keras's fit (from its on_train_batch_begin to the next)"
+        if any(s.phase_ns.get(Phase.TRAIN_STEP.value) for s in work):
+            words += "; the compiled train step fetches its batch inside its call"
         if per_call > 1:
             words = (
                 f"one step per call of Keras's train function, {per_call} batches each "

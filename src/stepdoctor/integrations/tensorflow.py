@@ -1,0 +1,288 @@
+"""TensorFlow's hand-written training loops (``tf.GradientTape``), watched unmodified::
+
+    for x, y in dataset:            # data_wait: the tf.data iterator's next batch
+        train_step(x, y)            # a tf.function whose graph applies the gradients:
+                                    # train_step, one step per call
+
+A step ends with each call of a ``tf.function`` whose graph applies gradients (its trace
+called a Keras optimizer's ``apply_gradients`` or ``apply``): the outermost such function
+called from Python, timed as ``train_step`` (forward, backward and update compiled in one
+call). In an eager loop a step ends with each ``apply_gradients`` (``optimizer``); the
+model's call is ``forward``, the tape's ``gradient`` ``backward``. The wait for each batch
+is the tf.data iterator's ``next`` (``data_wait``), the pipeline described in tf.data's terms
+(``_tfdata.describe``) for the input-bound fix; the samples of a step are its batch's leading
+dimension; the model (its layers' sizes and dtypes) is described from Keras's layers at its
+first call.
+
+Keras's own loops (``fit``: ``integrations/keras.py``) are left to their integration: nothing
+here counts while one runs. Installed under ``stepdoctor run`` when the job imports
+TensorFlow; the optimizer and model hooks once it has imported Keras on TensorFlow's backend
+(seen at TensorFlow's next call: Keras imports TensorFlow while it is itself being imported).
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import sys
+import threading
+import weakref
+from collections.abc import Callable
+from typing import Any
+
+from stepdoctor.collect.hooks.batches import batch_size_of
+from stepdoctor.collect.hooks.session import BaseSession
+from stepdoctor.integrations._timing import (
+    FrameworkTimer,
+    in_framework_loop,
+    note_settings,
+)
+from stepdoctor.model import Phase
+
+__all__ = ["CustomLoops", "install"]
+
+logger = logging.getLogger(__name__)
+
+_DATA_WAIT = Phase.DATA_WAIT.value
+_TRAIN_STEP = Phase.TRAIN_STEP.value
+_FORWARD = Phase.FORWARD.value
+_BACKWARD = Phase.BACKWARD.value
+_OPTIMIZER = Phase.OPTIMIZER.value
+
+
+class CustomLoops:
+    """The steps of hand-written loops, found from the calls of TensorFlow and Keras that make
+    them; its methods are the hooks' bodies (each a clock read and an append, or nothing)."""
+
+    def __init__(self, session: BaseSession, tf: Any) -> None:
+        self._session = session
+        self._timer = FrameworkTimer(session)
+        self._tf = tf
+        self._local = threading.local()
+        self._steps_fns: weakref.WeakSet[Any] = weakref.WeakSet()
+        self._batch: int | None = None
+        self._noted = False
+        self._described: set[int] = set()
+        self._pipelines: set[int] = set()
+        self.settings: dict[str, Any] = {}
+        self.on_keras: Callable[[Any], None] | None = None
+        """Hooks Keras's optimizers and models (``install``), once Keras is imported."""
+
+    # -- the thread's stack of tf.function calls ----------------------------------------
+    def _stack(self) -> list[Any]:
+        stack: list[Any] | None = getattr(self._local, "stack", None)
+        if stack is None:
+            stack = self._local.stack = []
+        return stack
+
+    def _keras(self) -> None:
+        """Hook Keras once it is imported on TensorFlow's backend: checked at TensorFlow's
+        calls (Keras imports TensorFlow while it is itself only partly imported, so its
+        import is no time to hook it)."""
+        hook = self.on_keras
+        keras = sys.modules.get("keras")
+        if hook is None or keras is None:
+            return
+        try:
+            backend = keras.backend.backend()
+            keras.optimizers.Optimizer, keras.Model  # noqa: B018 - imported in full
+        except AttributeError:  # still being imported
+            return
+        self.on_keras = None
+        if backend == "tensorflow":
+            hook(keras)
+
+    def _in_python(self) -> bool:
+        """Called from the job's Python itself: no tf.function being traced or run on this
+        thread, no framework loop running."""
+        return not self._stack() and not in_framework_loop()
+
+    # -- hooks ------------------------------------------------------------------------
+    def function_call(self, original: Callable[..., Any], fn: Any, args: Any, kw: Any) -> Any:
+        """A ``tf.function`` is called: a step where its graph applies gradients."""
+        if self.on_keras is not None:
+            self._keras()
+        stack = self._stack()
+        outer = not stack and not in_framework_loop()
+        known = outer and fn in self._steps_fns
+        stack.append(fn)
+        timer = self._timer
+        if known:
+            timer.enter(_TRAIN_STEP)
+        try:
+            return original(fn, *args, **kw)
+        finally:
+            if known:
+                timer.leave()
+            stack.pop()
+            if outer and (known or fn in self._steps_fns):
+                self._step(batch_size_of(args), fn)
+
+    def applied(self, original: Callable[..., Any], optimizer: Any, args: Any, kw: Any) -> Any:
+        """A Keras optimizer applies gradients: in a graph being traced, its function is a
+        step's; called eagerly from the job's loop, a step ends after it."""
+        if getattr(self._local, "applying", False):  # apply_gradients calls apply
+            return original(optimizer, *args, **kw)
+        self._local.applying = True
+        try:
+            stack = self._stack()
+            if stack and not in_framework_loop() and not self._tf.executing_eagerly():
+                self._steps_fns.add(stack[0])  # the outermost: called from the loop
+                return original(optimizer, *args, **kw)
+            if not self._in_python():
+                return original(optimizer, *args, **kw)
+            self._timer.enter(_OPTIMIZER)
+            try:
+                return original(optimizer, *args, **kw)
+            finally:
+                self._timer.leave()
+                self._step(self._batch, None)
+        finally:
+            self._local.applying = False
+
+    def next_batch(self, original: Callable[..., Any], iterator: Any) -> Any:
+        """The loop takes its next batch from a tf.data iterator: its wait."""
+        if self.on_keras is not None:
+            self._keras()
+        if not self._in_python():
+            return original(iterator)
+        self._pipeline(iterator)
+        self._timer.enter(_DATA_WAIT)
+        try:
+            batch = original(iterator)
+        finally:
+            self._timer.leave()
+        self._batch = batch_size_of(batch)
+        return batch
+
+    def timed(
+        self, phase: str, original: Callable[..., Any], owner: Any, args: Any, kw: Any
+    ) -> Any:
+        """An eager call of the model (``forward``) or the tape's ``gradient`` (``backward``)
+        from the job's loop; a model is described at its first call."""
+        if self.on_keras is not None:
+            self._keras()
+        if not self._in_python() or not self._tf.executing_eagerly():
+            result = original(owner, *args, **kw)
+        else:
+            self._timer.enter(phase)
+            try:
+                result = original(owner, *args, **kw)
+            finally:
+                self._timer.leave()
+        if phase == _FORWARD:
+            self._describe(owner)  # after the call: a model builds its weights at its first
+        return result
+
+    # -- bookkeeping (once per run, or per new model or pipeline) --------------------------
+    def _step(self, batch: int | None, fn: Any) -> None:
+        if not self._noted:
+            self._noted = True
+            self._note(fn)
+        self._timer.step(batch if batch is not None else self._batch)
+
+    def _note(self, fn: Any) -> None:
+        """The loop's settings, at its first step: the framework (so the fixes speak
+        TensorFlow's terms), how steps are found, and the pipeline read so far."""
+        tf = self._tf
+        name = getattr(getattr(fn, "python_function", None), "__name__", None)
+        settings = {
+            "loop": "custom",
+            "step_function": name,
+            "eager": fn is None,
+            "intra_op_threads": tf.config.threading.get_intra_op_parallelism_threads(),
+            "inter_op_threads": tf.config.threading.get_inter_op_parallelism_threads(),
+            **self.settings,
+        }
+        note_settings(self._session, "tensorflow", tf.__version__, settings)
+
+    def _pipeline(self, iterator: Any) -> None:
+        dataset = getattr(iterator, "_dataset", None)
+        if dataset is None or id(dataset) in self._pipelines:
+            return
+        self._pipelines.add(id(dataset))
+        if self.settings:  # the first pipeline iterated is the training one
+            return
+        from stepdoctor.integrations import _tfdata
+
+        try:
+            self.settings.update(_tfdata.describe(dataset))
+        except Exception as exc:  # a pipeline we cannot read: the fix stays general
+            logger.debug("stepdoctor: could not describe a tf.data pipeline: %r", exc)
+
+    def _describe(self, model: Any) -> None:
+        if id(model) in self._described or in_framework_loop():
+            return
+        self._described.add(id(model))
+        from stepdoctor.integrations.keras import describe_model
+
+        described = describe_model(model)
+        if described is not None:
+            self._session.framework_models.append(described)
+
+
+def install(session: BaseSession) -> Callable[[], None]:
+    """Hook TensorFlow's ``tf.function`` calls and tf.data iterators for ``session``, and
+    Keras's optimizers, model calls and ``GradientTape.gradient`` once Keras is imported on
+    TensorFlow's backend; return the undo."""
+    import tensorflow as tf
+    from tensorflow.python.data.ops import iterator_ops
+    from tensorflow.python.eager.polymorphic_function import polymorphic_function
+
+    loops = CustomLoops(session, tf)
+    undo: list[Callable[[], None]] = []
+    undo.append(_wrap(polymorphic_function.Function, "__call__", loops.function_call))
+    undo.append(_wrap(iterator_ops.OwnedIterator, "__next__", loops.next_batch, with_args=False))
+    undo.append(
+        _wrap(
+            tf.GradientTape, "gradient",
+            functools.partial(loops.timed, _BACKWARD),
+        )
+    )  # fmt: skip
+    loops.on_keras = lambda keras: undo.extend(
+        [
+            _wrap(keras.optimizers.Optimizer, "apply_gradients", loops.applied),
+            _wrap(keras.optimizers.Optimizer, "apply", loops.applied),
+            _wrap(keras.Model, "__call__", functools.partial(loops.timed, _FORWARD)),
+        ]
+    )
+
+    def uninstall() -> None:
+        loops.on_keras = None
+        while undo:
+            undo.pop()()
+
+    return uninstall
+
+
+def _wrap(
+    owner: type, name: str, hook: Callable[..., Any], *, with_args: bool = True
+) -> Callable[[], None]:
+    """Set on the class ``owner`` a wrapper of its method ``name`` that hands each call to
+    ``hook`` (with the original, the instance and, ``with_args``, the call's arguments);
+    return the undo (the class's own method put back, or the inherited one uncovered)."""
+    had = name in vars(owner)
+    original = getattr(owner, name)
+
+    if with_args:
+
+        @functools.wraps(original)
+        def wrapper(self: Any, *args: Any, **kw: Any) -> Any:
+            return hook(original, self, args, kw)
+
+    else:
+
+        @functools.wraps(original)
+        def wrapper(self: Any) -> Any:
+            return hook(original, self)
+
+    setattr(owner, name, wrapper)
+
+    def undo() -> None:
+        if vars(owner).get(name) is wrapper:
+            if had:
+                setattr(owner, name, original)
+            else:
+                delattr(owner, name)
+
+    return undo
