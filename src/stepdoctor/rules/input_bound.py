@@ -31,7 +31,7 @@ from stepdoctor.model import (
     Speedup,
     StepTiming,
 )
-from stepdoctor.rules._facts import fact_int
+from stepdoctor.rules._facts import fact_int, tensorflow_loop
 from stepdoctor.rules._severity import Rung, grade
 from stepdoctor.rules.competing_processes import WARNING_SHARE as COMPETING_SHARE
 from stepdoctor.rules.competing_processes import others_share
@@ -119,7 +119,10 @@ def input_bound(ctx: RuleContext) -> list[Finding]:
     workers = loader.num_workers if loader else None
     cores = ctx.cores
     samples = ctx.summary.samples
-    per_sample_ms, how = _per_sample_ms(ctx, workers)
+    # a hand-written TensorFlow loop's batches are made on tf.data's own threads: the loop's
+    # thread blocks in the iterator's next, its CPU says nothing of the making
+    pipeline = tensorflow_loop(ctx.record)
+    per_sample_ms, how = (None, "") if pipeline else _per_sample_ms(ctx, workers)
     in_memory = loader is not None and loader.dataset_type in IN_MEMORY_DATASETS
     cheap = not workers and (
         in_memory or (per_sample_ms is not None and per_sample_ms < CHEAP_SAMPLE_MS)
@@ -140,6 +143,8 @@ def input_bound(ctx: RuleContext) -> list[Finding]:
         rung = Rung(severity=Severity.INFO, threshold=WARNING_SHARE)
     if cheap:
         cause, busy, busy_how = "indexing", None, ""
+    elif pipeline:
+        cause, busy, busy_how = "unknown", None, ""
     elif handoff:
         cause, busy, busy_how = "handoff", idle, "DataLoader workers' stack samples"
     else:
