@@ -55,7 +55,8 @@ test: lint browser
 	$(PYTEST) --cov --cov-append --cov-report=term -m "not package and serial"
 
 # Every supported CPython, each in a venv of its own (noxfile.py): lint and types on the lowest;
-# on each, the wheel with its C parts and the tests that are not scenario runs, without torch;
+# on each but the dev venv's (make test's), the wheel with its C parts and the tests that are
+# not scenario runs, without torch;
 # the sdist and the wheel installed in fresh venvs, with and without a compiler.
 # pyenv's interpreters are put on PATH where pyenv is there; one that is missing is skipped, and
 # nox's summary says so.

@@ -3,7 +3,9 @@
 - ``lint``, on the lowest: ruff, mypy and import-linter, as ``make lint`` runs them, run by
   that interpreter; mypy reads the types of torch and the frameworks from the dev venv
   (``.venv``): the index this project reaches has no CPU build of torch for every interpreter.
-- ``tests``, on each: the package built and installed as a wheel (its C parts compiled against
+- ``tests``, on each but the dev venv's own (``make test`` runs these tests and the zoo on
+  it, with its C parts, torch and the frameworks): the package built and installed as a wheel
+  (its C parts compiled against
   that interpreter's headers; ``STEPDOCTOR_REQUIRE_C_PARTS=1`` fails the run where one did not
   build), then the tests that are not scenario runs, without torch (those that need it skip and
   say so: they and the zoo run under ``make test``), in two parts as ``make test`` runs them
@@ -18,6 +20,7 @@ An interpreter that is not on PATH is skipped, and nox's summary names it.
 from __future__ import annotations
 
 import os
+import subprocess
 from pathlib import Path
 
 import nox
@@ -38,6 +41,22 @@ nox.options.sessions = ["lint", "tests", "package"]
 DEV_PYTHON = Path(__file__).parent / ".venv" / "bin" / "python"
 
 
+def _dev_version() -> str | None:
+    """The dev venv's CPython (``3.11``), whose tests ``make test`` runs; None without it."""
+    try:
+        out = subprocess.run(
+            [str(DEV_PYTHON), "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
+            capture_output=True, text=True, check=True, timeout=60,
+        )  # fmt: skip
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip()
+
+
+#: The interpreters ``tests`` runs on: every supported one but the dev venv's.
+TEST_PYTHONS = [v for v in PYTHONS if v != _dev_version()]
+
+
 def _install(session: nox.Session, *packages: str) -> None:
     session.install("-c", "constraints.txt", *packages)
 
@@ -52,7 +71,7 @@ def lint(session: nox.Session) -> None:
     session.run("lint-imports")
 
 
-@nox.session(python=list(PYTHONS))
+@nox.session(python=TEST_PYTHONS)
 def tests(session: nox.Session) -> None:
     """The wheel with its C parts, then every test but the scenario runs, without torch."""
     _install(session, ".", *TEST_TOOLS)
