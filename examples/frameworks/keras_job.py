@@ -7,6 +7,9 @@ fixed job keeps Keras's float32).
 batch slowly (``KERAS_READ_MS``, default 40 ms asleep, as from remote storage: slower than a
 step computes, so prefetching cannot hide it) instead of from the arrays; with
 ``KERAS_READ_MS=4`` (the fixed job) prefetching hides the reads.
+``KERAS_FAULT=pydataset``: fit() reads the samples from a ``keras.utils.PyDataset`` whose
+``__getitem__`` reads each batch as slowly (``KERAS_READ_MS``), with Keras's default of one
+worker; ``KERAS_READ_MS=4`` is its fixed twin.
 ``KERAS_FAULT=callback``: a callback that reads every weight back and sums it in Python after
 each batch (the fixed job does it once an epoch).
 ``KERAS_DATA=tfdata`` (TensorFlow): fit() reads the samples from a tf.data pipeline that
@@ -68,6 +71,9 @@ def main() -> None:
     if DATA == "tfdata":
         model.fit(pipeline(x, y, batch), epochs=EPOCHS, verbose=0, callbacks=callbacks)
         return
+    if FAULT == "pydataset":
+        model.fit(SlowBatches(x, y, batch), epochs=EPOCHS, verbose=0, callbacks=callbacks)
+        return
     if FAULT == "generator":
         steps = samples // batch
         model.fit(
@@ -112,6 +118,22 @@ def scale_batch(rows, labels):
 def scaled_in_python(row):
     """One sample scaled, in NumPy (the planted per-sample Python work)."""
     return ((row - row.mean()) / (row.std() + 1e-6)).astype("float32")
+
+
+class SlowBatches(keras.utils.PyDataset):
+    """Batches of ``x`` and ``y``, each read slowly (the planted input fault)."""
+
+    def __init__(self, x, y, batch, **kwargs):
+        super().__init__(**kwargs)
+        self.x, self.y, self.batch = x, y, batch
+
+    def __len__(self):
+        return len(self.x) // self.batch
+
+    def __getitem__(self, index):
+        time.sleep(READ_S)
+        rows = slice(index * self.batch, (index + 1) * self.batch)
+        return self.x[rows], self.y[rows]
 
 
 def batches(x, y, batch):

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from stepdoctor.model import GENERATOR_WAIT, PIPELINE_WAIT, RunRecord
+from stepdoctor.model import GENERATOR_WAIT, PIPELINE_WAIT, PYDATASET_MADE, RunRecord
 from stepdoctor.record import load_run
 from tests._machine import judged
 from tests._zygote import stepdoctor_run
@@ -288,6 +288,30 @@ def test_a_slow_generator_on_tensorflow_is_the_steps_wait_for_data(
     if read_ms == "40":
         fix = _top(report, out)["fix"]
         assert isinstance(fix, dict) and fix["summary"].startswith("fit() was given a Python")
+
+
+@needs_module("tensorflow", "Keras on its TensorFlow backend")
+@pytest.mark.parametrize("read_ms", ["60", "4"], ids=["planted", "fixed"])
+def test_a_slow_py_dataset_on_tensorflow_is_the_steps_wait_for_data(
+    tmp_path: Path, read_ms: str
+) -> None:
+    """A PyDataset given to fit on TensorFlow, with Keras's one worker: tf.data's thread calls
+    its __getitem__ batch by batch, timed there; the two batches Keras reads first for their
+    shapes are no step's. Read in 60 ms, each batch is waited for (input-bound on top, told in
+    PyDataset's terms); in 4 ms, prefetching hides it (clean)."""
+    judge = _on_top("input-bound") if read_ms == "60" else _clean
+    report, record, out = _judged(
+        "keras_job.py", tmp_path, judge, KERAS_BACKEND="tensorflow", KERAS_FAULT="pydataset",
+        KERAS_EPOCHS="1", KERAS_READ_MS=read_ms,
+    )  # fmt: skip
+    assert len(record.steps) == 64 and record.env_value("keras.data") == "PyDataset"
+    calls = {h.name: h.calls for h in record.hooks}
+    assert calls[PYDATASET_MADE] == 64 and calls[GENERATOR_WAIT] == 63  # not the first call
+    assert {s.batch_size for s in record.steps} == {256}
+    if read_ms == "60":
+        fix = _top(report, out)["fix"]
+        assert isinstance(fix, dict) and "keras.utils.PyDataset" in fix["summary"], fix
+        assert "workers" in fix["summary"]
 
 
 @needs_module("tensorflow", "Keras on its TensorFlow backend")

@@ -45,6 +45,7 @@ from stepdoctor.model import (
     GENERATOR_WAIT,
     PIPELINE_WAIT,
     PRODUCER_PHASE,
+    PYDATASET_MADE,
     LayerInfo,
     ModelInfo,
     Phase,
@@ -211,18 +212,27 @@ class StepdoctorCallback(keras.callbacks.Callback):  # type: ignore[misc]
         self.cleanup()
         self._own.close()
 
-    def produced(self, began_ns: int, ended_ns: int, batch: Any) -> None:
-        """A ``batch`` of the generator given to ``fit`` was made from ``began_ns`` to
-        ``ended_ns`` (on the thread tf.data runs it on); the making of batches before the
-        training began (Keras reads the first to learn their shapes) is not counted, but they
-        give the samples in a batch and take their place in the order of the waits."""
+    def produced(
+        self, began_ns: int, ended_ns: int, batch: Any, *, py_dataset: bool = False
+    ) -> None:
+        """A ``batch`` of the generator (or ``py_dataset``: the ``PyDataset``) given to ``fit``
+        was made from ``began_ns`` to ``ended_ns`` (on the thread tf.data runs it on). The
+        making of batches before the training began (Keras reads the first to learn their
+        shapes) is not counted, but they give the samples in a batch and, a generator's (its
+        first is yielded again), take their place in the order of the waits; a PyDataset's are
+        read for their shapes alone."""
         if self._fit_batch is None:
             self._fit_batch = batch_size_of(batch)
-        if self.waits is not None:
-            self.waits.made(ended_ns)
         timer = self._timer
+        if self.waits is not None and (timer is not None or not py_dataset):
+            self.waits.made(ended_ns)
         if timer is not None:
-            timer.hook(GENERATOR_MADE, PRODUCER_PHASE, ended_ns - began_ns)
+            name = PYDATASET_MADE if py_dataset else GENERATOR_MADE
+            timer.hook(name, PRODUCER_PHASE, ended_ns - began_ns)
+
+    def add_undo(self, undo: Callable[[], None]) -> None:
+        """Run ``undo`` at ``cleanup`` (the end of ``fit``)."""
+        self._undo.append(undo)
 
     def cleanup(self) -> None:
         """Put the model and its optimizer back as they were, and leave an evaluation left
@@ -418,6 +428,42 @@ def _watch_pipeline(
     ours.waits, ours.arrivals = FusedWaits(), arrivals
 
 
+def _time_py_dataset(
+    data: Any, ours: StepdoctorCallback, clock: Callable[[], int], settings: dict[str, Setting]
+) -> None:
+    """The ``PyDataset`` given to ``fit`` on TensorFlow or JAX: each batch its
+    ``__getitem__`` makes timed (on tf.data's thread, in the order the steps take them),
+    where Keras calls it from one thread (``workers`` 1, no multiprocessing: with more,
+    Keras's enqueuer makes them out of order, or in other processes, and their waits are not
+    measured). Its class's ``__getitem__`` is wrapped for this ``fit`` (``x[i]`` looks the
+    method up on the class), timing this object's calls alone."""
+    workers = getattr(data, "workers", 1)
+    processes = bool(getattr(data, "use_multiprocessing", False))
+    settings.update({"py_dataset_workers": workers, "py_dataset_multiprocessing": processes})
+    if not isinstance(workers, int) or workers > 1 or processes:
+        return
+    kind = type(data)
+    original = kind.__getitem__
+
+    @functools.wraps(original)
+    def timed(self: Any, index: Any) -> Any:
+        if self is not data:
+            return original(self, index)
+        began = clock()
+        batch = original(self, index)
+        ours.produced(began, clock(), batch, py_dataset=True)
+        return batch
+
+    kind.__getitem__ = timed
+    ours.waits = FusedWaits()
+
+    def undo() -> None:
+        if kind.__dict__.get("__getitem__") is timed:
+            kind.__getitem__ = original
+
+    ours.add_undo(undo)
+
+
 def _has_ours(callbacks: object) -> bool:
     listed = getattr(callbacks, "callbacks", callbacks)  # a CallbackList's own list
     if isinstance(listed, list | tuple):
@@ -488,6 +534,8 @@ def install(session: BaseSession) -> Callable[[], None]:
                 bound.arguments["x"] = _timed_generator(bound.arguments["x"], ours, session.clock)
             elif data == "tf.data" and keras.backend.backend() == "tensorflow":
                 _watch_pipeline(self, bound, ours, settings)
+            elif data == "PyDataset" and keras.backend.backend() != "torch":
+                _time_py_dataset(bound.arguments["x"], ours, session.clock, settings)
             if isinstance(given, keras.callbacks.CallbackList):
                 given.callbacks.append(ours)  # the user's list, with its own choices
                 if getattr(given, "_model", None) is not None:

@@ -20,6 +20,7 @@ __all__ = [
     "OWN_MEASUREMENTS",
     "PIPELINE_WAIT",
     "PRODUCER_PHASE",
+    "PYDATASET_MADE",
     "TOP_OTHERS_MIN_PCT",
     "WARMUP_SAMPLES",
     "ConcurrencyStat",
@@ -52,6 +53,10 @@ PRODUCER_PHASE = "input_producer"
 #: generator, and of each compiled step's wait for its batch (``integrations/keras.py``'s
 #: ``FusedWaits``), which the input-bound rule reads.
 GENERATOR_MADE = "fit's generator: next batch"
+#: ``HookTime.name`` in ``PRODUCER_PHASE`` of each batch a ``keras.utils.PyDataset`` given to
+#: ``fit`` made (its ``__getitem__``, run by tf.data's thread); the steps' waits for them are
+#: ``GENERATOR_WAIT``'s.
+PYDATASET_MADE = "fit's PyDataset: __getitem__"
 GENERATOR_WAIT = "fit's generator: step waits for its batch"
 #: ``HookTime.name`` in ``PRODUCER_PHASE`` of each compiled step's wait for its batch from the
 #: tf.data pipeline given to ``fit`` (stamped in the graph as each batch leaves it:

@@ -273,7 +273,10 @@ def _job_speedup(ctx: RuleContext, capacity: float, job: float, other: float) ->
     return Speedup(
         factor=max(1.0, factor),
         basis="the job could use the CPU the others take, up to a core per thread it runs: "
-        "min(CPUs, torch threads + loader workers, job + others) / job",
+        "min(CPUs, torch threads + loader workers, job + others) / job"
+        if threads is not None
+        else "the job could use the CPU the others take: min(CPUs, job + others) / job "
+        "(its threads' count not known)",
     )
 
 

@@ -21,6 +21,7 @@ from stepdoctor.model import (
     GENERATOR_WAIT,
     PIPELINE_WAIT,
     PRODUCER_PHASE,
+    PYDATASET_MADE,
     WORKER_PHASE,
     Evidence,
     Finding,
@@ -264,7 +265,7 @@ def _fused(ctx: RuleContext) -> list[Finding]:
     a timed data wait."""
     hooks = {h.name: h for h in ctx.record.hooks if h.phase == PRODUCER_PHASE and h.calls}
     waited = hooks.get(GENERATOR_WAIT) or hooks.get(PIPELINE_WAIT)
-    made = hooks.get(GENERATOR_MADE)
+    made = hooks.get(GENERATOR_MADE) or hooks.get(PYDATASET_MADE)
     total_ns = sum(s.duration_ns for s in ctx.record.steps)
     if waited is None or not total_ns or ctx.share(Phase.TRAIN_STEP) <= 0:
         return []
