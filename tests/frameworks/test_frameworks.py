@@ -246,6 +246,7 @@ def test_keras_on_tensorflow_is_one_step_per_batch_and_a_healthy_job_stays_clean
         "keras_job.py", tmp_path, _clean, KERAS_BACKEND="tensorflow", KERAS_EPOCHS="1"
     )
     assert record.env_value("keras.backend") == "tensorflow"
+    assert record.env_value("keras.tensorflow_gpus") == 0
     assert len(record.steps) == 58  # 14,746 samples in batches of 256
     _phases_add_up(record)
     assert all(s.phase_ns.get("train_step", 0) > 0 for s in record.steps)
@@ -363,6 +364,10 @@ def test_a_hand_written_tf_loop_is_a_step_per_compiled_call_and_its_slow_reader_
     report, record, out = _judged("tf_loop.py", tmp_path, judge, TF_READ_MS=read_ms)
     assert record.env_value("framework") == "tensorflow"
     assert record.env_value("tensorflow.step_function") == "train_step"
+    # TensorFlow's setup as the job ran it (a CPU build here, seeing no GPU)
+    assert record.env_value("tensorflow.cuda_build") is False
+    assert record.env_value("tensorflow.gpus") == 0
+    assert record.env_value("tensorflow.intra_op_threads") == 0  # one per core
     assert len(record.steps) == 64  # 2 epochs of 32 batches
     assert {s.batch_size for s in record.steps} == {256}
     _phases_add_up(record)

@@ -134,6 +134,12 @@ class StepdoctorCallback(keras.callbacks.Callback):  # type: ignore[misc]
             "dtype_policy": _setting(getattr(keras.config.dtype_policy(), "name", None)),
             **self._fit_settings,
         }
+        if keras.backend.backend() == "tensorflow":
+            import tensorflow as tf
+
+            from stepdoctor.integrations._tfsetup import tensorflow_settings
+
+            settings.update({f"tensorflow_{k}": v for k, v in tensorflow_settings(tf).items()})
         note_settings(session, "keras", keras.__version__, settings)
         # the parameters' update (Keras's optimizer: torch's hooks do not see it), and the
         # train step's own work besides the model's call and the backward (the loss, the

@@ -32,6 +32,7 @@ from typing import Any
 
 from stepdoctor.collect.hooks.batches import batch_size_of
 from stepdoctor.collect.hooks.session import BaseSession
+from stepdoctor.integrations._tfsetup import tensorflow_settings
 from stepdoctor.integrations._timing import (
     FrameworkTimer,
     in_framework_loop,
@@ -190,8 +191,7 @@ class CustomLoops:
             "loop": "custom",
             "step_function": name,
             "eager": fn is None,
-            "intra_op_threads": tf.config.threading.get_intra_op_parallelism_threads(),
-            "inter_op_threads": tf.config.threading.get_inter_op_parallelism_threads(),
+            **tensorflow_settings(tf),
             **self.settings,
         }
         note_settings(self._session, "tensorflow", tf.__version__, settings)
