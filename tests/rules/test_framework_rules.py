@@ -228,3 +228,95 @@ def test_competing_processes_on_tensorflow_size_its_thread_pools_not_torchs() ->
     f = _findings(record(s, system=system, facts=facts))["competing-processes"]
     assert "torch" not in f.fix.summary  # type: ignore[attr-defined]
     assert "tf.config.threading.set_intra_op_parallelism_threads" in f.fix.summary  # type: ignore[attr-defined]
+
+
+def _tf_loop(**pipeline: object) -> tuple[object, ...]:
+    return env(framework="tensorflow", tensorflow__step_function="train_step", **pipeline)
+
+
+def test_a_tf_loops_input_wait_is_told_by_its_pipelines_stages() -> None:
+    """A hand-written TensorFlow loop's data wait: the fix names the pipeline's stages and
+    what to change in them (no DataLoader): a Python map run one at a time, one already in
+    parallel (its reads want more calls in flight), or nothing left to change in the
+    pipeline (the eager iterator's own call: the epoch's loop compiled)."""
+    s = steps(100, phases_ms={"data_wait": 40, "train_step": 60})
+
+    def fix(**pipeline: object) -> object:
+        return _findings(record(s, facts=_tf_loop(**pipeline)))["input-bound"].fix  # type: ignore[attr-defined]
+
+    one_at_a_time = fix(
+        tensorflow__pipeline="from_tensor_slices > map (Python) > batch(32)",
+        tensorflow__pipeline_python="map", tensorflow__pipeline_sequential="map",
+        tensorflow__pipeline_cache=False, tensorflow__pipeline_prefetch=False,
+    )  # fmt: skip
+    summary = one_at_a_time.summary  # type: ignore[attr-defined]
+    assert summary.startswith(
+        "The loop's batches come from the tf.data pipeline from_tensor_slices > map (Python)"
+    )
+    assert "write it in TensorFlow ops" in summary and ".prefetch(tf.data.AUTOTUNE)" in summary
+    assert "DataLoader" not in summary + one_at_a_time.snippet  # type: ignore[attr-defined]
+    parallel = fix(
+        tensorflow__pipeline="range > map (Python, parallel) > batch(32) > prefetch",
+        tensorflow__pipeline_python="map", tensorflow__pipeline_prefetch=True,
+    )  # fmt: skip
+    assert "in parallel already" in parallel.summary  # type: ignore[attr-defined]
+    assert parallel.snippet == "ds = ds.map(read, num_parallel_calls=16)"  # type: ignore[attr-defined]
+    tuned = fix(
+        tensorflow__pipeline="from_tensor_slices > batch(128) > prefetch",
+        tensorflow__pipeline_cache=False, tensorflow__pipeline_prefetch=True,
+    )  # fmt: skip
+    assert "the wait is the loop's own call of the iterator" in tuned.summary  # type: ignore[attr-defined]
+    assert "Cache" not in tuned.summary  # nothing in the pipeline for a cache to save  # type: ignore[attr-defined]
+    assert tuned.snippet.startswith("@tf.function")  # type: ignore[attr-defined]
+
+
+def test_a_tf_loop_waiting_between_steps_beside_a_python_pipeline_is_told_as_its_lock() -> None:
+    """The loop's thread off the CPU between steps while tf.data's thread runs the pipeline's
+    Python (a generator): it waits for Python's lock, and the fix is the pipeline's; without
+    Python in the pipeline the wait keeps the generic fix (fetches in flight)."""
+    s = steps(100, phases_ms={"data_wait": 2, "train_step": 10, "other": 30})
+    system = samples(s)
+    t0 = system[0].t_ns
+    clocked = tuple(
+        dataclasses.replace(x, main_thread_cpu_s=0.1 * (x.t_ns - t0) / 1e9) for x in system
+    )
+    facts = _tf_loop(
+        tensorflow__pipeline="from_generator", tensorflow__pipeline_python="from_generator"
+    )
+    f = _findings(record(s, system=clocked, facts=facts))["slow-callbacks"]
+    assert f.title.startswith("The loop waits between steps")  # type: ignore[attr-defined]
+    assert "Python's lock (the GIL)" in f.explanation  # type: ignore[attr-defined]
+    assert f.fix.summary.startswith(  # type: ignore[attr-defined]
+        "The loop's batches come from the tf.data pipeline from_generator."
+    )
+    plain = _findings(record(s, system=clocked, facts=_tf_loop(tensorflow__pipeline="range")))
+    assert plain["slow-callbacks"].fix.summary.startswith("Overlap the wait")  # type: ignore[attr-defined]
+
+
+def test_a_tf_loops_steps_and_batches_are_told_in_tensorflows_terms() -> None:
+    s = tuple(
+        dataclasses.replace(x, boundary="explicit", batch_size=2)
+        for x in steps(100, phases_ms={"forward": 1, "backward": 1, "optimizer": 3})
+    )
+    compiled = build_report(record(s, facts=_tf_loop()))
+    assert compiled.summary.step_basis.startswith(
+        "one step per call of the tf.function train_step()"
+    )
+    eager = build_report(record(s, facts=env(framework="tensorflow")))
+    assert (
+        eager.summary.step_basis == "one step per optimizer.apply_gradients call of the eager loop"
+    )
+    small = {f.rule: f for f in eager.findings}["small-batch"]
+    assert small.fix.snippet == "dataset = dataset.batch(64)"
+    assert "DataLoader" not in small.fix.summary
+    # tune and --verify try their fixes on a torch model: none offered here; the same run
+    # of a torch loop gets one
+    long = tuple(
+        dataclasses.replace(x, boundary="explicit", batch_size=2)
+        for x in steps(100, phases_ms={"forward": 10, "backward": 10, "optimizer": 30})
+    )
+    ran = record(long, facts=env(framework="tensorflow"))
+    ran = dataclasses.replace(ran, meta=dataclasses.replace(ran.meta, command=("train.py",)))
+    assert build_report(ran).measure_with == ""
+    torch_run = dataclasses.replace(ran, env=env(torch__version="2.13.0"))
+    assert build_report(torch_run).measure_with == "stepdoctor tune --only batch train.py"

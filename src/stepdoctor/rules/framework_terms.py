@@ -256,7 +256,16 @@ def _tf_data(record: RunRecord, framework: str) -> tuple[str, str]:
         else f"The loop's batches come from the tf.data pipeline {pipeline}."
     ]
     code = []
-    if isinstance(python, str):
+    if isinstance(python, str) and "(Python, parallel)" in pipeline:
+        said.append(
+            f"Its {python} runs Python for each element, in parallel already: Python's "
+            "calls still take turns under its lock, but where they wait on storage. For "
+            "reads, more of them in flight than there are cores (num_parallel_calls=16, or "
+            "interleave over files with num_parallel_calls); for computation, TensorFlow "
+            "ops, vectorised over a batch (batch first, then map)."
+        )
+        code.append("ds = ds.map(read, num_parallel_calls=16)")
+    elif isinstance(python, str):
         said.append(
             f"Its {python} runs Python for each element (py_function, numpy_function or "
             "a generator), one call at a time under Python's lock however many cores the "
@@ -300,6 +309,8 @@ def _tf_data(record: RunRecord, framework: str) -> tuple[str, str]:
     return " ".join(said), "\n".join(code) or _KERAS_INPUT["tf.data"][1]
 
 
+#: The title of slow-callbacks' finding where the loop's thread waited off the CPU.
+_LOOP_WAITS = "The loop waits between steps"
 #: Stages of a tf.data pipeline whose work ``cache()`` saves on later epochs: functions
 #: applied to its elements, files read (``_tfdata.describe``'s stage names).
 _PIPELINE_WORK = ("map", "interleave", "from_generator", "filter", "Dataset")
@@ -381,6 +392,22 @@ def _keras_loop_share(record: RunRecord) -> float:
 
 
 def _between_steps(record: RunRecord, framework: str, finding: Finding) -> Finding:
+    python = _setting(record, framework, "pipeline_python")
+    if (
+        framework == "tensorflow"
+        and isinstance(python, str)
+        and finding.title.startswith(_LOOP_WAITS)
+    ):
+        # the loop's thread waited off the CPU between steps while tf.data's thread ran the
+        # pipeline's Python: a wait for Python's lock, which the pipeline's fix removes
+        summary, snippet = _tf_data(record, framework)
+        return dataclasses.replace(
+            finding,
+            explanation=f"{finding.explanation} Meanwhile the input pipeline's {python} runs "
+            "Python on tf.data's own thread: the loop most likely waits for Python's lock "
+            "(the GIL) that thread holds, not for I/O of its own.",
+            fix=Fix(summary=summary, snippet=snippet),
+        )
     if framework == "keras":
         loop = _keras_loop_share(record)
         if loop >= KERAS_LOOP_SHARE:
