@@ -17,7 +17,13 @@ from pathlib import Path
 
 import pytest
 
-from stepdoctor.model import GENERATOR_WAIT, PIPELINE_WAIT, PYDATASET_MADE, RunRecord
+from stepdoctor.model import (
+    GENERATOR_WAIT,
+    NEW_ITERATOR,
+    PIPELINE_WAIT,
+    PYDATASET_MADE,
+    RunRecord,
+)
 from stepdoctor.record import load_run
 from tests._machine import judged
 from tests._zygote import stepdoctor_run
@@ -373,6 +379,7 @@ def test_a_hand_written_tf_loop_is_a_step_per_compiled_call_and_its_slow_reader_
     _phases_add_up(record)
     assert all(s.phase_ns.get("train_step", 0) > 0 for s in record.steps[1:])
     assert all(s.phase_ns.get("data_wait", 0) > 0 for s in record.steps)
+    assert {h.name: h.calls for h in record.hooks}[NEW_ITERATOR] == 2  # one an epoch
     summary = report["summary"]
     assert isinstance(summary, dict)
     assert "tf.function train_step()" in summary["step_basis"]

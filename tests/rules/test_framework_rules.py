@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import dataclasses
 
-from stepdoctor.model import ConcurrencyStat, HookTime, LoaderInfo, ModelInfo, Severity
+from stepdoctor.model import (
+    NEW_ITERATOR,
+    ConcurrencyStat,
+    HookTime,
+    LoaderInfo,
+    ModelInfo,
+    Severity,
+)
 from stepdoctor.report import build_report
 from stepdoctor.rules import RuleContext
 from stepdoctor.rules.frequent_evaluation import frequent_evaluation
@@ -268,6 +275,12 @@ def test_a_tf_loops_input_wait_is_told_by_its_pipelines_stages() -> None:
     assert "the wait is the loop's own call of the iterator" in tuned.summary  # type: ignore[attr-defined]
     assert "Cache" not in tuned.summary  # nothing in the pipeline for a cache to save  # type: ignore[attr-defined]
     assert tuned.snippet.startswith("@tf.function")  # type: ignore[attr-defined]
+    # most of the wait in making each epoch's iterator: one iterator for the run
+    made = HookTime(name=NEW_ITERATOR, phase="data_wait", calls=4, total_ns=int(3000 * 1e6))
+    facts = _tf_loop(tensorflow__pipeline="from_tensor_slices > batch(128) > prefetch")
+    anew = _findings(record(s, facts=facts, hooks=(made,)))["input-bound"].fix  # type: ignore[attr-defined]
+    assert "Most of the wait (75%) is the loop making a new iterator of it, 4 times" in anew.summary
+    assert anew.snippet.startswith("batches = iter(dataset.repeat())")
 
 
 def test_a_tf_loop_waiting_between_steps_beside_a_python_pipeline_is_told_as_its_lock() -> None:

@@ -38,7 +38,7 @@ from stepdoctor.integrations._timing import (
     in_framework_loop,
     note_settings,
 )
-from stepdoctor.model import Phase
+from stepdoctor.model import NEW_ITERATOR, Phase
 
 __all__ = ["CustomLoops", "install"]
 
@@ -156,6 +156,23 @@ class CustomLoops:
         self._batch = batch_size_of(batch)
         return batch
 
+    def new_iterator(self, original: Callable[..., Any], dataset: Any) -> Any:
+        """The loop makes an iterator of a tf.data pipeline (each epoch's ``for x in
+        dataset``): tf.data rewrites the pipeline's graph and starts its threads, which the
+        loop waits for; timed as ``data_wait`` and by name."""
+        if self.on_keras is not None:
+            self._keras()
+        if not self._in_python() or not self._tf.executing_eagerly():
+            return original(dataset)
+        timer = self._timer
+        began = timer.clock()
+        timer.enter(_DATA_WAIT)
+        try:
+            return original(dataset)
+        finally:
+            timer.leave()
+            timer.hook(NEW_ITERATOR, _DATA_WAIT, timer.clock() - began)
+
     def timed(
         self, phase: str, original: Callable[..., Any], owner: Any, args: Any, kw: Any
     ) -> Any:
@@ -233,6 +250,7 @@ def install(session: BaseSession) -> Callable[[], None]:
     undo: list[Callable[[], None]] = []
     undo.append(_wrap(polymorphic_function.Function, "__call__", loops.function_call))
     undo.append(_wrap(iterator_ops.OwnedIterator, "__next__", loops.next_batch, with_args=False))
+    undo.append(_wrap(tf.data.Dataset, "__iter__", loops.new_iterator, with_args=False))
     undo.append(
         _wrap(
             tf.GradientTape, "gradient",

@@ -51,6 +51,7 @@ if TYPE_CHECKING:
     from stepdoctor.model.run import (
         GENERATOR_MADE,
         GENERATOR_WAIT,
+        NEW_ITERATOR,
         PIPELINE_WAIT,
         PRODUCER_PHASE,
         PYDATASET_MADE,
@@ -109,6 +110,7 @@ __all__ = [
     "GC_PHASE",
     "GENERATOR_MADE",
     "GENERATOR_WAIT",
+    "NEW_ITERATOR",
     "OUTLIER_SIGMAS",
     "PIPELINE_WAIT",
     "PRODUCER_PHASE",
@@ -252,6 +254,7 @@ _HOMES = {
     "GENERATOR_WAIT": "run",
     "PIPELINE_WAIT": "run",
     "PYDATASET_MADE": "run",
+    "NEW_ITERATOR": "run",
     "PRODUCER_PHASE": "run",
     "TOP_OTHERS_MIN_PCT": "run",
     "WARMUP_SAMPLES": "run",

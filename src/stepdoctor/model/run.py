@@ -17,6 +17,7 @@ if TYPE_CHECKING:  # resolved by model/schema.py when a record is read: a job's 
 __all__ = [
     "GENERATOR_MADE",
     "GENERATOR_WAIT",
+    "NEW_ITERATOR",
     "OWN_MEASUREMENTS",
     "PIPELINE_WAIT",
     "PRODUCER_PHASE",
@@ -57,6 +58,10 @@ GENERATOR_MADE = "fit's generator: next batch"
 #: ``fit`` made (its ``__getitem__``, run by tf.data's thread); the steps' waits for them are
 #: ``GENERATOR_WAIT``'s.
 PYDATASET_MADE = "fit's PyDataset: __getitem__"
+#: ``HookTime.name`` in ``data_wait`` of each new iterator a hand-written TensorFlow loop made
+#: of its tf.data pipeline (``for x in dataset``, once an epoch): tf.data rewrites the
+#: pipeline's graph and starts its threads (``integrations/tensorflow.py``).
+NEW_ITERATOR = "tf.data: a new iterator"
 GENERATOR_WAIT = "fit's generator: step waits for its batch"
 #: ``HookTime.name`` in ``PRODUCER_PHASE`` of each compiled step's wait for its batch from the
 #: tf.data pipeline given to ``fit`` (stamped in the graph as each batch leaves it:

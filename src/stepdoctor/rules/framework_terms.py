@@ -16,11 +16,12 @@ import dataclasses
 import re
 from collections.abc import Sequence
 
-from stepdoctor.model import Evidence, Finding, Fix, HookTime, Phase, RunRecord
+from stepdoctor.model import NEW_ITERATOR, Evidence, Finding, Fix, HookTime, Phase, RunRecord
 from stepdoctor.rules._facts import keras_compiled
 
 __all__ = [
     "FRAMEWORK_NAMES",
+    "ITERATOR_SHARE",
     "KERAS_LOOP_SHARE",
     "framework_of",
     "in_framework_terms",
@@ -256,6 +257,22 @@ def _tf_data(record: RunRecord, framework: str) -> tuple[str, str]:
         else f"The loop's batches come from the tf.data pipeline {pipeline}."
     ]
     code = []
+    iterators = _new_iterators(record)
+    if iterators is not None:
+        calls, mean_ms, share = iterators
+        said.append(
+            f"Most of the wait ({share:.0%}) is the loop making a new iterator of it, "
+            f"{calls} times ({mean_ms:.0f} ms each: each epoch's for-loop over the dataset): "
+            "tf.data rewrites the pipeline's graph (with the arrays given to "
+            "from_tensor_slices in it) and fills its buffers again. Make one iterator for "
+            "the whole run, of the dataset repeated, and take an epoch's batches from it."
+        )
+        code += [
+            "batches = iter(dataset.repeat())",
+            "for epoch in range(epochs):",
+            "    for _ in range(steps_per_epoch):",
+            "        train_step(*next(batches))",
+        ]
     if isinstance(python, str) and "(Python, parallel)" in pipeline:
         said.append(
             f"Its {python} runs Python for each element, in parallel already: Python's "
@@ -307,6 +324,22 @@ def _tf_data(record: RunRecord, framework: str) -> tuple[str, str]:
             "        train_step(x, y)",
         ]
     return " ".join(said), "\n".join(code) or _KERAS_INPUT["tf.data"][1]
+
+
+#: The share of a hand-written loop's data wait in making new iterators from which the fix is
+#: one iterator for the run: most of it.
+ITERATOR_SHARE = 0.5
+
+
+def _new_iterators(record: RunRecord) -> tuple[int, float, float] | None:
+    """The new iterators a hand-written TensorFlow loop made of its pipeline: their count,
+    mean time (ms) and share of the steps' data wait, where they are ``ITERATOR_SHARE`` of it
+    or more (None otherwise)."""
+    made = next((h for h in record.hooks if h.name == NEW_ITERATOR and h.calls), None)
+    waited = sum(s.phase(Phase.DATA_WAIT) for s in record.steps)
+    if made is None or not waited or made.total_ns < ITERATOR_SHARE * waited:
+        return None
+    return made.calls, made.total_ns / made.calls / 1e6, min(1.0, made.total_ns / waited)
 
 
 #: The title of slow-callbacks' finding where the loop's thread waited off the CPU.
