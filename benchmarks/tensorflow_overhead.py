@@ -1,24 +1,34 @@
-"""What watching a TensorFlow job costs its training: each job run plain (A) and under
-``stepdoctor run`` (B), interleaved, repeated; the median ratio B/A of its training seconds
-(timed inside the job, start-up left out) and the spread of the ratios.
+"""What watching a TensorFlow job costs its training, two ways.
 
-Under ``run`` the job pays everything a user's would: the integrations' hooks on its thread
-(Keras's callback and train-function wrapper, the stamp map in its tf.data pipeline; a
-hand-written loop's ``tf.function``, iterator and optimizer hooks), the monitor thread and
-the samplers.
+1. The hooks on the job's thread, in one process (``--rounds``): the same steps with the hooks
+   installed (B) and without (A), interleaved round by round, each round ``--steps`` steps;
+   the median of the rounds' ratios B/A and their spread. A hand-written loop (a compiled
+   step, and an eager one): the hooks of ``integrations/tensorflow.py`` fed to buffers, as
+   under a session, without its monitor. A tf.data pipeline given to ``fit``: the stamp map
+   (``_tfdata.Arrivals``), its batches taken by a compiled step.
+2. Whole jobs (``--pairs``): each run plain and under ``stepdoctor run``, interleaved; the
+   median ratio of its training seconds (timed inside the job, start-up left out), which
+   adds the monitor thread and the samplers, and the spread: on a shared 2-core machine
+   whole processes differ run to run by more than the hooks cost.
 
-    python benchmarks/tensorflow_overhead.py [--pairs 5] [--only fit-tf.data custom-loop]
+    python benchmarks/tensorflow_overhead.py [--rounds 15] [--steps 60] [--pairs 5]
+    python benchmarks/tensorflow_overhead.py --pairs 0      # the hooks alone
 """
 
 from __future__ import annotations
 
 import argparse
+import collections
 import os
 import statistics
 import subprocess
 import sys
 import tempfile
+import time
+import types
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 JOBS = ROOT / "examples" / "frameworks"
@@ -58,11 +68,130 @@ def _seconds(module: str, env: dict[str, str], watched: bool, folder: Path) -> f
     return float(line.split("=", 1)[1])
 
 
+def _session() -> Any:
+    """The parts of a session the hooks feed (buffers, clock), nothing running."""
+    from stepdoctor.collect.hooks.events import new_event_buffer
+
+    return types.SimpleNamespace(
+        clock=time.perf_counter_ns,
+        events=new_event_buffer(),
+        hook_calls=collections.deque(),
+        framework_facts=[],
+        framework_models=[],
+        step=lambda batch_size=None: None,
+    )
+
+
+def _loop_rounds(rounds: int, steps: int, eager: bool) -> list[float]:
+    """Ratios B/A of a hand-written loop's seconds a step, hooks installed (B) or not (A)."""
+    os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+    import keras
+    import numpy as np
+    import tensorflow as tf
+
+    from stepdoctor.integrations import tensorflow as tf_hooks
+
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((64 * steps, 256)).astype("float32")
+    y = rng.integers(0, 10, 64 * steps)
+    data = tf.data.Dataset.from_tensor_slices((x, y)).batch(64).prefetch(tf.data.AUTOTUNE)
+    model = keras.Sequential([keras.Input((256,)), keras.layers.Dense(256, activation="relu"),
+                              keras.layers.Dense(10)])  # fmt: skip
+    optimizer = keras.optimizers.SGD(0.01)
+    loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+
+    def step(a: Any, b: Any) -> Any:
+        with tf.GradientTape() as tape:
+            loss = loss_fn(b, model(a, training=True))
+        grads = tape.gradient(loss, model.trainable_weights)
+        optimizer.apply_gradients(zip(grads, model.trainable_weights, strict=True))
+        return loss
+
+    train = step if eager else tf.function(step)
+
+    def epoch() -> float:
+        began = time.perf_counter()
+        for a, b in data:
+            train(a, b)
+        return (time.perf_counter() - began) / steps
+
+    epoch()  # traced, warmed
+    return _interleaved(rounds, epoch, lambda: tf_hooks.install(_session()))
+
+
+def _pipeline_rounds(rounds: int, steps: int) -> list[float]:
+    """Ratios B/A of a compiled step's seconds a batch taking its batches from a tf.data
+    pipeline stamped (B) or not (A)."""
+    import numpy as np
+    import tensorflow as tf
+
+    from stepdoctor.integrations._tfdata import Arrivals
+
+    x = np.random.default_rng(0).standard_normal((64 * steps, 256)).astype("float32")
+    plain = tf.data.Dataset.from_tensor_slices(x).batch(64).prefetch(tf.data.AUTOTUNE)
+    arrivals = Arrivals()
+    stamped = arrivals.stamped(plain)
+    weights = tf.Variable(tf.random.normal((256, 256)))
+
+    @tf.function
+    def consume(batch: Any) -> Any:
+        return tf.reduce_sum(tf.nn.relu(batch @ weights) @ weights)
+
+    def epoch(data: Any) -> float:
+        began = time.perf_counter()
+        for batch in data:
+            consume(batch)
+        arrivals.drain(time.perf_counter_ns)  # as at an epoch's end
+        return (time.perf_counter() - began) / steps
+
+    epoch(plain), epoch(stamped)
+    ratios = []
+    for _ in range(rounds):
+        a = epoch(plain)
+        b = epoch(stamped)
+        ratios.append(b / a)
+    return ratios
+
+
+def _interleaved(
+    rounds: int, epoch: Callable[[], float], install: Callable[[], Callable[[], None]]
+) -> list[float]:
+    ratios = []
+    for _ in range(rounds):
+        a = epoch()
+        undo = install()
+        try:
+            b = epoch()
+        finally:
+            undo()
+        ratios.append(b / a)
+    return ratios
+
+
+def _hooks(rounds: int, steps: int) -> None:
+    print(f"hooks on the job's thread: {rounds} interleaved rounds of {steps} steps")
+    print(f"{'job':<28} {'ratio':>7}  spread of ratios")
+    for name, ratios in (
+        ("hand-written, compiled", _loop_rounds(rounds, steps, eager=False)),
+        ("hand-written, eager", _loop_rounds(rounds, steps, eager=True)),
+        ("fit's tf.data stamps", _pipeline_rounds(rounds, steps)),
+    ):
+        print(f"{name:<28} {statistics.median(ratios):>7.3f}  {min(ratios):.3f}-{max(ratios):.3f}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=15)
+    parser.add_argument("--steps", type=int, default=60)
     parser.add_argument("--pairs", type=int, default=5)
     parser.add_argument("--only", nargs="*", choices=sorted(CASES), default=sorted(CASES))
     args = parser.parse_args()
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    if args.rounds:
+        _hooks(args.rounds, args.steps)
+    if not args.pairs:
+        return
+    print(f"whole jobs: {args.pairs} interleaved pairs, plain and under stepdoctor run")
     print(f"{'job':<14} {'plain s':>8} {'watched s':>10} {'ratio':>7}  spread of ratios")
     with tempfile.TemporaryDirectory() as tmp:
         for name in args.only:

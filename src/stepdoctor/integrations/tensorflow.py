@@ -61,7 +61,8 @@ class CustomLoops:
         self._tf = tf
         self._local = threading.local()
         self._steps_fns: weakref.WeakSet[Any] = weakref.WeakSet()
-        self._batch: int | None = None
+        self._batch: Any = None
+        """The loop's last batch from a tf.data iterator (an eager step's samples)."""
         self._noted = False
         self._described: set[int] = set()
         self._pipelines: set[int] = set()
@@ -137,7 +138,7 @@ class CustomLoops:
                 return original(optimizer, *args, **kw)
             finally:
                 self._timer.leave()
-                self._step(self._batch, None)
+                self._step(batch_size_of(self._batch), None)
         finally:
             self._local.applying = False
 
@@ -153,7 +154,7 @@ class CustomLoops:
             batch = original(iterator)
         finally:
             self._timer.leave()
-        self._batch = batch_size_of(batch)
+        self._batch = batch  # its size read at an eager step's end, off the fetch
         return batch
 
     def new_iterator(self, original: Callable[..., Any], dataset: Any) -> Any:
@@ -197,7 +198,7 @@ class CustomLoops:
         if not self._noted:
             self._noted = True
             self._note(fn)
-        self._timer.step(batch if batch is not None else self._batch)
+        self._timer.step(batch if batch is not None else batch_size_of(self._batch))
 
     def _note(self, fn: Any) -> None:
         """The loop's settings, at its first step: the framework (so the fixes speak
