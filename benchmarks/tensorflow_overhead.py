@@ -168,7 +168,50 @@ def _interleaved(
     return ratios
 
 
+def _per_call(rounds: int, calls: int = 3000) -> None:
+    """The hooks' own cost per call of what a hand-written loop calls once a step: a tf.data
+    iterator's ``next`` and a ``tf.function`` call, hooks installed or not, interleaved."""
+    import numpy as np
+    import tensorflow as tf
+
+    from stepdoctor.integrations import tensorflow as tf_hooks
+
+    @tf.function
+    def add(value: Any) -> Any:
+        return value + 1
+
+    one = tf.constant(1.0)
+    add(one)
+    batches = iter(
+        tf.data.Dataset.from_tensors(np.zeros((64, 256), "float32")).repeat().prefetch(8)
+    )
+    next(batches)
+
+    def us(call: Callable[[], object]) -> float:
+        began = time.perf_counter_ns()
+        for _ in range(calls):
+            call()
+        return (time.perf_counter_ns() - began) / calls / 1000
+
+    seen: dict[str, list[float]] = collections.defaultdict(list)
+    for _ in range(rounds):
+        seen["next, plain"].append(us(lambda: next(batches)))
+        seen["tf.function call, plain"].append(us(lambda: add(one)))
+        undo = tf_hooks.install(_session())
+        try:
+            seen["next, hooked"].append(us(lambda: next(batches)))
+            seen["tf.function call, hooked"].append(us(lambda: add(one)))
+        finally:
+            undo()
+    print(f"per call, {calls} calls, {rounds} interleaved rounds (median us):")
+    for what in ("next", "tf.function call"):
+        a = statistics.median(seen[f"{what}, plain"])
+        b = statistics.median(seen[f"{what}, hooked"])
+        print(f"  {what:<18} {a:8.1f} -> {b:8.1f}  (+{b - a:.1f} us)")
+
+
 def _hooks(rounds: int, steps: int) -> None:
+    _per_call(rounds)
     print(f"hooks on the job's thread: {rounds} interleaved rounds of {steps} steps")
     print(f"{'job':<28} {'ratio':>7}  spread of ratios")
     for name, ratios in (
