@@ -36,6 +36,7 @@ def _stepdoctor(
     )  # fmt: skip
 
 
+@pytest.mark.serial  # "no straggler" holds where no other test's processes slow one rank
 def test_nproc_per_node_runs_each_rank_watched_and_reports_the_job(tmp_path: Path) -> None:
     """A healthy job (convolutions: the all-reduce 3-5% of a step): each rank recorded, the
     job's table, no straggler and no communication cost worth a warning."""
