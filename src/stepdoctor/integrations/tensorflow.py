@@ -92,7 +92,10 @@ class CustomLoops:
             return
         self.on_keras = None
         if backend == "tensorflow":
-            hook(keras)
+            try:
+                hook(keras)
+            except Exception as exc:  # the loop runs on, its Keras parts unhooked
+                logger.warning("stepdoctor: could not hook Keras's optimizers: %r", exc)
 
     def _in_python(self) -> bool:
         """Called from the job's Python itself: no tf.function being traced or run on this
