@@ -306,6 +306,15 @@ def test_a_tf_loop_waiting_between_steps_beside_a_python_pipeline_is_told_as_its
     assert plain["slow-callbacks"].fix.summary.startswith("Overlap the wait")  # type: ignore[attr-defined]
 
 
+def test_work_between_a_tf_loops_steps_is_told_with_tensorflows_calls() -> None:
+    s = steps(100, phases_ms={"train_step": 10, "other": 12})
+    f = _findings(record(s, facts=_tf_loop()))["slow-callbacks"]
+    said = f.explanation + f.fix.summary + (f.fix.snippet or "")  # type: ignore[attr-defined]
+    assert ".item()" not in said and ".numpy()" in said and "log(float(loss))" in said
+    torch = _findings(record(s))["slow-callbacks"]
+    assert "log(loss.item())" in torch.fix.snippet  # type: ignore[attr-defined]
+
+
 def test_a_tf_loops_steps_and_batches_are_told_in_tensorflows_terms() -> None:
     s = tuple(
         dataclasses.replace(x, boundary="explicit", batch_size=2)

@@ -427,6 +427,39 @@ def _keras_loop_share(record: RunRecord) -> float:
 
 
 def _between_steps(record: RunRecord, framework: str, finding: Finding) -> Finding:
+    told = _between_steps_told(record, framework, finding)
+    if framework == "tensorflow" or (framework == "keras" and keras_compiled(record)):
+        return _in_tensorflows_words(told)
+    return told
+
+
+#: torch's calls in the generic between-steps finding, and TensorFlow's for the same.
+_TF_WORDS = (
+    (".item()/.cpu() calls", ".numpy() / float() of tensors"),
+    ("read them (.item()) rarely", "read them (.numpy()) rarely"),
+    ("log(loss.item())", "log(float(loss))"),
+)
+
+
+def _in_tensorflows_words(finding: Finding) -> Finding:
+    """``finding`` with torch's tensor calls said as TensorFlow's."""
+
+    def said(text: str) -> str:
+        for torch_words, tf_words in _TF_WORDS:
+            text = text.replace(torch_words, tf_words)
+        return text
+
+    fix = finding.fix
+    return dataclasses.replace(
+        finding,
+        explanation=said(finding.explanation),
+        fix=None
+        if fix is None
+        else Fix(summary=said(fix.summary), snippet=fix.snippet and said(fix.snippet)),
+    )
+
+
+def _between_steps_told(record: RunRecord, framework: str, finding: Finding) -> Finding:
     python = _setting(record, framework, "pipeline_python")
     if (
         framework == "tensorflow"
