@@ -407,6 +407,9 @@ def test_an_eager_tf_loop_is_a_step_per_apply_gradients_split_into_its_phases(
     summary = report["summary"]
     assert isinstance(summary, dict) and "apply_gradients" in summary["step_basis"]
     assert any(m.param_count for m in record.models)  # described from Keras's layers
+    findings = report["findings"]
+    assert isinstance(findings, list)
+    assert any(f["rule"] == "eager-step" for f in findings)  # told to compile it (info)
 
 
 @pytest.mark.parametrize(

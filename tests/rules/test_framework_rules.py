@@ -342,3 +342,14 @@ def test_a_tf_loops_steps_and_batches_are_told_in_tensorflows_terms() -> None:
     assert build_report(ran).measure_with == ""
     torch_run = dataclasses.replace(ran, env=env(torch__version="2.13.0"))
     assert build_report(torch_run).measure_with == "stepdoctor tune --only batch train.py"
+
+
+def test_an_eager_tf_loop_is_told_to_compile_its_step_and_a_compiled_one_is_not() -> None:
+    s = steps(50, phases_ms={"forward": 4, "backward": 4, "optimizer": 2, "data_wait": 1})
+    eager = _findings(record(s, facts=env(framework="tensorflow", tensorflow__eager=True)))
+    f = eager["eager-step"]
+    assert f.severity is Severity.INFO and f.speedup.kind.value == "none"  # type: ignore[attr-defined]
+    assert f.fix.snippet.startswith("@tf.function")  # type: ignore[attr-defined]
+    compiled = env(framework="tensorflow", tensorflow__eager=False)
+    assert "eager-step" not in _findings(record(s, facts=compiled))
+    assert "eager-step" not in _findings(record(s))  # a torch loop

@@ -12,6 +12,7 @@ from tests.builders import record, steps
 EXPECTED = {
     "input-bound",
     "slow-callbacks",
+    "eager-step",
     "frequent-evaluation",
     "checkpoint-stalls",
     "gc-pauses",

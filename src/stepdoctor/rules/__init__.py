@@ -11,6 +11,7 @@ from stepdoctor.rules import (  # noqa: F401  (importing registers the rules)
     cpu_features,
     cudnn_disabled,
     dl4j_setup,
+    eager_step,
     float64,
     frequent_evaluation,
     gc_pauses,
