@@ -48,3 +48,18 @@ def test_calls_of_several_batches_wait_for_their_last() -> None:
     waits.call_begins(20)  # batches 4 and 5
     waits.made(21)
     assert seen == [7, 1]
+
+
+def test_a_step_traced_before_keeps_its_first_call_and_a_call_that_raised_takes_no_batch() -> None:
+    """A second fit of the same model: its compiled step is not traced again, its first call
+    waits like the others. A call that raised (the pipeline's end, where its length is not
+    known) is withdrawn: the next call takes the next batch."""
+    waits, seen = _waits()
+    waits.skip_first = False
+    waits.call_begins(10)
+    waits.made(15)  # 5 waited
+    waits.call_begins(20)  # raises: no batch left this epoch
+    waits.call_failed()
+    waits.call_begins(40)  # the next epoch's first call
+    waits.made(43)
+    assert seen == [5, 3]

@@ -9,12 +9,13 @@ the enqueue. The stamps are read off the steps (``drain``: at each epoch's end),
 ``describe`` reads the pipeline's stages (source, maps, batch, cache, prefetch), in tf.data's
 terms, for the input-bound fix: which stages run Python, which handle one element at a time.
 
-TensorFlow is imported by this module: the framework integration that uses it is installed
-only once the job has imported TensorFlow's Keras backend.
+TensorFlow is imported by this module: the integrations that use it (Keras's on TensorFlow's
+backend, hand-written TensorFlow loops') import it only once the job has imported TensorFlow.
 """
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable
 from typing import Any
@@ -23,7 +24,17 @@ import tensorflow as tf
 
 from stepdoctor.integrations._timing import Setting
 
-__all__ = ["QUEUE_CAPACITY", "Arrivals", "batch_size", "batch_size_of_stage", "describe", "stages"]
+__all__ = [
+    "QUEUE_CAPACITY",
+    "Arrivals",
+    "batch_size",
+    "batch_size_of_stage",
+    "can_stamp",
+    "describe",
+    "stages",
+]
+
+logger = logging.getLogger(__name__)
 
 #: The stamps the queue can hold before ``drain`` empties it: an enqueue on a full queue would
 #: stall the pipeline. 8 bytes a stamp (the queue grows as it fills): 2^30 steps of an epoch.
@@ -82,13 +93,15 @@ class Arrivals:
         if last_is_prefetch and upstream is not None and buffer is not None:
             try:
                 return self._stamp(upstream).prefetch(int(buffer))  # -1: AUTOTUNE
-            except Exception:  # a prefetch that cannot be rebuilt: stamped after it
-                pass
+            except Exception as exc:  # a prefetch that cannot be rebuilt: stamped after it
+                logger.debug("stepdoctor: stamped after the last prefetch: %r", exc)
         return self._stamp(dataset)
 
     def _stamp(self, dataset: Any) -> Any:
         queue = self._queue
-        single = not isinstance(dataset.element_spec, tuple)
+        # tf.data unpacks an element into the function's arguments where it is a plain tuple
+        # (not a namedtuple): the same structure given back
+        single = type(dataset.element_spec) is not tuple
 
         @tf.autograph.experimental.do_not_convert  # type: ignore[untyped-decorator]
         def stamp(*element: Any) -> Any:
@@ -111,6 +124,16 @@ class Arrivals:
         seconds = self._queue.dequeue_many(count).numpy()
         offset = clock() - time.time_ns()
         return [round(float(s) * 1e9) + offset for s in seconds]
+
+
+#: Last stages after which no map may come (they hand batches to a device).
+_LAST_ONLY = frozenset({"PrefetchToDeviceDataset", "CopyToDeviceDataset"})
+
+
+def can_stamp(dataset: Any) -> bool:
+    """Whether a map can be added at the pipeline's end: not after a stage that must stay
+    last (``prefetch_to_device``)."""
+    return type(dataset).__name__.lstrip("_") not in _LAST_ONLY
 
 
 def stages(dataset: Any) -> list[tuple[str, Any]]:

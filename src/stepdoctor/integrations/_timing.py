@@ -142,10 +142,12 @@ def time_method(
     *,
     own: bool = False,
     on_call: Callable[[int], None] | None = None,
+    on_raise: Callable[[], None] | None = None,
 ) -> Callable[[], None] | None:
     """Put on ``owner`` (as an instance attribute) a wrapper of its method ``name`` that
     enters ``phase`` around each call, tells ``on_call`` when each call begins and, given
-    ``hook``, times each call under that name. Return the undo (it takes the wrapper away
+    ``hook``, times each call under that name (``on_raise`` is told of a call that raised).
+    Return the undo (it takes the wrapper away
     while it is still the one set); None where ``owner`` has no such method or one set on the
     instance already (ours, or the user's). ``own``: the attribute is the instance's own
     instead (a function the framework set on it, as Keras's ``train_function``), wrapped in
@@ -162,6 +164,10 @@ def time_method(
         timer.enter(phase)
         try:
             return original(*args, **kwargs)
+        except BaseException:
+            if on_raise is not None:
+                on_raise()
+            raise
         finally:
             timer.leave()
             if hook is not None:
@@ -224,6 +230,9 @@ class FusedWaits:
 
     def __init__(self, per_call: int = 1) -> None:
         self.per_call = per_call
+        self.skip_first = True
+        """Leave the first call out (it traces the step's graph): not where the compiled step
+        was traced before (a second ``fit`` of the same model)."""
         self._ends: list[int] = []
         self._begins: list[int] = []
         self._lock = threading.Lock()
@@ -245,8 +254,15 @@ class FusedWaits:
             if last <= len(self._ends):
                 self._settle(begin_ns, self._ends[last - 1])
 
+    def call_failed(self) -> None:
+        """The call that began last raised (the pipeline ran out: tf.data's end of an epoch
+        of unknown length): it took no batch, and its begin is withdrawn."""
+        with self._lock:
+            if self._begins and len(self._begins) * self.per_call > len(self._ends):
+                self._begins.pop()
+
     def _settle(self, begin_ns: int, end_ns: int) -> None:
-        if begin_ns == self._begins[0]:
+        if self.skip_first and begin_ns == self._begins[0]:
             return  # the first call: its graph traced before its fetch
         if self.on_wait is not None:
             self.on_wait(max(0, end_ns - begin_ns))

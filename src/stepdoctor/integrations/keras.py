@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import logging
 import math
 from collections.abc import Callable
 from typing import Any
@@ -57,6 +58,8 @@ except ImportError as exc:  # pragma: no cover - depends on what is installed
     raise UsageError("the Keras integration needs keras: pip install stepdoctor[keras]") from exc
 
 __all__ = ["StepdoctorCallback", "data_kind", "describe_model", "install"]
+
+logger = logging.getLogger(__name__)
 
 _EVALUATION = Phase.EVALUATION.value
 _OPTIMIZER = Phase.OPTIMIZER.value
@@ -164,6 +167,11 @@ class StepdoctorCallback(keras.callbacks.Callback):  # type: ignore[misc]
                 waits.per_call = per_call
                 name = GENERATOR_WAIT if self.arrivals is None else PIPELINE_WAIT
                 waits.on_wait = lambda ns: timer.hook(name, PRODUCER_PHASE, ns)
+                waits.skip_first = _traces_first(model)
+            if self.arrivals is not None:
+                # batches fit took before training (a distribution strategy builds the
+                # model from one): no step's
+                self.arrivals.drain(timer.clock)
             # torch's hooks see no model here: described from Keras's own layers
             described = describe_model(model)
             if described is not None:
@@ -175,6 +183,7 @@ class StepdoctorCallback(keras.callbacks.Callback):  # type: ignore[misc]
                 _TRAIN_STEP,
                 own=True,
                 on_call=None if waits is None else waits.call_begins,
+                on_raise=None if waits is None else waits.call_failed,
             )
             if undo is not None:
                 self._undo.append(undo)
@@ -261,6 +270,25 @@ class StepdoctorCallback(keras.callbacks.Callback):  # type: ignore[misc]
         if self._began and self._timer is not None:
             self._timer.step(self._batch_size)
         self._began = False
+
+
+def _in_framework_loop(method: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(method)
+    def looped(*args: Any, **kwargs: Any) -> Any:
+        with framework_loop():
+            return method(*args, **kwargs)
+
+    return looped
+
+
+def _traces_first(model: Any) -> bool:
+    """Whether the compiled train function's first call will trace it (not yet traced: a
+    first ``fit``); True where TensorFlow does not say."""
+    count = getattr(getattr(model, "train_function", None), "experimental_get_tracing_count", None)
+    try:
+        return count is None or int(count()) == 0
+    except Exception:
+        return True
 
 
 #: Keras layer classes by the kind the model rules judge (``LayerInfo.kind``).
@@ -423,14 +451,23 @@ def _watch_pipeline(
     of the compiled step takes one batch, stamped as each batch leaves it (a step that takes
     several, ``steps_per_execution``, computes between its fetches: their waits are not told
     apart from its compute)."""
+    import tensorflow as tf
+
     from stepdoctor.integrations import _tfdata
 
     x = bound.arguments["x"]
-    settings.update(_tfdata.describe(x))
-    if getattr(model, "steps_per_execution", 1) != 1:
+    if not isinstance(x, tf.data.Dataset):  # a distributed dataset: its own iterators
         return
-    arrivals = _tfdata.Arrivals()
-    bound.arguments["x"] = arrivals.stamped(x)
+    try:
+        settings.update(_tfdata.describe(x))
+        if getattr(model, "steps_per_execution", 1) != 1 or not _tfdata.can_stamp(x):
+            return
+        arrivals = _tfdata.Arrivals()
+        stamped = arrivals.stamped(x)
+    except Exception as exc:  # a pipeline we cannot read or extend: fit gets it as it was
+        logger.debug("stepdoctor: the tf.data pipeline given to fit is not stamped: %r", exc)
+        return
+    bound.arguments["x"] = stamped
     ours.waits, ours.arrivals = FusedWaits(), arrivals
 
 
@@ -450,6 +487,7 @@ def _time_py_dataset(
         return
     kind = type(data)
     original = kind.__getitem__
+    had = "__getitem__" in vars(kind)
 
     @functools.wraps(original)
     def timed(self: Any, index: Any) -> Any:
@@ -464,8 +502,11 @@ def _time_py_dataset(
     ours.waits = FusedWaits()
 
     def undo() -> None:
-        if kind.__dict__.get("__getitem__") is timed:
-            kind.__getitem__ = original
+        if vars(kind).get("__getitem__") is timed:
+            if had:
+                kind.__getitem__ = original
+            else:
+                delattr(kind, "__getitem__")  # inherited: uncovered again
 
     ours.add_undo(undo)
 
@@ -506,6 +547,7 @@ def install(session: BaseSession) -> Callable[[], None]:
     session) that also notes the ``batch_size`` given to ``fit``; return the undo."""
     model_cls = keras.Model
     original_fit = model_cls.fit
+    owned = {name for name in ("fit", "evaluate", "predict") if name in vars(model_cls)}
 
     signature = inspect.signature(original_fit)
 
@@ -559,8 +601,18 @@ def install(session: BaseSession) -> Callable[[], None]:
                 ours.cleanup()  # fit that raised called no on_train_end
 
     model_cls.fit = fit
+    # evaluate and predict are Keras's own loops too: the hooks of hand-written TensorFlow
+    # loops stay out of them
+    originals = {name: getattr(model_cls, name) for name in ("evaluate", "predict")}
+    for name, method in originals.items():
+        setattr(model_cls, name, _in_framework_loop(method))
 
     def uninstall() -> None:
-        model_cls.fit = original_fit
+        # each method put back as it was: the class's own, or the inherited one uncovered
+        for name, method in (("fit", original_fit), *originals.items()):
+            if name in owned:
+                setattr(model_cls, name, method)
+            else:
+                delattr(model_cls, name)
 
     return uninstall

@@ -64,8 +64,10 @@ class CustomLoops:
         self._batch: Any = None
         """The loop's last batch from a tf.data iterator (an eager step's samples)."""
         self._noted = False
-        self._described: set[int] = set()
-        self._pipelines: set[int] = set()
+        self._described: weakref.WeakSet[Any] = weakref.WeakSet()
+        self._models = threading.local()
+        self._last_dataset: Any = None
+        self._train_dataset: weakref.ref[Any] | None = None
         self.settings: dict[str, Any] = {}
         self.on_keras: Callable[[Any], None] | None = None
         """Hooks Keras's optimizers and models (``install``), once Keras is imported."""
@@ -104,24 +106,27 @@ class CustomLoops:
 
     # -- hooks ------------------------------------------------------------------------
     def function_call(self, original: Callable[..., Any], fn: Any, args: Any, kw: Any) -> Any:
-        """A ``tf.function`` is called: a step where its graph applies gradients."""
+        """A ``tf.function`` is called: a step where its graph applies gradients (counted
+        where the call returned)."""
         if self.on_keras is not None:
             self._keras()
         stack = self._stack()
         outer = not stack and not in_framework_loop()
         known = outer and fn in self._steps_fns
+        phase = _TRAIN_STEP if known else None
         stack.append(fn)
         timer = self._timer
-        if known:
-            timer.enter(_TRAIN_STEP)
+        if phase is not None:
+            timer.enter(phase)
         try:
-            return original(fn, *args, **kw)
+            result = original(fn, *args, **kw)
         finally:
-            if known:
+            if phase is not None:
                 timer.leave()
             stack.pop()
-            if outer and (known or fn in self._steps_fns):
-                self._step(batch_size_of(args), fn)
+        if outer and fn in self._steps_fns:
+            self._step(batch_size_of(args), fn)
+        return result
 
     def applied(self, original: Callable[..., Any], optimizer: Any, args: Any, kw: Any) -> Any:
         """A Keras optimizer applies gradients: in a graph being traced, its function is a
@@ -130,18 +135,22 @@ class CustomLoops:
             return original(optimizer, *args, **kw)
         self._local.applying = True
         try:
-            stack = self._stack()
-            if stack and not in_framework_loop() and not self._tf.executing_eagerly():
-                self._steps_fns.add(stack[0])  # the outermost: called from the loop
+            if in_framework_loop() or not self._tf.executing_eagerly():
+                stack = self._stack()
+                if stack and not in_framework_loop():
+                    self._steps_fns.add(stack[0])  # the outermost: called from the loop
+                # else: a graph traced off the loop's thread (a strategy's replicas) or
+                # outside a call (get_concrete_function): no step of its own
                 return original(optimizer, *args, **kw)
-            if not self._in_python():
+            if self._stack():
                 return original(optimizer, *args, **kw)
             self._timer.enter(_OPTIMIZER)
             try:
-                return original(optimizer, *args, **kw)
+                result = original(optimizer, *args, **kw)
             finally:
                 self._timer.leave()
-                self._step(batch_size_of(self._batch), None)
+            self._step(batch_size_of(self._batch), None)  # an update that raised is none
+            return result
         finally:
             self._local.applying = False
 
@@ -149,9 +158,10 @@ class CustomLoops:
         """The loop takes its next batch from a tf.data iterator: its wait."""
         if self.on_keras is not None:
             self._keras()
-        if not self._in_python():
+        dataset = getattr(iterator, "_dataset", None)
+        if not self._in_python() or not self._training(dataset):
             return original(iterator)
-        self._pipeline(iterator)
+        self._last_dataset = dataset
         self._timer.enter(_DATA_WAIT)
         try:
             batch = original(iterator)
@@ -166,7 +176,7 @@ class CustomLoops:
         loop waits for; timed as ``data_wait`` and by name."""
         if self.on_keras is not None:
             self._keras()
-        if not self._in_python() or not self._tf.executing_eagerly():
+        if not self._in_python() or not self._tf.executing_eagerly() or not self._training(dataset):
             return original(dataset)
         timer = self._timer
         began = timer.clock()
@@ -184,23 +194,32 @@ class CustomLoops:
         from the job's loop; a model is described at its first call."""
         if self.on_keras is not None:
             self._keras()
-        if not self._in_python() or not self._tf.executing_eagerly():
-            result = original(owner, *args, **kw)
-        else:
-            self._timer.enter(phase)
-            try:
+        depth = getattr(self._models, "depth", 0)  # models called inside a model's call
+        self._models.depth = depth + 1
+        try:
+            if depth or not self._in_python() or not self._tf.executing_eagerly():
                 result = original(owner, *args, **kw)
-            finally:
-                self._timer.leave()
-        if phase == _FORWARD:
+            else:
+                self._timer.enter(phase)
+                try:
+                    result = original(owner, *args, **kw)
+                finally:
+                    self._timer.leave()
+        finally:
+            self._models.depth = depth
+        if phase == _FORWARD and not depth:
             self._describe(owner)  # after the call: a model builds its weights at its first
         return result
 
     # -- bookkeeping (once per run, or per new model or pipeline) --------------------------
     def _step(self, batch: int | None, fn: Any) -> None:
-        if not self._noted:
-            self._noted = True
-            self._note(fn)
+        try:
+            if not self._noted:
+                self._noted = True
+                self._pipeline(self._last_dataset)
+                self._note(fn)
+        except Exception as exc:  # our bookkeeping: logged once, never the job's error
+            logger.warning("stepdoctor: could not note the loop's settings: %r", exc)
         self._timer.step(batch if batch is not None else batch_size_of(self._batch))
 
     def _note(self, fn: Any) -> None:
@@ -217,13 +236,18 @@ class CustomLoops:
         }
         note_settings(self._session, "tensorflow", tf.__version__, settings)
 
-    def _pipeline(self, iterator: Any) -> None:
-        dataset = getattr(iterator, "_dataset", None)
-        if dataset is None or id(dataset) in self._pipelines:
+    def _training(self, dataset: Any) -> bool:
+        """Whether ``dataset`` feeds the training steps: the one whose batch the first step
+        took (unknown before it: any); another one's batches (a validation loop's) are not
+        the steps' wait."""
+        known = self._train_dataset
+        return known is None or dataset is None or known() is dataset
+
+    def _pipeline(self, dataset: Any) -> None:
+        """The training pipeline (the one the first step took its batch from), described."""
+        if dataset is None:
             return
-        self._pipelines.add(id(dataset))
-        if self.settings:  # the first pipeline iterated is the training one
-            return
+        self._train_dataset = weakref.ref(dataset)
         from stepdoctor.integrations import _tfdata
 
         try:
@@ -232,9 +256,9 @@ class CustomLoops:
             logger.debug("stepdoctor: could not describe a tf.data pipeline: %r", exc)
 
     def _describe(self, model: Any) -> None:
-        if id(model) in self._described or in_framework_loop():
+        if in_framework_loop() or model in self._described:
             return
-        self._described.add(id(model))
+        self._described.add(model)
         from stepdoctor.integrations.keras import describe_model
 
         described = describe_model(model)

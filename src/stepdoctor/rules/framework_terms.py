@@ -472,8 +472,9 @@ def _between_steps_told(record: RunRecord, framework: str, finding: Finding) -> 
         return dataclasses.replace(
             finding,
             explanation=f"{finding.explanation} Meanwhile the input pipeline's {python} runs "
-            "Python on tf.data's own thread: the loop most likely waits for Python's lock "
-            "(the GIL) that thread holds, not for I/O of its own.",
+            "Python on tf.data's own thread: where that Python computes (rather than sleeps "
+            "on I/O, which lets go of it), the loop waits for Python's lock (the GIL) that "
+            "thread holds.",
             fix=Fix(summary=summary, snippet=snippet),
         )
     if framework == "keras":
@@ -586,8 +587,8 @@ def _batch(record: RunRecord, framework: str, finding: Finding) -> Finding:
     if framework == "tensorflow":
         return _instead(
             finding,
-            "Use batches of 32-128 (DL4J's guide) and scale the learning rate with the "
-            "batch: the loop's batch is its tf.data pipeline's batch() size.",
+            f"{finding.fix.summary if finding.fix else ''} The loop's batch is its tf.data "
+            "pipeline's batch() size.".strip(),
             f"dataset = dataset.batch({size})",
         )
     if framework == "transformers":

@@ -266,7 +266,8 @@ def _fused(ctx: RuleContext) -> list[Finding]:
     hooks = {h.name: h for h in ctx.record.hooks if h.phase == PRODUCER_PHASE and h.calls}
     waited = hooks.get(GENERATOR_WAIT) or hooks.get(PIPELINE_WAIT)
     made = hooks.get(GENERATOR_MADE) or hooks.get(PYDATASET_MADE)
-    total_ns = sum(s.duration_ns for s in ctx.record.steps)
+    # the waits leave the first call out (it traces the step's graph): so does their total
+    total_ns = sum(s.duration_ns for s in ctx.record.steps[1:])
     if waited is None or not total_ns or ctx.share(Phase.TRAIN_STEP) <= 0:
         return []
     share = waited.total_ns / total_ns
