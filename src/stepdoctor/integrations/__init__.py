@@ -1,4 +1,5 @@
-"""Training frameworks watched in their own terms: Lightning, the Hugging Face Trainer, Keras.
+"""Training frameworks watched in their own terms: Lightning, the Hugging Face Trainer, Keras,
+and hand-written TensorFlow loops.
 
 Each integration is a module of its own that imports its framework (``pip install
 stepdoctor[lightning]``, ``[transformers]``, ``[keras]``); this package imports none of them.
