@@ -66,6 +66,9 @@ class CustomLoops:
         self._noted = False
         self._described: weakref.WeakSet[Any] = weakref.WeakSet()
         self._models = threading.local()
+        self._forward_open = False
+        """An eager forward entered and not yet left (the loop's thread: eager steps run on
+        the thread that calls them)."""
         self._last_dataset: Any = None
         self._train_dataset: weakref.ref[Any] | None = None
         self.settings: dict[str, Any] = {}
@@ -144,6 +147,7 @@ class CustomLoops:
                 return original(optimizer, *args, **kw)
             if self._stack():
                 return original(optimizer, *args, **kw)
+            self._end_forward()
             self._timer.enter(_OPTIMIZER)
             try:
                 result = original(optimizer, *args, **kw)
@@ -162,6 +166,7 @@ class CustomLoops:
         if not self._in_python() or not self._training(dataset):
             return original(iterator)
         self._last_dataset = dataset
+        self._end_forward()
         self._timer.enter(_DATA_WAIT)
         try:
             batch = original(iterator)
@@ -178,6 +183,7 @@ class CustomLoops:
             self._keras()
         if not self._in_python() or not self._tf.executing_eagerly() or not self._training(dataset):
             return original(dataset)
+        self._end_forward()
         timer = self._timer
         began = timer.clock()
         timer.enter(_DATA_WAIT)
@@ -190,8 +196,11 @@ class CustomLoops:
     def timed(
         self, phase: str, original: Callable[..., Any], owner: Any, args: Any, kw: Any
     ) -> Any:
-        """An eager call of the model (``forward``) or the tape's ``gradient`` (``backward``)
-        from the job's loop; a model is described at its first call."""
+        """An eager call of the model or the tape's ``gradient`` from the job's loop. As for
+        torch's steps, ``forward`` runs from the model's call to the backward (the loss
+        computed on its outputs is the forward's): left open at the call's return, closed by
+        the next of ``gradient`` (``backward``), the update, a fetch or the step's end. A model
+        is described at its first call."""
         if self.on_keras is not None:
             self._keras()
         depth = getattr(self._models, "depth", 0)  # models called inside a model's call
@@ -199,7 +208,13 @@ class CustomLoops:
         try:
             if depth or not self._in_python() or not self._tf.executing_eagerly():
                 result = original(owner, *args, **kw)
+            elif phase == _FORWARD:
+                if not self._forward_open:
+                    self._forward_open = True
+                    self._timer.enter(_FORWARD)
+                result = original(owner, *args, **kw)
             else:
+                self._end_forward()
                 self._timer.enter(phase)
                 try:
                     result = original(owner, *args, **kw)
@@ -212,7 +227,14 @@ class CustomLoops:
         return result
 
     # -- bookkeeping (once per run, or per new model or pipeline) --------------------------
+    def _end_forward(self) -> None:
+        """Close an eager forward left open (``timed``)."""
+        if self._forward_open:
+            self._forward_open = False
+            self._timer.leave()
+
     def _step(self, batch: int | None, fn: Any) -> None:
+        self._end_forward()
         try:
             if not self._noted:
                 self._noted = True
