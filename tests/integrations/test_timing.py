@@ -12,7 +12,13 @@ import pytest
 
 from stepdoctor.collect import Session
 from stepdoctor.integrations import AutoIntegrations
-from stepdoctor.integrations._timing import FrameworkTimer, OwnSession, note_settings, time_method
+from stepdoctor.integrations._timing import (
+    FrameworkTimer,
+    OwnSession,
+    note_settings,
+    patch_class,
+    time_method,
+)
 from stepdoctor.record import load_run
 
 pytest.importorskip("torch")
@@ -152,3 +158,28 @@ def test_a_function_set_on_the_instance_is_wrapped_in_place_and_put_back() -> No
     assert events == [("enter", "train_step"), ("leave",)] and began == [0] and calls == []
     undo()
     assert job.train is train  # type: ignore[attr-defined]
+
+
+def test_a_patched_class_gets_back_its_own_attribute_or_its_inherited_one() -> None:
+    class Base:
+        def inherited(self) -> str:
+            return "base"
+
+    class Kind(Base):
+        def own(self) -> str:
+            return "kind"
+
+    own_method, patched = Kind.__dict__["own"], (lambda self: "patched")
+    undo_own = patch_class(Kind, "own", patched)
+    undo_inherited = patch_class(Kind, "inherited", patched)
+    assert Kind().own() == Kind().inherited() == "patched"
+    undo_own()
+    undo_inherited()
+    assert Kind.__dict__["own"] is own_method and "inherited" not in vars(Kind)
+    assert Kind().inherited() == "base"
+    # an undo leaves alone what was set over the patch since
+    undo = patch_class(Kind, "own", patched)
+    later = lambda self: "later"  # noqa: E731
+    Kind.own = later  # type: ignore[method-assign]
+    undo()
+    assert Kind.__dict__["own"] is later

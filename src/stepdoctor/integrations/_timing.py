@@ -30,6 +30,7 @@ __all__ = [
     "guarded",
     "in_framework_loop",
     "note_settings",
+    "patch_class",
     "setting_facts",
     "time_method",
 ]
@@ -178,6 +179,24 @@ def time_method(
     def undo() -> None:
         if vars(owner).get(name) is timed:  # ours, not one set since
             if own:
+                setattr(owner, name, original)
+            else:
+                delattr(owner, name)
+
+    return undo
+
+
+def patch_class(owner: type, name: str, replacement: Any) -> Callable[[], None]:
+    """Set ``replacement`` as the class ``owner``'s attribute ``name``; return the undo, which
+    puts back what was there while ``replacement`` is still the one set: the class's own
+    attribute, or, where it inherited it, none (the inherited one uncovered again)."""
+    had = name in vars(owner)
+    original = vars(owner).get(name)
+    setattr(owner, name, replacement)
+
+    def undo() -> None:
+        if vars(owner).get(name) is replacement:
+            if had:
                 setattr(owner, name, original)
             else:
                 delattr(owner, name)

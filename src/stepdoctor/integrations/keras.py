@@ -39,6 +39,7 @@ from stepdoctor.integrations._timing import (
     framework_loop,
     guarded,
     note_settings,
+    patch_class,
     time_method,
 )
 from stepdoctor.model import (
@@ -487,7 +488,6 @@ def _time_py_dataset(
         return
     kind = type(data)
     original = kind.__getitem__
-    had = "__getitem__" in vars(kind)
 
     @functools.wraps(original)
     def timed(self: Any, index: Any) -> Any:
@@ -498,17 +498,8 @@ def _time_py_dataset(
         ours.produced(began, clock(), batch, py_dataset=True)
         return batch
 
-    kind.__getitem__ = timed
+    ours.add_undo(patch_class(kind, "__getitem__", timed))
     ours.waits = FusedWaits()
-
-    def undo() -> None:
-        if vars(kind).get("__getitem__") is timed:
-            if had:
-                kind.__getitem__ = original
-            else:
-                delattr(kind, "__getitem__")  # inherited: uncovered again
-
-    ours.add_undo(undo)
 
 
 def _has_ours(callbacks: object) -> bool:
@@ -547,7 +538,6 @@ def install(session: BaseSession) -> Callable[[], None]:
     session) that also notes the ``batch_size`` given to ``fit``; return the undo."""
     model_cls = keras.Model
     original_fit = model_cls.fit
-    owned = {name for name in ("fit", "evaluate", "predict") if name in vars(model_cls)}
 
     signature = inspect.signature(original_fit)
 
@@ -600,19 +590,15 @@ def install(session: BaseSession) -> Callable[[], None]:
             if ours is not None:
                 ours.cleanup()  # fit that raised called no on_train_end
 
-    model_cls.fit = fit
     # evaluate and predict are Keras's own loops too: the hooks of hand-written TensorFlow
     # loops stay out of them
-    originals = {name: getattr(model_cls, name) for name in ("evaluate", "predict")}
-    for name, method in originals.items():
-        setattr(model_cls, name, _in_framework_loop(method))
+    undos = [patch_class(model_cls, "fit", fit)] + [
+        patch_class(model_cls, name, _in_framework_loop(getattr(model_cls, name)))
+        for name in ("evaluate", "predict")
+    ]
 
     def uninstall() -> None:
-        # each method put back as it was: the class's own, or the inherited one uncovered
-        for name, method in (("fit", original_fit), *originals.items()):
-            if name in owned:
-                setattr(model_cls, name, method)
-            else:
-                delattr(model_cls, name)
+        while undos:
+            undos.pop()()
 
     return uninstall

@@ -37,6 +37,7 @@ from stepdoctor.integrations._timing import (
     FrameworkTimer,
     in_framework_loop,
     note_settings,
+    patch_class,
 )
 from stepdoctor.model import NEW_ITERATOR, Phase
 
@@ -328,8 +329,7 @@ def _wrap(
 ) -> Callable[[], None]:
     """Set on the class ``owner`` a wrapper of its method ``name`` that hands each call to
     ``hook`` (with the original, the instance and, ``with_args``, the call's arguments);
-    return the undo (the class's own method put back, or the inherited one uncovered)."""
-    had = name in vars(owner)
+    return the undo (``patch_class``'s)."""
     original = getattr(owner, name)
 
     if with_args:
@@ -344,13 +344,4 @@ def _wrap(
         def wrapper(self: Any) -> Any:
             return hook(original, self)
 
-    setattr(owner, name, wrapper)
-
-    def undo() -> None:
-        if vars(owner).get(name) is wrapper:
-            if had:
-                setattr(owner, name, original)
-            else:
-                delattr(owner, name)
-
-    return undo
+    return patch_class(owner, name, wrapper)
