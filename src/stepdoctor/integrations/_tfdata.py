@@ -75,6 +75,12 @@ _FUNCTION_STAGES = frozenset({"map", "interleave", "flat_map", "filter"})
 _PARALLEL_CLASSES = frozenset({"ParallelMapDataset", "ParallelInterleaveDataset"})
 
 
+def _kind(dataset: Any) -> str:
+    """A dataset's class as tf.data names it, with or without its leading underscore
+    (``_MapDataset``, ``CacheDataset``): ``MapDataset``."""
+    return type(dataset).__name__.lstrip("_")
+
+
 class Arrivals:
     """The time each batch leaves a tf.data pipeline, stamped in the graph."""
 
@@ -89,7 +95,7 @@ class Arrivals:
         prefetch after it: its ``inject_prefetch``, on by default)."""
         upstream = getattr(dataset, "_input_dataset", None)
         buffer = getattr(dataset, "_buffer_size", None)
-        last_is_prefetch = type(dataset).__name__.lstrip("_") == "PrefetchDataset"
+        last_is_prefetch = _kind(dataset) == "PrefetchDataset"
         if last_is_prefetch and upstream is not None and buffer is not None:
             try:
                 return self._stamp(upstream).prefetch(int(buffer))  # -1: AUTOTUNE
@@ -133,7 +139,7 @@ _LAST_ONLY = frozenset({"PrefetchToDeviceDataset", "CopyToDeviceDataset"})
 def can_stamp(dataset: Any) -> bool:
     """Whether a map can be added at the pipeline's end: not after a stage that must stay
     last (``prefetch_to_device``)."""
-    return type(dataset).__name__.lstrip("_") not in _LAST_ONLY
+    return _kind(dataset) not in _LAST_ONLY
 
 
 def stages(dataset: Any) -> list[tuple[str, Any]]:
@@ -142,7 +148,7 @@ def stages(dataset: Any) -> list[tuple[str, Any]]:
     found: list[tuple[str, Any]] = []
     current, seen = dataset, 0
     while current is not None and seen < 200:  # a pipeline is a chain; bounded all the same
-        kind = type(current).__name__.lstrip("_")
+        kind = _kind(current)
         found.append((_METHODS.get(kind, kind.removesuffix("Dataset") or kind), current))
         try:
             inputs = current._inputs()
@@ -182,7 +188,7 @@ def _graph_runs_python(graph: Any) -> bool:
 
 
 def _parallel(stage: Any) -> bool:
-    return type(stage).__name__.lstrip("_") in _PARALLEL_CLASSES
+    return _kind(stage) in _PARALLEL_CLASSES
 
 
 def batch_size(dataset: Any) -> int | None:
