@@ -18,6 +18,7 @@ from collections.abc import Sequence
 
 from stepdoctor.model import NEW_ITERATOR, Evidence, Finding, Fix, HookTime, Phase, RunRecord
 from stepdoctor.rules._facts import keras_compiled
+from stepdoctor.rules.slow_callbacks import WAITS_TITLE
 
 __all__ = [
     "FRAMEWORK_NAMES",
@@ -235,6 +236,12 @@ def _keras_input(record: RunRecord, finding: Finding) -> Finding:
     return _instead(finding, *said)
 
 
+def _on_tensorflow(record: RunRecord, framework: str) -> bool:
+    """Whether the loop runs TensorFlow's (or JAX's) compiled steps: a hand-written TensorFlow
+    loop, or Keras on a backend other than torch."""
+    return framework == "tensorflow" or (framework == "keras" and keras_compiled(record))
+
+
 def _tf_data(record: RunRecord, framework: str) -> tuple[str, str]:
     """The tf.data pipeline's fix from its stages as the framework's integration read them
     (``integrations/_tfdata.describe``; ``framework``: ``keras``, its fit's, or
@@ -344,8 +351,6 @@ def _new_iterators(record: RunRecord) -> tuple[int, float, float] | None:
     return made.calls, made.total_ns / made.calls / 1e6, min(1.0, made.total_ns / waited)
 
 
-#: The title of slow-callbacks' finding where the loop's thread waited off the CPU.
-_LOOP_WAITS = "The loop waits between steps"
 #: Stages of a tf.data pipeline whose work ``cache()`` saves on later epochs: functions
 #: applied to its elements, files read (``_tfdata.describe``'s stage names).
 _PIPELINE_WORK = ("map", "interleave", "from_generator", "filter", "Dataset")
@@ -428,7 +433,7 @@ def _keras_loop_share(record: RunRecord) -> float:
 
 def _between_steps(record: RunRecord, framework: str, finding: Finding) -> Finding:
     told = _between_steps_told(record, framework, finding)
-    if framework == "tensorflow" or (framework == "keras" and keras_compiled(record)):
+    if _on_tensorflow(record, framework):
         return _in_tensorflows_words(told)
     return told
 
@@ -464,7 +469,7 @@ def _between_steps_told(record: RunRecord, framework: str, finding: Finding) -> 
     if (
         framework == "tensorflow"
         and isinstance(python, str)
-        and finding.title.startswith(_LOOP_WAITS)
+        and finding.title.startswith(WAITS_TITLE)
     ):
         # the loop's thread waited off the CPU between steps while tf.data's thread ran the
         # pipeline's Python: a wait for Python's lock, which the pipeline's fix removes
@@ -690,7 +695,7 @@ def _float64(record: RunRecord, framework: str, finding: Finding) -> Finding:
 def _competing(record: RunRecord, framework: str, finding: Finding) -> Finding:
     """Keras on TensorFlow or JAX sizes no torch thread pool: the generic fix's last clause,
     in its library's terms."""
-    if not (framework == "tensorflow" or (framework == "keras" and keras_compiled(record))):
+    if not _on_tensorflow(record, framework):
         return finding
     fix = finding.fix
     summary = fix.summary.replace(

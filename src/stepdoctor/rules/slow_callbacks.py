@@ -23,7 +23,11 @@ from stepdoctor.rules.context import RuleContext, removal_speedup
 from stepdoctor.rules.registry import rule
 from stepdoctor.rules.shared_model_threads import shared_model
 
-__all__ = ["CRITICAL_SHARE", "WARNING_SHARE", "slow_callbacks"]
+__all__ = ["CRITICAL_SHARE", "WAITS_TITLE", "WARNING_SHARE", "slow_callbacks"]
+
+#: The title's start where the time between steps is mostly the loop's thread waiting off the
+#: CPU (``_waits``): the frameworks' terms tell that case apart by it.
+WAITS_TITLE = "The loop waits between steps"
 
 #: Healthy zoo runs (tests/scenarios/healthy_*.py) keep ``other`` — loop bookkeeping,
 #: ``zero_grad``, the loss's ``.item()`` — under ~10% of a 2–5 ms step; 20% is well clear of that
@@ -155,7 +159,7 @@ def _waits(
     return Finding(
         rule="slow-callbacks",
         severity=severity,
-        title=f"The loop waits between steps {share:.0%} of the time",
+        title=f"{WAITS_TITLE} {share:.0%} of the time",
         explanation=(
             f"{per_step_ms:.1f} ms of every step is spent outside data loading, forward, "
             f"backward and the optimizer, and for at least {waiting:.0%} of it the loop's "
