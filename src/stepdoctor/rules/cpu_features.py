@@ -11,7 +11,7 @@ Fix: unset ATEN_CPU_CAPABILITY; for a CPU without AVX2, move training to a newer
 from __future__ import annotations
 
 from stepdoctor.model import Evidence, Finding, Fix, RunRecord, Severity, Speedup
-from stepdoctor.rules._facts import fact_bool, gpu_job
+from stepdoctor.rules._facts import fact_bool, gpu_job, tensorflow_loop
 from stepdoctor.rules.context import RuleContext
 from stepdoctor.rules.registry import rule
 
@@ -116,7 +116,7 @@ def _library(record: RunRecord) -> str:
     backend = record.env_value("keras.backend")
     if isinstance(backend, str) and backend in _KERAS_BACKENDS:
         return _KERAS_BACKENDS[backend]
-    if record.env_value("framework") == "tensorflow":
+    if tensorflow_loop(record):
         return "TensorFlow's"
     if record.env_value("torch.version") is not None:
         return "torch's"
